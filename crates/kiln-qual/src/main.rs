@@ -24,23 +24,49 @@ enum Command {
     /// Validate or describe workload contracts.
     #[command(subcommand)]
     Workload(cmd::workload::WorkloadCommand),
+    /// Run one variant of a committed workload and write a source-bound receipt.
+    Run(cmd::run::RunArgs),
+    /// Compute the source-tree digest the runner binds.
+    SourceTree(cmd::run::SourceTreeArgs),
+    /// Model identity commands.
+    #[command(subcommand)]
+    Model(cmd::run::ModelCommand),
+    /// Bounded cargo wrapper for workload cases (offline, filtered environment, deadline).
+    Cargo(cmd::cargo::CargoArgs),
+    /// Validate or show receipts.
+    #[command(subcommand)]
+    Receipt(cmd::receipt::ReceiptCommand),
+    /// Compare two receipts under the workload's comparison policy.
+    Compare(cmd::receipt::CompareArgs),
+    /// Run an owned-server serving campaign and write its case result.
+    Serve(cmd::serve::ServeArgs),
+    /// A zero-compute OpenAI-compatible server for tests and headroom measurements.
+    MockServer(cmd::serve::MockServerArgs),
+    /// Legacy backend latency fixtures.
+    #[command(subcommand)]
+    Latency(cmd::latency::LatencyCommand),
 }
 
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() {
-                exit::USAGE
-            } else {
-                exit::OK
-            };
+            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
             let _ = e.print();
             std::process::exit(code);
         }
     };
     let code = match cli.command {
         Command::Workload(c) => cmd::workload::run(c),
+        Command::Run(a) => cmd::run::run(a),
+        Command::SourceTree(a) => cmd::run::source_tree(a),
+        Command::Model(c) => cmd::run::model(c),
+        Command::Cargo(a) => cmd::cargo::run(a),
+        Command::Receipt(c) => cmd::receipt::run(c),
+        Command::Compare(a) => cmd::receipt::compare(a),
+        Command::Serve(a) => cmd::serve::serve(a),
+        Command::MockServer(a) => cmd::serve::mock_server(a),
+        Command::Latency(c) => cmd::latency::run(c),
     };
     std::process::exit(code);
 }

@@ -1,0 +1,1 @@
+//! qual-exec: see docs/design.md (work in progress).

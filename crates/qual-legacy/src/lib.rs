@@ -1,0 +1,1 @@
+//! qual-legacy: see docs/design.md (work in progress).

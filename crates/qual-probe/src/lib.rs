@@ -1,0 +1,1 @@
+//! qual-probe: see docs/design.md (work in progress).

@@ -1,0 +1,1 @@
+//! qual-receipt: see docs/design.md (work in progress).

@@ -1,0 +1,1 @@
+//! qual-runner: see docs/design.md (work in progress).

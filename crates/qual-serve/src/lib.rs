@@ -1,0 +1,1 @@
+//! qual-serve: see docs/design.md (work in progress).

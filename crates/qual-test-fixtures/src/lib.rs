@@ -1,0 +1,1 @@
+//! qual-test-fixtures: see docs/design.md (work in progress).
