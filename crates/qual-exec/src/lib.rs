@@ -1,1 +1,284 @@
-//! qual-exec: see docs/design.md (work in progress).
+//! Bounded, owned child processes for kiln-qual: spawn, capture, deadlines, signals,
+//! containment and residue evidence. Linux is the first-class platform.
+//!
+//! # What this crate owns
+//! - [`execute`]: run one command to completion under an [`ExecSpec`] and return the
+//!   [`Execution`] evidence. It always cleans up: when it returns, no process of the case is
+//!   alive, whatever the command did.
+//! - [`OwnedProcess`]: a long-lived contained process (a server) with the same containment,
+//!   logs written to files under a byte bound, and a staged [`OwnedProcess::shutdown`].
+//! - [`signals`]: SIGINT/SIGTERM forwarding to running case groups.
+//!
+//! # Mechanisms
+//! - **argv only** (never a shell), `argv[0]` resolved on the `PATH` of the case environment;
+//!   the environment is exactly [`ExecSpec::env`] (nothing inherited); stdin is `/dev/null`.
+//! - Every child calls `setsid()` before `exec`: it leads a new session and process group
+//!   (pgid = pid), so it does not receive the terminal's signals and its group can be signalled.
+//! - **Containment** ([`Mechanism`]): a fresh cgroup v2 sub-tree per execution when this
+//!   process's cgroup accepts one (`cgroup_v2`; the child joins it before `exec`), else the
+//!   process group plus subreaper tracking (`process_group_subreaper`). In both cases this
+//!   process becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`), so a descendant that
+//!   escaped with `setsid` or a double fork is re-parented to us: found, killed and reaped.
+//! - **Output**: stdout and stderr are read in one `poll` loop while the child runs; each keeps
+//!   a head and a tail ring ([`CaptureLimits`]) plus a total byte count; the pipes are always
+//!   drained, so memory stays bounded whatever the child writes.
+//! - **Deadline**: at `timeout`, SIGTERM to the group (and every tracked member), then after
+//!   `term_grace` SIGKILL; [`Termination::TimedOut`] records the signal that ended the leader.
+//! - **Settlement**: after a normal exit, members still alive get up to 1 s to finish; then
+//!   they are terminated with the same schedule and recorded as [`Residue`].
+//! - **Network**: [`NetworkPolicy::LoopbackOnly`] runs the child in a private network
+//!   namespace with only `lo`, brought up with `ioctl(SIOCSIFFLAGS)` (no `ip` binary); as a
+//!   non-root user a user namespace is created first. When the kernel refuses, the execution
+//!   fails closed with [`ExecError::IsolationUnavailable`] naming the missing capability.
+//!
+//! # Invariants
+//! - `execute` never returns while a process of the case is alive; `Containment::clean` says
+//!   whether the case left anything behind that had to be killed after its leader finished.
+//! - Memory per execution is bounded by the capture limits plus a fixed read buffer.
+//! - Wall time is measured with a monotonic clock; `started_at` is the wall-clock start.
+
+mod capture;
+mod cgroup;
+mod exec;
+mod group;
+mod owned;
+mod procfs;
+mod spawn;
+mod sys;
+
+pub mod signals;
+
+pub use capture::{CaptureLimits, Captured};
+pub use cgroup::{set_cgroup_policy, CgroupPolicy};
+pub use exec::{execute, execute_watched};
+pub use owned::{OwnedProcess, OwnedSpec, Shutdown};
+pub use sys::signal_name;
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+/// How long members of a case may outlive a normally exiting leader before they are
+/// terminated as residue (`SUCCESS_DESCENDANT_SETTLEMENT_SECONDS` of the original runner).
+pub const SETTLEMENT: Duration = Duration::from_secs(1);
+
+/// What to run and under which bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecSpec {
+    /// `argv[0]`: a path (relative paths are relative to `cwd`) or a bare name resolved on the
+    /// `PATH` found in `env`.
+    pub argv: Vec<String>,
+    /// Working directory of the child.
+    pub cwd: PathBuf,
+    /// The complete child environment; nothing is inherited.
+    pub env: Vec<(String, String)>,
+    /// Deadline, measured from the spawn; then SIGTERM to the group, `term_grace`, SIGKILL.
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL.
+    pub term_grace: Duration,
+    /// Per-stream capture bounds.
+    pub capture: CaptureLimits,
+    /// Network access of the child.
+    pub network: NetworkPolicy,
+}
+
+/// Network access of a child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkPolicy {
+    /// The child shares our network namespace.
+    Inherit,
+    /// A private network namespace with only `lo`, up. Fails closed.
+    LoopbackOnly,
+}
+
+/// How the leader process ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Termination {
+    /// It exited by itself with this code.
+    Exited {
+        /// Exit code (0..=255).
+        code: i32,
+    },
+    /// It was ended by a signal we did not send.
+    Signaled {
+        /// Signal number.
+        signal: i32,
+    },
+    /// It passed its deadline; we terminated its group. `signal_used` is the last signal we
+    /// sent before it ended (SIGTERM, or SIGKILL after the grace).
+    TimedOut {
+        /// Signal number.
+        signal_used: i32,
+    },
+    /// This process received SIGINT/SIGTERM (see [`signals`]); we terminated the group.
+    Interrupted {
+        /// Signal number we sent to the group last.
+        signal_used: i32,
+    },
+    /// The watch callback of [`execute_watched`] asked to stop it (e.g. a result file grew
+    /// past its bound); we terminated the group.
+    Aborted {
+        /// What the watch callback said.
+        reason: String,
+        /// Signal number we sent to the group last.
+        signal_used: i32,
+    },
+}
+
+impl Termination {
+    /// True only for `Exited { code: 0 }`.
+    pub fn success(&self) -> bool {
+        matches!(self, Termination::Exited { code: 0 })
+    }
+
+    /// The exit code, when the leader exited by itself.
+    pub fn exit_code(&self) -> Option<i32> {
+        match self {
+            Termination::Exited { code } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// The evidence of one execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Execution {
+    /// How the leader ended.
+    pub termination: Termination,
+    /// Wall-clock time of the spawn.
+    pub started_at: SystemTime,
+    /// Monotonic duration from spawn to the end of cleanup of the leader.
+    pub wall: Duration,
+    /// Leader pid (for evidence; it is reaped when `execute` returns).
+    pub pid: u32,
+    /// Captured standard output.
+    pub stdout: Captured,
+    /// Captured standard error.
+    pub stderr: Captured,
+    /// How the case was contained and what it left behind.
+    pub containment: Containment,
+}
+
+/// Containment mechanism used for a process tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    /// A dedicated cgroup v2 sub-tree (plus subreaper for reaping).
+    CgroupV2,
+    /// The process group and session, with this process as child subreaper.
+    ProcessGroupSubreaper,
+}
+
+impl Mechanism {
+    /// The evidence string (`cgroup_v2` | `process_group_subreaper`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Mechanism::CgroupV2 => "cgroup_v2",
+            Mechanism::ProcessGroupSubreaper => "process_group_subreaper",
+        }
+    }
+}
+
+/// Network isolation actually applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkIsolation {
+    /// None: the child shared our network namespace.
+    None,
+    /// `unshare(CLONE_NEWNET)` as root, only `lo`, up.
+    LinuxNetNamespaceLoopbackOnly,
+    /// `unshare(CLONE_NEWUSER|CLONE_NEWNET)` (unprivileged), only `lo`, up.
+    LinuxUserNetNamespaceLoopbackOnly,
+}
+
+impl NetworkIsolation {
+    /// Mechanism id as exported to cases (`KILN_QUALIFICATION_NETWORK_ISOLATION`).
+    pub fn mechanism_id(&self) -> &'static str {
+        match self {
+            NetworkIsolation::None => "none",
+            NetworkIsolation::LinuxNetNamespaceLoopbackOnly => "linux-netns-loopback-only-v1",
+            NetworkIsolation::LinuxUserNetNamespaceLoopbackOnly => {
+                "linux-userns-netns-loopback-only-v1"
+            }
+        }
+    }
+}
+
+/// Containment evidence of one execution or owned process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Containment {
+    /// Mechanism that tracked the process tree.
+    pub mechanism: Mechanism,
+    /// Network isolation applied.
+    pub network: NetworkIsolation,
+    /// Processes other than the leader still alive after the leader ended (after the
+    /// settlement window for a normal exit), which we terminated; with the signal that ended
+    /// each.
+    pub residue: Vec<Residue>,
+    /// Whether we sent any signal to the case's group (deadline, interruption, abort,
+    /// residue).
+    pub group_killed: bool,
+    /// The output pipes reached end-of-file after cleanup (no unknown holder kept them open).
+    pub pipes_closed: bool,
+    /// Nothing was left behind: no residue, pipes closed, and the final check found no member
+    /// alive.
+    pub clean: bool,
+}
+
+/// A process found alive after its leader ended, and terminated by us.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Residue {
+    /// Its pid.
+    pub pid: u32,
+    /// Its command line (bounded), or `[comm]`.
+    pub cmdline: String,
+    /// The last signal we sent it before it disappeared.
+    pub signal: i32,
+}
+
+/// Why an execution could not be run (a run that started always yields an [`Execution`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The spec itself is unusable (empty argv, NUL bytes, bad environment names).
+    #[error("validate the execution spec: {reason}")]
+    InvalidSpec {
+        /// All problems, joined with `; `.
+        reason: String,
+    },
+    /// The program could not be started.
+    #[error("spawn {program}: {reason}")]
+    Spawn {
+        /// `argv[0]`.
+        program: String,
+        /// OS error text or resolution failure.
+        reason: String,
+    },
+    /// Network isolation was requested and the kernel refused it (fail closed).
+    #[error("establish loopback-only network isolation: missing {capability}: {reason}")]
+    IsolationUnavailable {
+        /// The capability that is missing.
+        capability: String,
+        /// The OS error.
+        reason: String,
+    },
+    /// An I/O error while supervising.
+    #[error("{context}: {source}")]
+    Io {
+        /// What we were doing.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// SIGINT/SIGTERM was received before the execution started; nothing was spawned.
+    #[error("start execution: interrupted by {}", signal_name(*signal))]
+    Interrupted {
+        /// The signal received.
+        signal: i32,
+    },
+}

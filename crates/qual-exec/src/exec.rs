@@ -1,0 +1,599 @@
+//! [`execute`]: one bounded execution, supervised by a single `poll` loop that drains both
+//! output pipes, watches the leader through a pidfd, and applies the deadline, interruption,
+//! settlement and termination schedule. Cleanup always runs before it returns.
+
+use crate::capture::Capture;
+use crate::cgroup::{self, CaseCgroup};
+use crate::group::{self, Tracker};
+use crate::procfs::Stat;
+use crate::spawn::{self, StepFailure};
+use crate::{
+    signals, sys, Containment, ExecError, ExecSpec, Execution, Mechanism, NetworkIsolation,
+    NetworkPolicy, Residue, Termination, SETTLEMENT,
+};
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Child, ExitStatus};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long to wait for the output pipes to close once every member is gone.
+const PIPE_CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// Supervision tick while something must be re-checked.
+const TICK: Duration = Duration::from_millis(10);
+/// How often the watch callback of [`execute_watched`] is consulted.
+const WATCH_EVERY: Duration = Duration::from_millis(20);
+
+/// A spawned, contained leader.
+pub(crate) struct Started {
+    pub child: Child,
+    pub tracker: Tracker,
+    pub mechanism: Mechanism,
+    pub network: NetworkIsolation,
+    pub started_at: SystemTime,
+    pub t0: Instant,
+}
+
+/// Spawns `argv` contained: own session, cgroup when usable, optional network namespace,
+/// stdout/stderr piped.
+pub(crate) fn start(
+    argv: &[String],
+    cwd: &Path,
+    env: &[(String, String)],
+    network: NetworkPolicy,
+) -> Result<Started, ExecError> {
+    spawn::validate(argv, env)?;
+    if let Some(signal) = signals::interrupted() {
+        return Err(ExecError::Interrupted { signal });
+    }
+    let program = spawn::resolve_program(&argv[0], cwd, env)?;
+    sys::ensure_subreaper();
+    let (net_plan, net_used) = spawn::plan_network(network);
+    loop {
+        let cg = CaseCgroup::create();
+        let mut cmd = spawn::build_command(
+            &program,
+            argv,
+            cwd,
+            env,
+            cg.as_ref().map(|c| c.procs_fd()),
+            net_plan,
+        );
+        let started_at = SystemTime::now();
+        let t0 = Instant::now();
+        match cmd.spawn() {
+            Ok(child) => {
+                group::register_leader(child.id());
+                let mechanism = match &cg {
+                    Some(c) => {
+                        c.confirm_usable();
+                        Mechanism::CgroupV2
+                    }
+                    None => Mechanism::ProcessGroupSubreaper,
+                };
+                let inodes = [
+                    child.stdout.as_ref().map(|p| p.as_raw_fd()),
+                    child.stderr.as_ref().map(|p| p.as_raw_fd()),
+                ]
+                .into_iter()
+                .flatten()
+                .filter_map(group::fd_inode)
+                .collect();
+                let tracker = Tracker::new(child.id(), cg, inodes);
+                return Ok(Started {
+                    child,
+                    tracker,
+                    mechanism,
+                    network: net_used,
+                    started_at,
+                    t0,
+                });
+            }
+            Err(e) => {
+                if let Some(c) = cg {
+                    c.remove();
+                }
+                match spawn::decode(&e) {
+                    Some(StepFailure::Cgroup(_)) => {
+                        // The kernel refused the move: cgroups are not usable from here.
+                        cgroup::mark_unusable();
+                        continue;
+                    }
+                    Some(StepFailure::Network { step, errno }) => {
+                        return Err(spawn::isolation_error(step, errno))
+                    }
+                    Some(StepFailure::Setsid(errno)) => {
+                        return Err(ExecError::Spawn {
+                            program: argv[0].clone(),
+                            reason: format!("setsid: {}", std::io::Error::from_raw_os_error(errno)),
+                        })
+                    }
+                    None => {
+                        return Err(ExecError::Spawn {
+                            program: argv[0].clone(),
+                            reason: e.to_string(),
+                        })
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs `spec` to completion and returns its evidence; always cleans up.
+pub fn execute(spec: &ExecSpec) -> Result<Execution, ExecError> {
+    execute_watched(spec, &mut || None)
+}
+
+/// Like [`execute`], and consults `watch` about every 20 ms while the leader runs; when it
+/// returns `Some(reason)` the group is terminated (SIGTERM, grace, SIGKILL) and the execution
+/// ends as [`Termination::Aborted`]. Use it for bounds the caller owns, such as the size of a
+/// case-result file.
+pub fn execute_watched(
+    spec: &ExecSpec,
+    watch: &mut dyn FnMut() -> Option<String>,
+) -> Result<Execution, ExecError> {
+    let mut st = start(&spec.argv, &spec.cwd, &spec.env, spec.network)?;
+    let out = st.child.stdout.take();
+    let err = st.child.stderr.take();
+    let mut streams = [
+        Stream::new(out.as_ref().map(|p| p.as_raw_fd()), spec.capture),
+        Stream::new(err.as_ref().map(|p| p.as_raw_fd()), spec.capture),
+    ];
+    let pidfd = sys::pidfd_open(st.child.id());
+    let mut sup = Supervisor::new(&mut st, spec.timeout, spec.term_grace);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut last_watch = Instant::now();
+    let result = loop {
+        // 1. Leader exit.
+        if sup.leader_status.is_none() {
+            match sup.st.child.try_wait() {
+                Ok(Some(status)) => sup.on_leader_exit(status),
+                Ok(None) => {}
+                Err(e) => {
+                    break Err(ExecError::Io {
+                        context: "wait for the case leader".into(),
+                        source: e,
+                    })
+                }
+            }
+        }
+        let now = Instant::now();
+        // 2. Stop requests while the leader runs.
+        if sup.leader_status.is_none() && sup.stage.is_running() {
+            if signals::interrupted().is_some() {
+                sup.begin_termination(Why::Interrupted);
+            } else if now >= sup.deadline {
+                sup.begin_termination(Why::Deadline);
+            } else if now.duration_since(last_watch) >= WATCH_EVERY {
+                last_watch = now;
+                if let Some(reason) = watch() {
+                    sup.begin_termination(Why::Aborted(reason));
+                }
+            }
+        }
+        // 3. Escalation and members.
+        sup.advance(now);
+        // 4. Done?
+        let pipes_open = streams.iter().any(|s| s.fd.is_some());
+        if sup.settled {
+            if !pipes_open {
+                break Ok(());
+            }
+            let give_up = *sup.pipe_wait_until.get_or_insert(now + PIPE_CLOSE_WAIT);
+            if now >= give_up {
+                // Something we could not attribute holds the pipes: look for holders once.
+                if !sup.deep_checked {
+                    sup.deep_checked = true;
+                    if sup.hunt_pipe_holders() {
+                        sup.pipe_wait_until = Some(now + PIPE_CLOSE_WAIT);
+                        continue;
+                    }
+                }
+                break Ok(());
+            }
+        }
+        // 5. Wait for output, the leader, a signal or the next tick.
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
+        for s in &streams {
+            if let Some(fd) = s.fd {
+                fds.push(pollfd(fd));
+            }
+        }
+        let n_streams = fds.len();
+        if sup.leader_status.is_none() {
+            if let Some(p) = &pidfd {
+                fds.push(pollfd(p.as_raw_fd()));
+            }
+        }
+        if sup.stage.is_running() && signals::interrupted().is_none() {
+            if let Some(w) = signals::wake_fd() {
+                fds.push(pollfd(w));
+            }
+        }
+        let timeout = sup.next_timeout(now, pidfd.is_some(), last_watch);
+        if let Err(e) = sys::poll(&mut fds, timeout) {
+            break Err(ExecError::Io {
+                context: "poll the case output".into(),
+                source: e,
+            });
+        }
+        let mut k = 0;
+        for s in streams.iter_mut() {
+            if s.fd.is_some() {
+                if fds[k].revents != 0 {
+                    s.drain(&mut buf);
+                }
+                k += 1;
+            }
+        }
+        debug_assert_eq!(k, n_streams);
+    };
+    // Cleanup always runs, even after a supervision error.
+    let containment = sup.finish(streams.iter().all(|s| s.fd.is_none()));
+    let wall = sup.st.t0.elapsed();
+    let termination = sup.termination();
+    drop(out);
+    drop(err);
+    result?;
+    let [o, e] = streams;
+    Ok(Execution {
+        termination,
+        started_at: st.started_at,
+        wall,
+        pid: st.child.id(),
+        stdout: o.cap.finish(),
+        stderr: e.cap.finish(),
+        containment,
+    })
+}
+
+fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+struct Stream {
+    fd: Option<RawFd>,
+    cap: Capture,
+}
+
+impl Stream {
+    fn new(fd: Option<RawFd>, limits: crate::CaptureLimits) -> Stream {
+        if let Some(fd) = fd {
+            let _ = sys::set_nonblocking(fd);
+        }
+        Stream {
+            fd,
+            cap: Capture::new(limits),
+        }
+    }
+
+    /// Reads what is available (bounded number of reads so the loop stays responsive).
+    fn drain(&mut self, buf: &mut [u8]) {
+        let Some(fd) = self.fd else { return };
+        for _ in 0..64 {
+            match sys::read_nb(fd, buf) {
+                Ok(Some(0)) | Err(_) => {
+                    self.fd = None;
+                    return;
+                }
+                Ok(Some(n)) => self.cap.push(&buf[..n]),
+                Ok(None) => return,
+            }
+        }
+    }
+}
+
+/// Why we are terminating the group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Why {
+    Deadline,
+    Interrupted,
+    Aborted(String),
+    Residue,
+    Shutdown,
+}
+
+#[derive(Debug)]
+pub(crate) enum Stage {
+    Running,
+    Terminating {
+        why: Why,
+        sig: i32,
+        kill_at: Instant,
+    },
+}
+
+impl Stage {
+    pub(crate) fn is_running(&self) -> bool {
+        matches!(self, Stage::Running)
+    }
+}
+
+struct ResidueEntry {
+    start_time: u64,
+    cmdline: String,
+    signal: i32,
+}
+
+/// The termination schedule and evidence of one contained leader.
+pub(crate) struct Supervisor<'a> {
+    pub st: &'a mut Started,
+    pub stage: Stage,
+    pub deadline: Instant,
+    grace: Duration,
+    pub leader_status: Option<ExitStatus>,
+    /// The signal we had last sent when the leader ended, and why.
+    leader_end: Option<(Why, i32)>,
+    settle_until: Option<Instant>,
+    pub settled: bool,
+    pub pipe_wait_until: Option<Instant>,
+    pub deep_checked: bool,
+    residue: BTreeMap<u32, ResidueEntry>,
+    /// Last signal sent to each member (pid -> (start, sig)), to avoid re-signalling.
+    sent: BTreeMap<u32, (u64, i32)>,
+    group_killed: bool,
+    /// Whether SIGKILL was needed for anything.
+    pub kill_sent: bool,
+}
+
+impl<'a> Supervisor<'a> {
+    pub(crate) fn new(st: &'a mut Started, timeout: Duration, grace: Duration) -> Self {
+        let deadline = st.t0 + timeout;
+        Supervisor {
+            st,
+            stage: Stage::Running,
+            deadline,
+            grace,
+            leader_status: None,
+            leader_end: None,
+            settle_until: None,
+            settled: false,
+            pipe_wait_until: None,
+            deep_checked: false,
+            residue: BTreeMap::new(),
+            sent: BTreeMap::new(),
+            group_killed: false,
+            kill_sent: false,
+        }
+    }
+
+    pub(crate) fn on_leader_exit(&mut self, status: ExitStatus) {
+        self.leader_status = Some(status);
+        group::unregister_leader(self.st.child.id());
+        if let Stage::Terminating { why, sig, .. } = &self.stage {
+            self.leader_end = Some((why.clone(), *sig));
+        }
+        // Members get the settlement window to finish (or to die of the signal they already
+        // received) before whatever is still alive counts as residue.
+        self.settle_until = Some(Instant::now() + SETTLEMENT);
+    }
+
+    pub(crate) fn begin_termination(&mut self, why: Why) {
+        let live = self.st.tracker.live_members();
+        if why == Why::Residue {
+            self.record_residue(&live);
+        }
+        self.stage = Stage::Terminating {
+            why,
+            sig: libc::SIGTERM,
+            kill_at: Instant::now() + self.grace,
+        };
+        self.group_killed = true;
+        self.send(&live, libc::SIGTERM);
+    }
+
+    fn record_residue(&mut self, live: &[Stat]) {
+        let sig = match self.stage {
+            Stage::Terminating { sig, .. } => sig,
+            Stage::Running => libc::SIGTERM,
+        };
+        for m in live {
+            self.residue.entry(m.pid).or_insert_with(|| ResidueEntry {
+                start_time: m.start_time,
+                cmdline: crate::procfs::cmdline(m.pid),
+                signal: sig,
+            });
+        }
+    }
+
+    fn send(&mut self, live: &[Stat], sig: i32) {
+        let _ = sys::killpg(self.st.tracker.leader, sig);
+        for m in live {
+            if self.sent.get(&m.pid) == Some(&(m.start_time, sig)) {
+                continue;
+            }
+            group::signal_one(m, sig);
+            self.sent.insert(m.pid, (m.start_time, sig));
+            if let Some(r) = self.residue.get_mut(&m.pid) {
+                if r.start_time == m.start_time {
+                    r.signal = sig;
+                }
+            }
+        }
+        if sig == libc::SIGKILL {
+            self.kill_sent = true;
+            if let Some(cg) = &self.st.tracker.cgroup {
+                cg.kill_all();
+            }
+        }
+    }
+
+    /// Applies escalation, settlement and residue rules at `now`.
+    pub(crate) fn advance(&mut self, now: Instant) {
+        let leader_done = self.leader_status.is_some();
+        match &self.stage {
+            Stage::Running => {
+                if !leader_done {
+                    return;
+                }
+                self.st.tracker.reap_orphans();
+                let live = self.st.tracker.live_members();
+                if live.is_empty() {
+                    self.settled = true;
+                } else if self.settle_until.is_some_and(|t| now >= t) {
+                    self.begin_termination(Why::Residue);
+                }
+            }
+            Stage::Terminating { sig, kill_at, .. } => {
+                let (sig, kill_at) = (*sig, *kill_at);
+                if leader_done {
+                    self.st.tracker.reap_orphans();
+                }
+                let live = self.st.tracker.live_members();
+                if leader_done {
+                    if live.is_empty() {
+                        self.settled = true;
+                        return;
+                    }
+                    if self.settle_until.is_some_and(|t| now >= t) {
+                        // Still alive after the leader ended and the settlement window.
+                        self.record_residue(&live);
+                    }
+                }
+                if sig != libc::SIGKILL && now >= kill_at {
+                    if let Stage::Terminating { sig, .. } = &mut self.stage {
+                        *sig = libc::SIGKILL;
+                    }
+                    self.send(&live, libc::SIGKILL);
+                } else {
+                    // Late forks get the current signal too.
+                    self.send(&live, sig);
+                }
+            }
+        }
+    }
+
+    /// Deep search for processes holding the case pipes; terminates them as residue.
+    pub(crate) fn hunt_pipe_holders(&mut self) -> bool {
+        let holders: Vec<Stat> = self
+            .st
+            .tracker
+            .members(true)
+            .into_iter()
+            .filter(|s| !s.is_dead())
+            .collect();
+        if holders.is_empty() {
+            return false;
+        }
+        self.settled = false;
+        self.begin_termination(Why::Residue);
+        true
+    }
+
+    pub(crate) fn next_timeout(
+        &self,
+        now: Instant,
+        have_pidfd: bool,
+        last_watch: Instant,
+    ) -> Duration {
+        let mut t = Duration::from_secs(3600);
+        let mut at = |when: Instant| {
+            t = t.min(when.saturating_duration_since(now));
+        };
+        if self.leader_status.is_none() {
+            if !have_pidfd {
+                at(now + TICK);
+            }
+            match &self.stage {
+                Stage::Running => {
+                    at(self.deadline);
+                    at(last_watch + WATCH_EVERY);
+                }
+                Stage::Terminating { kill_at, sig, .. } => {
+                    if *sig != libc::SIGKILL {
+                        at(*kill_at);
+                    }
+                    // Late members of the group must be signalled too.
+                    at(now + TICK * 5);
+                }
+            }
+        } else if !self.settled {
+            at(now + TICK);
+        } else if let Some(p) = self.pipe_wait_until {
+            at(p);
+        }
+        t
+    }
+
+    /// Final cleanup: SIGKILL to whatever remains, reap, remove the cgroup; evidence.
+    pub(crate) fn finish(&mut self, pipes_closed: bool) -> Containment {
+        if self.leader_status.is_none() {
+            // Supervision failed while the leader ran: kill everything.
+            self.group_killed = true;
+            let live = self.st.tracker.live_members();
+            self.send(&live, libc::SIGKILL);
+            let _ = sys::kill(self.st.child.id(), libc::SIGKILL);
+            if let Ok(status) = self.st.child.wait() {
+                self.on_leader_exit(status);
+            }
+        }
+        // Always kill the group at cleanup, and make sure nothing is left.
+        let _ = sys::killpg(self.st.tracker.leader, libc::SIGKILL);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut final_live;
+        loop {
+            self.st.tracker.reap_orphans();
+            final_live = self.st.tracker.live_members();
+            if final_live.is_empty() {
+                break;
+            }
+            self.group_killed = true;
+            self.record_residue(&final_live);
+            self.send(&final_live, libc::SIGKILL);
+            if Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.st.tracker.reap_orphans();
+        if let Some(cg) = self.st.tracker.cgroup.take() {
+            cg.remove();
+        }
+        let residue: Vec<Residue> = self
+            .residue
+            .iter()
+            .map(|(pid, r)| Residue {
+                pid: *pid,
+                cmdline: r.cmdline.clone(),
+                signal: r.signal,
+            })
+            .collect();
+        let clean = residue.is_empty() && pipes_closed && final_live.is_empty();
+        Containment {
+            mechanism: self.st.mechanism,
+            network: self.st.network,
+            residue,
+            group_killed: self.group_killed,
+            pipes_closed,
+            clean,
+        }
+    }
+
+    pub(crate) fn termination(&self) -> Termination {
+        let status = self.leader_status.expect("leader reaped in finish");
+        match &self.leader_end {
+            Some((Why::Deadline, sig)) => Termination::TimedOut { signal_used: *sig },
+            Some((Why::Interrupted, sig)) => Termination::Interrupted { signal_used: *sig },
+            Some((Why::Aborted(reason), sig)) => Termination::Aborted {
+                reason: reason.clone(),
+                signal_used: *sig,
+            },
+            Some((Why::Residue | Why::Shutdown, _)) | None => exit_termination(status),
+        }
+    }
+}
+
+/// Maps a wait status of a leader that ended on its own.
+pub(crate) fn exit_termination(status: ExitStatus) -> Termination {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Termination::Exited { code },
+        (None, Some(signal)) => Termination::Signaled { signal },
+        (None, None) => Termination::Exited { code: -1 },
+    }
+}

@@ -1,0 +1,245 @@
+//! Who belongs to a case, and how to signal and reap them.
+//!
+//! Membership, by mechanism:
+//! - `cgroup_v2`: exactly the processes in the execution's cgroup (nothing can leave it).
+//! - `process_group_subreaper`: the leader's process group and session, every process whose
+//!   parent chain reaches the leader or a known member, every process re-parented to us (we
+//!   are a child subreaper) that started after the leader and is not another leader this crate
+//!   registered, and every process that holds the write end of one of the case's output pipes.
+//!   Members are remembered by `(pid, start time)`, so a process seen once stays a member after
+//!   it moves to a new session, and a reused pid is never confused with it.
+//!
+//! Caveat of the fallback: a process that this program starts through another API while an
+//! execution is running, and that is orphaned and re-parented to us, would be attributed to
+//! the case. With cgroups there is no such ambiguity.
+//!
+//! Signals go through `pidfd_open` + `pidfd_send_signal` after re-checking the start time, so
+//! a pid recycled between the scan and the signal is never hit.
+
+use crate::cgroup::CaseCgroup;
+use crate::procfs::{self, Stat};
+use crate::sys;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+/// Leaders spawned by this crate that are not yet reaped (excluded from orphan attribution).
+static LEADERS: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+
+pub(crate) fn register_leader(pid: u32) {
+    LEADERS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(HashSet::new)
+        .insert(pid);
+}
+
+pub(crate) fn unregister_leader(pid: u32) {
+    if let Some(set) = LEADERS.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        set.remove(&pid);
+    }
+}
+
+fn is_other_leader(pid: u32, own: u32) -> bool {
+    pid != own
+        && LEADERS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|s| s.contains(&pid))
+}
+
+/// Membership tracker of one case.
+#[derive(Debug)]
+pub(crate) struct Tracker {
+    pub leader: u32,
+    leader_start: u64,
+    pub cgroup: Option<CaseCgroup>,
+    /// Members ever seen (pid -> start time), leader excluded.
+    known: Mutex<HashMap<u32, u64>>,
+    /// Inodes of the case's output pipes (`pipe:[inode]`), for holder attribution.
+    pipe_inodes: Vec<u64>,
+    self_pid: u32,
+}
+
+impl Tracker {
+    pub(crate) fn new(leader: u32, cgroup: Option<CaseCgroup>, pipe_inodes: Vec<u64>) -> Tracker {
+        let leader_start = procfs::stat(leader).map(|s| s.start_time).unwrap_or(0);
+        Tracker {
+            leader,
+            leader_start,
+            cgroup,
+            known: Mutex::new(HashMap::new()),
+            pipe_inodes,
+            self_pid: procfs::self_pid(),
+        }
+    }
+
+    /// Live (not zombie) members other than the leader, as of now.
+    pub(crate) fn live_members(&self) -> Vec<Stat> {
+        let all = self.members(false);
+        all.into_iter().filter(|s| !s.is_dead()).collect()
+    }
+
+    /// Members other than the leader, zombies included; with `deep`, also processes holding
+    /// the case's pipes (an expensive scan of every `/proc/<pid>/fd`).
+    pub(crate) fn members(&self, deep: bool) -> Vec<Stat> {
+        let mut out: Vec<Stat> = Vec::new();
+        if let Some(cg) = &self.cgroup {
+            for pid in cg.pids() {
+                if pid == self.leader {
+                    continue;
+                }
+                if let Some(s) = procfs::stat(pid) {
+                    out.push(s);
+                }
+            }
+            // Zombies re-parented to us that the cgroup may no longer list.
+            for s in procfs::snapshot() {
+                if s.ppid == self.self_pid
+                    && s.pid != self.leader
+                    && s.is_dead()
+                    && !out.iter().any(|o| o.pid == s.pid)
+                    && (self.is_known(&s) || cg.contains_by_proc(s.pid))
+                {
+                    out.push(s);
+                }
+            }
+        } else {
+            let snap = procfs::snapshot();
+            let by_pid: HashMap<u32, &Stat> = snap.iter().map(|s| (s.pid, s)).collect();
+            let mut member: HashMap<u32, bool> = HashMap::new();
+            for s in &snap {
+                self.classify(s, &by_pid, &mut member, 0);
+            }
+            if deep && !self.pipe_inodes.is_empty() {
+                for pid in pipe_holders(&self.pipe_inodes) {
+                    member.insert(pid, true);
+                }
+            }
+            for s in &snap {
+                if s.pid != self.leader && member.get(&s.pid) == Some(&true) {
+                    out.push(*s);
+                }
+            }
+        }
+        if deep && self.cgroup.is_some() && !self.pipe_inodes.is_empty() {
+            for pid in pipe_holders(&self.pipe_inodes) {
+                if pid != self.leader && !out.iter().any(|o| o.pid == pid) {
+                    if let Some(s) = procfs::stat(pid) {
+                        out.push(s);
+                    }
+                }
+            }
+        }
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        for s in &out {
+            known.insert(s.pid, s.start_time);
+        }
+        out
+    }
+
+    fn is_known(&self, s: &Stat) -> bool {
+        self.known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&s.pid)
+            == Some(&s.start_time)
+    }
+
+    fn classify(
+        &self,
+        s: &Stat,
+        by_pid: &HashMap<u32, &Stat>,
+        memo: &mut HashMap<u32, bool>,
+        depth: u32,
+    ) -> bool {
+        if let Some(&m) = memo.get(&s.pid) {
+            return m;
+        }
+        let direct = s.pid == self.leader
+            || (s.start_time >= self.leader_start
+                && (s.pgrp == self.leader
+                    || s.session == self.leader
+                    || self.is_known(s)
+                    || (s.ppid == self.self_pid && !is_other_leader(s.pid, self.leader))));
+        let m = if direct {
+            true
+        } else if depth < 64 && s.ppid != 0 && s.ppid != self.self_pid && s.pid != self.self_pid {
+            match by_pid.get(&s.ppid) {
+                Some(parent) => self.classify(parent, by_pid, memo, depth + 1),
+                None => false,
+            }
+        } else {
+            false
+        };
+        memo.insert(s.pid, m);
+        m
+    }
+
+    /// Reaps every zombie member that is our child (re-parented orphans).
+    pub(crate) fn reap_orphans(&self) {
+        for s in self.members(false) {
+            if s.ppid == self.self_pid && s.is_dead() {
+                sys::reap_nohang(s.pid);
+            }
+        }
+    }
+}
+
+/// Signals one process if it is still the one we saw (same start time).
+pub(crate) fn signal_one(m: &Stat, sig: i32) {
+    match sys::pidfd_open(m.pid) {
+        Some(fd) => {
+            if procfs::stat(m.pid).is_some_and(|now| now.start_time == m.start_time) {
+                let _ = sys::pidfd_send_signal(&fd, sig);
+            }
+        }
+        None => {
+            if procfs::stat(m.pid).is_some_and(|now| now.start_time == m.start_time) {
+                let _ = sys::kill(m.pid, sig);
+            }
+        }
+    }
+}
+
+/// Pids of processes holding a descriptor on one of the given pipe inodes.
+fn pipe_holders(inodes: &[u64]) -> Vec<u32> {
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("pipe:[{i}]")).collect();
+    let me = procfs::self_pid();
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if let Ok(target) = std::fs::read_link(fd.path()) {
+                if wanted.iter().any(|w| target.as_os_str() == w.as_str()) {
+                    out.push(pid);
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The inode of a pipe descriptor.
+pub(crate) fn fd_inode(fd: std::os::fd::RawFd) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/self/fd/{fd}"))
+        .ok()
+        .map(|m| m.ino())
+}

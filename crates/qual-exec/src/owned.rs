@@ -1,0 +1,295 @@
+//! [`OwnedProcess`]: a long-lived contained process (typically a server) under the same
+//! containment rules as [`crate::execute`], with stdout/stderr written to log files under a
+//! byte bound by two drain threads, and a staged [`OwnedProcess::shutdown`].
+//!
+//! Invariants: the log files are created exclusively (an existing file is an error, never
+//! overwritten); each holds at most `log_limit_bytes` (the first bytes; the rest is counted);
+//! dropping an `OwnedProcess` that was not shut down kills its whole tree with SIGKILL and
+//! reaps it.
+
+use crate::exec::{self, Started, Supervisor, Why};
+use crate::{
+    Containment, ExecError, Mechanism, NetworkIsolation, NetworkPolicy, Residue, Termination,
+};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What to start as an owned process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedSpec {
+    /// `argv[0]`: a path or a bare name resolved on the `PATH` of `env`.
+    pub argv: Vec<String>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// The complete environment; nothing is inherited.
+    pub env: Vec<(String, String)>,
+    /// File receiving stdout (created exclusively).
+    pub stdout_log: PathBuf,
+    /// File receiving stderr (created exclusively).
+    pub stderr_log: PathBuf,
+    /// Maximum bytes written to each log file; further output is drained and counted.
+    pub log_limit_bytes: u64,
+    /// Network access.
+    pub network: NetworkPolicy,
+}
+
+/// What a log file received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LogSummary {
+    /// Bytes the process wrote to the stream.
+    pub total_bytes: u64,
+    /// Bytes kept in the file.
+    pub written_bytes: u64,
+    /// Whether output was dropped.
+    pub truncated: bool,
+}
+
+/// The outcome of [`OwnedProcess::shutdown`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shutdown {
+    /// Whether SIGKILL was needed (for the leader or any member): a failure signal for a
+    /// server that should stop on SIGTERM.
+    pub used_kill: bool,
+    /// How the leader ended (`Exited`/`Signaled` as observed; SIGTERM from the shutdown shows
+    /// as `Signaled { signal: 15 }` unless the process handled it and exited).
+    pub termination: Termination,
+    /// Processes still alive after the leader ended (and the settlement window), terminated
+    /// by us.
+    pub residue: Vec<Residue>,
+    /// No residue, log pipes closed, nothing left alive.
+    pub clean: bool,
+    /// Mechanism used.
+    pub mechanism: Mechanism,
+    /// Network isolation used.
+    pub network: NetworkIsolation,
+    /// Standard output log summary.
+    pub stdout: LogSummary,
+    /// Standard error log summary.
+    pub stderr: LogSummary,
+}
+
+/// A contained long-lived process. See the module docs.
+pub struct OwnedProcess {
+    st: Option<Started>,
+    exited: Option<ExitStatus>,
+    drains: Vec<JoinHandle<LogSummary>>,
+}
+
+impl std::fmt::Debug for OwnedProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedProcess")
+            .field("pid", &self.st.as_ref().map(|s| s.child.id()))
+            .field("exited", &self.exited)
+            .finish()
+    }
+}
+
+fn create_log(path: &PathBuf) -> Result<File, ExecError> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| ExecError::Io {
+            context: format!("create log file {}", path.display()),
+            source: e,
+        })
+}
+
+fn drain_to_file(mut src: impl Read, mut dst: File, limit: u64) -> LogSummary {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut s = LogSummary::default();
+    let mut write_ok = true;
+    loop {
+        match src.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                s.total_bytes += n as u64;
+                let room = limit.saturating_sub(s.written_bytes) as usize;
+                let k = room.min(n);
+                if k > 0 && write_ok {
+                    if dst.write_all(&buf[..k]).is_ok() {
+                        s.written_bytes += k as u64;
+                    } else {
+                        write_ok = false;
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    let _ = dst.flush();
+    s.truncated = s.total_bytes > s.written_bytes;
+    s
+}
+
+impl OwnedProcess {
+    /// Starts the process contained (own session, cgroup when usable, optional loopback-only
+    /// network namespace) with its output drained into the log files.
+    pub fn spawn(spec: &OwnedSpec) -> Result<OwnedProcess, ExecError> {
+        let out = create_log(&spec.stdout_log)?;
+        let err = match create_log(&spec.stderr_log) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&spec.stdout_log);
+                return Err(e);
+            }
+        };
+        let mut st = match exec::start(&spec.argv, &spec.cwd, &spec.env, spec.network) {
+            Ok(st) => st,
+            Err(e) => {
+                let _ = std::fs::remove_file(&spec.stdout_log);
+                let _ = std::fs::remove_file(&spec.stderr_log);
+                return Err(e);
+            }
+        };
+        let limit = spec.log_limit_bytes;
+        let mut drains = Vec::new();
+        if let Some(p) = st.child.stdout.take() {
+            drains.push(std::thread::spawn(move || drain_to_file(p, out, limit)));
+        }
+        if let Some(p) = st.child.stderr.take() {
+            drains.push(std::thread::spawn(move || drain_to_file(p, err, limit)));
+        }
+        Ok(OwnedProcess {
+            st: Some(st),
+            exited: None,
+            drains,
+        })
+    }
+
+    /// The leader's pid.
+    pub fn pid(&self) -> u32 {
+        self.st.as_ref().map(|s| s.child.id()).unwrap_or(0)
+    }
+
+    /// The containment mechanism in use.
+    pub fn mechanism(&self) -> Option<Mechanism> {
+        self.st.as_ref().map(|s| s.mechanism)
+    }
+
+    /// The network isolation in use (its id goes into the case environment).
+    pub fn network_isolation(&self) -> Option<NetworkIsolation> {
+        self.st.as_ref().map(|s| s.network)
+    }
+
+    /// Whether the leader has ended (without blocking); members may still be alive.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<Termination>> {
+        if let Some(s) = self.exited {
+            return Ok(Some(exec::exit_termination(s)));
+        }
+        let Some(st) = self.st.as_mut() else {
+            return Ok(None);
+        };
+        match st.child.try_wait()? {
+            Some(status) => {
+                self.exited = Some(status);
+                crate::group::unregister_leader(st.child.id());
+                Ok(Some(exec::exit_termination(status)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Live processes of its tree (leader included while it runs): cgroup members, or its
+    /// group, session and subreaped descendants.
+    pub fn group_members(&self) -> Vec<u32> {
+        let Some(st) = self.st.as_ref() else {
+            return Vec::new();
+        };
+        let mut v: Vec<u32> = Vec::new();
+        if self.exited.is_none() && crate::procfs::stat(st.child.id()).is_some_and(|s| !s.is_dead())
+        {
+            v.push(st.child.id());
+        }
+        let live = st.tracker.live_members();
+        v.extend(live.into_iter().map(|s| s.pid));
+        v
+    }
+
+    /// SIGTERM to the group (and every member), up to `grace` for everything to end, SIGKILL
+    /// for what remains; members alive after the leader ended are recorded as residue.
+    pub fn shutdown(&mut self, grace: Duration) -> Shutdown {
+        let mut st = self.st.take().expect("shutdown is called once");
+        let exited = self.exited;
+        let pidfd = crate::sys::pidfd_open(st.child.id());
+        let long = Duration::from_secs(10 * 365 * 24 * 3600);
+        let mut sup = Supervisor::new(&mut st, long, grace);
+        match exited {
+            Some(status) => {
+                sup.on_leader_exit(status);
+                let live = sup.st.tracker.live_members();
+                if !live.is_empty() {
+                    sup.begin_termination(Why::Residue);
+                }
+            }
+            None => sup.begin_termination(Why::Shutdown),
+        }
+        loop {
+            if sup.leader_status.is_none() {
+                if let Ok(Some(status)) = sup.st.child.try_wait() {
+                    sup.on_leader_exit(status);
+                }
+            }
+            let now = Instant::now();
+            sup.advance(now);
+            if sup.settled {
+                break;
+            }
+            let mut fds = Vec::new();
+            if sup.leader_status.is_none() {
+                if let Some(p) = &pidfd {
+                    fds.push(libc::pollfd {
+                        fd: std::os::fd::AsRawFd::as_raw_fd(p),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
+                }
+            }
+            let t = sup
+                .next_timeout(now, pidfd.is_some(), now)
+                .min(Duration::from_millis(10));
+            let _ = crate::sys::poll(&mut fds, t);
+        }
+        // Drain threads end when every writer of the pipes is gone.
+        let until = Instant::now() + Duration::from_secs(1);
+        while self.drains.iter().any(|h| !h.is_finished()) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let pipes_closed = self.drains.iter().all(|h| h.is_finished());
+        let containment: Containment = sup.finish(pipes_closed);
+        let used_kill = sup.kill_sent;
+        let termination = exec::exit_termination(sup.leader_status.expect("reaped"));
+        let mut logs = [LogSummary::default(); 2];
+        for (i, h) in self.drains.drain(..).enumerate() {
+            if h.is_finished() {
+                logs[i] = h.join().unwrap_or_default();
+            }
+        }
+        Shutdown {
+            used_kill,
+            termination,
+            residue: containment.residue,
+            clean: containment.clean,
+            mechanism: containment.mechanism,
+            network: containment.network,
+            stdout: logs[0],
+            stderr: logs[1],
+        }
+    }
+}
+
+impl Drop for OwnedProcess {
+    fn drop(&mut self) {
+        if self.st.is_some() {
+            let _ = self.shutdown(Duration::ZERO);
+        }
+    }
+}

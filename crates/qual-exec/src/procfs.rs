@@ -1,0 +1,121 @@
+//! Reading `/proc`: process status lines, command lines, and whole-table snapshots.
+//!
+//! A process is identified by `(pid, start_time)` (start time in clock ticks since boot, field
+//! 22 of `/proc/<pid>/stat`) so that a reused pid is never mistaken for a process seen before.
+//! A process that vanishes between listing and reading is simply absent from a snapshot.
+
+use std::fs;
+
+/// The fields of `/proc/<pid>/stat` this crate uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stat {
+    pub pid: u32,
+    pub state: u8,
+    pub ppid: u32,
+    pub pgrp: u32,
+    pub session: u32,
+    pub start_time: u64,
+}
+
+impl Stat {
+    /// A zombie (`Z`) or dead (`X`) process holds no resources but its table entry.
+    pub fn is_dead(&self) -> bool {
+        matches!(self.state, b'Z' | b'X' | b'x')
+    }
+}
+
+/// Parses the content of `/proc/<pid>/stat` (the command name may contain spaces and
+/// parentheses, so fields are taken after the *last* `)`).
+pub(crate) fn parse_stat(pid: u32, text: &str) -> Option<Stat> {
+    let close = text.rfind(')')?;
+    let mut f = text[close + 1..].split_ascii_whitespace();
+    let state = f.next()?.bytes().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    let session = f.next()?.parse().ok()?;
+    // fields 7..=21 (tty_nr .. itrealvalue), then 22 = starttime
+    let start_time = f.nth(15)?.parse().ok()?;
+    Some(Stat {
+        pid,
+        state,
+        ppid,
+        pgrp,
+        session,
+        start_time,
+    })
+}
+
+/// Reads `/proc/<pid>/stat`; `None` when the process is gone.
+pub(crate) fn stat(pid: u32) -> Option<Stat> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(pid, &text)
+}
+
+/// Every process visible in `/proc` right now.
+pub(crate) fn snapshot() -> Vec<Stat> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(256);
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Some(s) = stat(pid) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// The command line of a process, NUL separators shown as spaces, bounded to 512 bytes;
+/// `[comm]` for kernel threads and zombies, empty when the process is gone.
+pub(crate) fn cmdline(pid: u32) -> String {
+    const MAX: usize = 512;
+    match fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(bytes) if !bytes.is_empty() => {
+            let trimmed = bytes.strip_suffix(&[0]).unwrap_or(&bytes);
+            let mut s: String =
+                String::from_utf8_lossy(&trimmed[..trimmed.len().min(MAX)]).replace('\0', " ");
+            if trimmed.len() > MAX {
+                s.push_str("...");
+            }
+            s
+        }
+        _ => match fs::read_to_string(format!("/proc/{pid}/comm")) {
+            Ok(c) => format!("[{}]", c.trim_end()),
+            Err(_) => String::new(),
+        },
+    }
+}
+
+/// Our own process start time, used to compare with descendants' start times.
+pub(crate) fn self_pid() -> u32 {
+    std::process::id()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_parentheses_in_comm() {
+        let line = "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 98765 1000 10 18446744073709551615";
+        let s = parse_stat(1234, line).unwrap();
+        assert_eq!(s.state, b'S');
+        assert_eq!(s.ppid, 1);
+        assert_eq!(s.pgrp, 1234);
+        assert_eq!(s.session, 1234);
+        assert_eq!(s.start_time, 98765);
+    }
+
+    #[test]
+    fn reads_own_stat() {
+        let s = stat(std::process::id()).unwrap();
+        assert_eq!(s.pid, std::process::id());
+        assert!(!s.is_dead());
+        assert!(snapshot().iter().any(|p| p.pid == s.pid));
+        assert!(!cmdline(s.pid).is_empty());
+    }
+}

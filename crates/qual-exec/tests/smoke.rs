@@ -1,0 +1,24 @@
+use qual_exec::*;
+use std::time::Duration;
+
+fn spec(argv: &[&str]) -> ExecSpec {
+    ExecSpec {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        cwd: std::env::temp_dir(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        timeout: Duration::from_secs(30),
+        term_grace: Duration::from_secs(2),
+        capture: CaptureLimits::default(),
+        network: NetworkPolicy::Inherit,
+    }
+}
+
+#[test]
+fn echo() {
+    let e = execute(&spec(&["sh", "-c", "echo hi; echo err >&2; exit 3"])).unwrap();
+    println!("{}", serde_json::to_string_pretty(&e).unwrap());
+    assert_eq!(e.termination, Termination::Exited { code: 3 });
+    assert_eq!(e.stdout.text_lossy(), "hi\n");
+    assert_eq!(e.stderr.text_lossy(), "err\n");
+    assert!(e.containment.clean);
+}
