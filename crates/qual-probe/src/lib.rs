@@ -1,1 +1,23 @@
-//! qual-probe: see docs/design.md (work in progress).
+//! qual-probe: the facts a qualification run binds before it executes anything.
+//!
+//! - [`git`]: commit, clean worktree, committed bytes (`git show HEAD:path`), index listing,
+//!   using the real `git` binary;
+//! - [`policy`]: the repository policy file `qualification/policy.json` (source-tree profile);
+//! - [`source_tree`]: the `kiln-source-tree-v1` digest, byte for byte under the `kiln`
+//!   profile, with a documented `generic` default;
+//! - [`model`]: the model / tokenizer / weight fingerprint;
+//! - [`platform`] and [`backend`]: host and backend probes whose parsers are tested on
+//!   captured tool output; [`tool`] runs probe tools with a deadline.
+//!
+//! Invariant across the crate: a fact that cannot be observed is reported as unavailable with
+//! a reason, never invented.
+
+pub mod backend;
+pub mod git;
+pub mod model;
+pub mod platform;
+pub mod policy;
+pub mod source_tree;
+pub mod tool;
+
+pub use policy::{load_policy, RepoPolicy, SourceTreeProfile};

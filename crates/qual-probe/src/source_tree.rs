@@ -1,0 +1,366 @@
+//! The source-tree digest `kiln-source-tree-v1`.
+//!
+//! # Format (byte for byte)
+//!
+//! 1. Inputs are the index entries of `git ls-files -s -z` (mode text and `/`-separated path).
+//! 2. A profile selects paths (see [`SourceTreeProfile`]):
+//!    - `kiln`: included when the path is exactly one of [`KILN_EXACT`]; otherwise excluded when
+//!      it starts with `qualification/receipts/` or `scripts/c2_artifacts/`; otherwise included
+//!      when it starts with one of [`KILN_PREFIXES`]. This is Kiln's `kiln-source-tree-v1`.
+//!    - `generic` (the default for other repositories): every tracked path except those under
+//!      `qualification/receipts/` (receipts describe the source; they are not part of it).
+//! 3. Selected entries are sorted by the UTF-8 bytes of the path.
+//! 4. The digest is SHA-256 over `b"kiln-source-tree-v1\0"` followed, for each entry, by
+//!    `mode \0 path \0 decimal(len(content)) \0 hex(sha256(content)) \0`, where content is the
+//!    **working-tree file** read from disk (following a symlink, as the original does), mode
+//!    is the index mode text and hex is lowercase. The result is `sha256:<64 hex>`.
+//!
+//! Both profiles use the same byte stream and the same format name; only the path selection
+//! differs, and the profile used is recorded beside the digest. No selected entry is an error
+//! (`no tracked source inputs found`), as is an unreadable input.
+//!
+//! Files are hashed in parallel on up to [`HASH_THREADS`] threads; the result does not depend
+//! on the thread count.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
+
+use crate::git::{GitError, IndexEntry, Repo};
+pub use crate::policy::SourceTreeProfile;
+
+/// The format name recorded as `source.tree_hash_format`.
+pub const FORMAT: &str = "kiln-source-tree-v1";
+
+/// Threads used to hash file contents.
+pub const HASH_THREADS: usize = 2;
+
+/// Paths the `kiln` profile includes exactly.
+pub const KILN_EXACT: &[&str] = &[
+    ".dockerignore",
+    "Cargo.lock",
+    "Cargo.toml",
+    "assets/logo.png",
+    "about.hbs",
+    "about.toml",
+    "desktop/Cargo.lock",
+    "desktop/Cargo.toml",
+    "desktop/build.rs",
+    "desktop/tauri.conf.json",
+    "deny.toml",
+    "kiln.example.toml",
+];
+
+/// Prefixes the `kiln` profile excludes (checked after [`KILN_EXACT`]).
+pub const KILN_EXCLUDED_PREFIXES: &[&str] = &["qualification/receipts/", "scripts/c2_artifacts/"];
+
+/// Prefixes the `kiln` profile includes.
+pub const KILN_PREFIXES: &[&str] = &[
+    "crates/",
+    "deploy/",
+    "desktop/capabilities/",
+    "desktop/icons/",
+    "desktop/src/",
+    "desktop/ui/",
+    "qualification/schema/",
+    "qualification/workloads/",
+    "scripts/",
+];
+
+/// Prefix the `generic` profile excludes.
+pub const GENERIC_EXCLUDED_PREFIX: &str = "qualification/receipts/";
+
+/// One hashed input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceFile {
+    /// Index mode text.
+    pub mode: String,
+    /// Repository-relative path.
+    pub path: String,
+    /// Content length in bytes.
+    pub bytes: u64,
+    /// `sha256:<hex>` of the content.
+    pub sha256: String,
+}
+
+/// A computed source-tree digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceTree {
+    /// Always [`FORMAT`].
+    pub format: &'static str,
+    /// The profile that selected the paths.
+    pub profile: SourceTreeProfile,
+    /// `sha256:<64 hex>`.
+    pub digest: String,
+    /// The inputs in digest order.
+    pub files: Vec<SourceFile>,
+}
+
+/// Why the digest could not be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceTreeError {
+    /// The index could not be listed.
+    #[error(transparent)]
+    Git(#[from] GitError),
+    /// The profile selected nothing.
+    #[error("no tracked source inputs found")]
+    Empty,
+    /// A selected file could not be read.
+    #[error("cannot read tracked source input {path}: {source}")]
+    Read {
+        /// Repository-relative path.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Whether `path` is selected by `profile`.
+pub fn is_selected(profile: SourceTreeProfile, path: &str) -> bool {
+    match profile {
+        SourceTreeProfile::Kiln => {
+            if KILN_EXACT.contains(&path) {
+                return true;
+            }
+            if KILN_EXCLUDED_PREFIXES.iter().any(|p| path.starts_with(p)) {
+                return false;
+            }
+            KILN_PREFIXES.iter().any(|p| path.starts_with(p))
+        }
+        SourceTreeProfile::Generic => !path.starts_with(GENERIC_EXCLUDED_PREFIX),
+    }
+}
+
+/// Selects and sorts index entries for a profile (step 2 and 3 of the format).
+pub fn select(profile: SourceTreeProfile, entries: Vec<IndexEntry>) -> Vec<IndexEntry> {
+    let mut selected: Vec<IndexEntry> = entries
+        .into_iter()
+        .map(|mut e| {
+            e.path = e.path.replace('\\', "/");
+            e
+        })
+        .filter(|e| is_selected(profile, &e.path))
+        .collect();
+    selected.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    selected
+}
+
+/// The digest of already-hashed inputs, given in digest order (step 4 of the format).
+pub fn digest_files(files: &[SourceFile]) -> String {
+    let mut h = Sha256::new();
+    h.update(FORMAT.as_bytes());
+    h.update([0u8]);
+    for f in files {
+        h.update(f.mode.as_bytes());
+        h.update([0u8]);
+        h.update(f.path.as_bytes());
+        h.update([0u8]);
+        h.update(f.bytes.to_string().as_bytes());
+        h.update([0u8]);
+        h.update(
+            f.sha256
+                .strip_prefix("sha256:")
+                .unwrap_or(&f.sha256)
+                .as_bytes(),
+        );
+        h.update([0u8]);
+    }
+    format!("sha256:{}", hex::encode(h.finalize()))
+}
+
+/// Computes the digest of the repository at `root` under `profile`.
+pub fn compute(root: &Path, profile: SourceTreeProfile) -> Result<SourceTree, SourceTreeError> {
+    let entries = Repo::new(root).index_entries()?;
+    compute_from_entries(root, profile, entries)
+}
+
+/// Computes the digest from an explicit index listing (used by tests and benchmarks).
+pub fn compute_from_entries(
+    root: &Path,
+    profile: SourceTreeProfile,
+    entries: Vec<IndexEntry>,
+) -> Result<SourceTree, SourceTreeError> {
+    let selected = select(profile, entries);
+    if selected.is_empty() {
+        return Err(SourceTreeError::Empty);
+    }
+    let files = hash_all(root, &selected)?;
+    Ok(SourceTree {
+        format: FORMAT,
+        profile,
+        digest: digest_files(&files),
+        files,
+    })
+}
+
+fn hash_all(root: &Path, selected: &[IndexEntry]) -> Result<Vec<SourceFile>, SourceTreeError> {
+    let next = AtomicUsize::new(0);
+    type Slot = Mutex<Option<Result<SourceFile, SourceTreeError>>>;
+    let slots: Vec<Slot> = selected.iter().map(|_| Mutex::new(None)).collect();
+    let threads = HASH_THREADS.min(selected.len()).max(1);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut buf = vec![0u8; 256 * 1024];
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= selected.len() {
+                        break;
+                    }
+                    let e = &selected[i];
+                    let r = hash_file(&root.join(&e.path), &mut buf)
+                        .map(|(bytes, sha256)| SourceFile {
+                            mode: e.mode.clone(),
+                            path: e.path.clone(),
+                            bytes,
+                            sha256,
+                        })
+                        .map_err(|source| SourceTreeError::Read {
+                            path: e.path.clone(),
+                            source,
+                        });
+                    let failed = r.is_err();
+                    *slots[i].lock().expect("slot lock") = Some(r);
+                    if failed {
+                        // Stop the other workers early; the first error in order is reported.
+                        next.store(selected.len(), Ordering::Relaxed);
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let mut files = Vec::with_capacity(selected.len());
+    for slot in slots {
+        match slot.into_inner().expect("slot lock") {
+            Some(Ok(f)) => files.push(f),
+            Some(Err(e)) => return Err(e),
+            None => {}
+        }
+    }
+    Ok(files)
+}
+
+fn hash_file(path: &Path, buf: &mut [u8]) -> std::io::Result<(u64, String)> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut total = 0u64;
+    loop {
+        let n = match f.read(buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        h.update(&buf[..n]);
+        total += n as u64;
+    }
+    Ok((total, format!("sha256:{}", hex::encode(h.finalize()))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(mode: &str, path: &str) -> IndexEntry {
+        IndexEntry {
+            mode: mode.into(),
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn golden_vector_reproduces_kiln_source_tree_v1() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Cargo.toml"), "[workspace]\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("crates/demo/src")).unwrap();
+        std::fs::write(
+            dir.path().join("crates/demo/src/lib.rs"),
+            "pub fn value() -> u32 { 1 }\n",
+        )
+        .unwrap();
+        let entries = vec![
+            entry("100644", "crates/demo/src/lib.rs"),
+            entry("100644", "Cargo.toml"),
+        ];
+        let t = compute_from_entries(dir.path(), SourceTreeProfile::Kiln, entries).unwrap();
+        assert_eq!(
+            t.digest,
+            "sha256:4cd7ed42f3d96cf8cf4a3a3767d84742fecc6915e7c7d09961bb5ca037977fc3"
+        );
+        assert_eq!(t.files[0].path, "Cargo.toml");
+    }
+
+    #[test]
+    fn kiln_selection_follows_the_exact_prefix_and_exclusion_rules() {
+        let k = SourceTreeProfile::Kiln;
+        for p in [
+            "Cargo.toml",
+            "assets/logo.png",
+            "desktop/src/main.rs",
+            "crates/a/src/lib.rs",
+            "scripts/qualification/tool.py",
+            "qualification/schema/receipt.json",
+            "qualification/workloads/smoke.json",
+        ] {
+            assert!(is_selected(k, p), "{p}");
+        }
+        for p in [
+            "qualification/receipts/a.json",
+            "docs/x.md",
+            "desktop/README.md",
+            "assets/profiling/x",
+            "scripts/c2_artifacts/a",
+            "README.md",
+        ] {
+            assert!(!is_selected(k, p), "{p}");
+        }
+        let g = SourceTreeProfile::Generic;
+        assert!(is_selected(g, "README.md"));
+        assert!(is_selected(g, "docs/x.md"));
+        assert!(!is_selected(g, "qualification/receipts/cpu/h/r.json"));
+    }
+
+    #[test]
+    fn empty_selection_and_unreadable_input_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = compute_from_entries(
+            dir.path(),
+            SourceTreeProfile::Kiln,
+            vec![entry("100644", "docs/a.md")],
+        );
+        assert!(matches!(r, Err(SourceTreeError::Empty)));
+        let r = compute_from_entries(
+            dir.path(),
+            SourceTreeProfile::Generic,
+            vec![entry("100644", "missing.txt")],
+        );
+        let e = r.unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("cannot read tracked source input missing.txt"));
+    }
+
+    #[test]
+    fn mode_and_content_both_change_the_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), "x").unwrap();
+        let d = |mode: &str| {
+            compute_from_entries(
+                dir.path(),
+                SourceTreeProfile::Generic,
+                vec![entry(mode, "a")],
+            )
+            .unwrap()
+            .digest
+        };
+        let a = d("100644");
+        assert_ne!(a, d("100755"));
+        std::fs::write(dir.path().join("a"), "y").unwrap();
+        assert_ne!(a, d("100644"));
+    }
+}
