@@ -464,9 +464,34 @@ impl Workload {
 }
 
 /// The JSON Schema of workload v1, pretty-printed with a trailing newline.
+///
+/// Every object is closed and lists **all** its keys as required: nullable keys must be
+/// present with `null` (schemars would otherwise leave `Option` fields optional).
 pub fn workload_schema_json() -> String {
     let schema = schemars::schema_for!(Workload);
-    let mut s = serde_json::to_string_pretty(&schema).expect("schema serializes");
+    let mut value = serde_json::to_value(&schema).expect("schema serializes");
+    require_all_properties(&mut value);
+    let mut s = serde_json::to_string_pretty(&value).expect("schema serializes");
     s.push('\n');
     s
+}
+
+fn require_all_properties(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            if let Some(serde_json::Value::Object(props)) = map.get("properties") {
+                let keys: Vec<serde_json::Value> = props
+                    .keys()
+                    .cloned()
+                    .map(serde_json::Value::String)
+                    .collect();
+                map.insert("required".into(), serde_json::Value::Array(keys));
+            }
+            for child in map.values_mut() {
+                require_all_properties(child);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(require_all_properties),
+        _ => {}
+    }
 }
