@@ -1,1 +1,100 @@
-//! qual-legacy: see docs/design.md (work in progress).
+//! qual-legacy: Kiln's legacy backend latency fixture pipeline, re-implemented.
+//!
+//! A legacy latency artifact answers one narrow question: did a named microbenchmark, on its
+//! named hardware and source, satisfy its own reviewed threshold? This crate owns every rule of
+//! that pipeline and nothing else:
+//!
+//! - [`manifest`]: the fixture manifest (`schema_version` 1) and its non-strict and strict
+//!   (`--require-covered`) validation;
+//! - [`digest`]: `fixture_spec_sha256`, the digest that binds a fixture's identity;
+//! - [`metric`]: the `KILN_LATENCY_METRIC <metric> <value> <unit>` line grammar;
+//! - [`artifact`]: the closed result artifact (schema version 3): building, writing and
+//!   validating it against its fixture, source, commit and raw log;
+//! - [`run`]: running a fixture command (argv only, own process group, bounded) into a raw log;
+//! - [`import`]: importing a CI artifact bundle (directory or zip);
+//! - [`lock`]: locking reviewed thresholds with explicit headroom;
+//! - [`plan`]: the manual-workflow dispatch plan, with an optional runner query.
+//!
+//! Messages are the original implementation's texts (lowercase, Python-style quoting), so
+//! verdicts and reasons line up with artifacts and manifests produced by the original.
+//! Every function takes the repository root explicitly ([`git::Repo`]); nothing here reads the
+//! current directory except [`git::Repo::discover`].
+
+pub mod artifact;
+pub mod digest;
+pub mod git;
+pub mod import;
+pub mod jsonout;
+pub mod lock;
+pub mod manifest;
+pub mod metric;
+pub mod paths;
+pub mod plan;
+pub mod pyfmt;
+pub mod run;
+pub mod timestamp;
+
+/// Why a legacy latency operation refused.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum LegacyError {
+    /// A single refusal; the message is the original implementation's text.
+    #[error("{0}")]
+    Refused(String),
+    /// Validation found one or more problems (all of them, in check order).
+    #[error("{}", .0.join("; "))]
+    Invalid(Vec<String>),
+}
+
+impl LegacyError {
+    /// Shorthand for [`LegacyError::Refused`].
+    pub fn refused(msg: impl Into<String>) -> LegacyError {
+        LegacyError::Refused(msg.into())
+    }
+
+    /// The individual messages (one for a refusal, all of them for a validation failure).
+    pub fn messages(&self) -> Vec<String> {
+        match self {
+            LegacyError::Refused(m) => vec![m.clone()],
+            LegacyError::Invalid(v) => v.clone(),
+        }
+    }
+}
+
+/// Result alias used throughout the crate.
+pub type Result<T> = std::result::Result<T, LegacyError>;
+
+/// Backends a fixture may name.
+pub const VALID_BACKENDS: [&str; 4] = ["cuda", "rocm", "metal", "vulkan"];
+
+/// SHA-256 of bytes as 64 lowercase hex digits (the legacy pipeline's digests carry no prefix).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// SHA-256 of a file's bytes, streamed.
+pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Whether a string is 64 lowercase hex digits (`CHECKSUM_RE`).
+pub fn is_checksum(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Whether a string is 40 lowercase hex digits (`GIT_COMMIT_RE`).
+pub fn is_git_commit(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
