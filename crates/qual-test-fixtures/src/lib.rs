@@ -1,1 +1,23 @@
-//! qual-test-fixtures: see docs/design.md (work in progress).
+//! Adversarial fixture programs for process tests, as `[[bin]]` targets, and the integration
+//! tests that drive them through `qual-exec` (`tests/`).
+//!
+//! One multi-mode binary, `qual-fixture <mode> [args]`, so that every crate's tests can reuse
+//! it (`env!("CARGO_BIN_EXE_qual-fixture")` inside this crate; other crates can build it with
+//! `cargo build -p qual-test-fixtures --bin qual-fixture` and find it next to their own test
+//! binaries). Modes (see `qual-fixture help`):
+//!
+//! | mode | behaviour |
+//! | --- | --- |
+//! | `exit CODE` | exits with CODE |
+//! | `print TEXT` / `eprint TEXT` | writes TEXT and a newline to stdout / stderr |
+//! | `sleep SECS` | sleeps (past any short deadline) |
+//! | `ignore-term SECS` | ignores SIGTERM, prints `ready`, sleeps |
+//! | `escape PIDFILE [--keep-stdio] [--ignore-term]` | forks; the child calls `setsid` and forks again; the grandchild writes its pid to PIDFILE and keeps running; the leader exits 0 once the pid file exists |
+//! | `fork-children N SECS [--wait]` | forks N children that sleep SECS; the leader exits 0 (or waits with `--wait`) |
+//! | `flood BYTES` | writes BYTES bytes to stdout in 64 KiB chunks |
+//! | `kill-self SIGNAL` | raises SIGNAL (number) |
+//! | `net-probe PORT` | tries to connect to 127.0.0.1:PORT (a listener outside), then a loopback round trip on 127.0.0.1:0; prints one JSON line; exits 0 when the outside connect failed and the round trip worked |
+//! | `write-case-result KIND [--case-id ID] [--metric NAME] [--config JSON] [--bytes N]` | writes a `qualification-case-result-v1` document to `$KILN_QUALIFICATION_CASE_RESULT`: `valid`, `oversized` (100 MB by default), `wrong-case-id`, `undeclared-metric`, `passed-nonzero-exit` (also exits 3) |
+//! | `touch-file PATH` | appends a line to PATH |
+//!
+//! Invariant: fixtures only ever address 127.0.0.1.

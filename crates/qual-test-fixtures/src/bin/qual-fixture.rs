@@ -1,0 +1,285 @@
+//! `qual-fixture <mode> [args]`: adversarial programs for process-containment tests. See the
+//! crate docs for the modes. Exit code 64 means a usage error.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::time::Duration;
+
+fn usage(msg: &str) -> ! {
+    eprintln!("qual-fixture: failed to parse arguments: {msg}");
+    std::process::exit(64)
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> T {
+    args.get(i)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| usage(&format!("missing or invalid {what}")))
+}
+
+fn flag(args: &[String], name: &str) -> bool {
+    args.iter().any(|a| a == name)
+}
+
+fn opt(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn sleep_secs(secs: f64) {
+    std::thread::sleep(Duration::from_secs_f64(secs));
+}
+
+fn ignore_term() {
+    // SAFETY: setting a signal disposition to SIG_IGN.
+    unsafe {
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+    }
+}
+
+fn fork() -> libc::pid_t {
+    // SAFETY: this fixture is single-threaded when it forks.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        eprintln!(
+            "qual-fixture: failed to fork: {}",
+            std::io::Error::last_os_error()
+        );
+        std::process::exit(70);
+    }
+    pid
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = args.first().map(String::as_str).unwrap_or("help");
+    match mode {
+        "exit" => std::process::exit(arg(&args, 1, "CODE")),
+        "print" => println!("{}", args.get(1).map(String::as_str).unwrap_or("")),
+        "eprint" => eprintln!("{}", args.get(1).map(String::as_str).unwrap_or("")),
+        "sleep" => sleep_secs(arg(&args, 1, "SECS")),
+        "ignore-term" => {
+            ignore_term();
+            println!("ready");
+            let _ = std::io::stdout().flush();
+            sleep_secs(arg(&args, 1, "SECS"));
+        }
+        "escape" => escape(&args),
+        "fork-children" => fork_children(&args),
+        "flood" => flood(arg(&args, 1, "BYTES")),
+        "kill-self" => {
+            let sig: i32 = arg(&args, 1, "SIGNAL");
+            // SAFETY: raising a signal at ourselves.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
+                libc::raise(sig);
+            }
+            sleep_secs(5.0);
+            std::process::exit(1);
+        }
+        "net-probe" => net_probe(arg(&args, 1, "PORT")),
+        "write-case-result" => write_case_result(&args),
+        "touch-file" => {
+            let path: String = arg(&args, 1, "PATH");
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap_or_else(|e| {
+                    eprintln!("qual-fixture: failed to open {path}: {e}");
+                    std::process::exit(1)
+                });
+            writeln!(f, "modified by qual-fixture").expect("append");
+        }
+        "help" | "--help" => {
+            println!("usage: qual-fixture <mode> [args]; modes: exit print eprint sleep ignore-term escape fork-children flood kill-self net-probe write-case-result touch-file");
+        }
+        other => usage(&format!("unknown mode {other:?}")),
+    }
+}
+
+fn escape(args: &[String]) {
+    let pidfile: String = arg(args, 1, "PIDFILE");
+    let keep_stdio = flag(args, "--keep-stdio");
+    let ignore = flag(args, "--ignore-term");
+    if fork() == 0 {
+        // Child: leave the session and process group, then fork again and exit, so the
+        // grandchild is orphaned (re-parented to the nearest subreaper).
+        // SAFETY: plain syscall.
+        unsafe { libc::setsid() };
+        if fork() == 0 {
+            if ignore {
+                ignore_term();
+            }
+            if !keep_stdio {
+                // Like a daemon: detach from the output pipes.
+                // SAFETY: opening /dev/null and duplicating it over our stdio.
+                unsafe {
+                    let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+                    libc::dup2(fd, 0);
+                    libc::dup2(fd, 1);
+                    libc::dup2(fd, 2);
+                }
+            }
+            let tmp = format!("{pidfile}.tmp");
+            std::fs::write(&tmp, std::process::id().to_string()).expect("write pid file");
+            std::fs::rename(&tmp, &pidfile).expect("publish pid file");
+            loop {
+                sleep_secs(3600.0);
+            }
+        }
+        // SAFETY: leave without running destructors or flushing shared buffers.
+        unsafe { libc::_exit(0) };
+    }
+    // Leader: wait for the grandchild to be established, reap the child, exit 0.
+    for _ in 0..6000 {
+        if std::path::Path::new(&pidfile).exists() {
+            break;
+        }
+        sleep_secs(0.005);
+    }
+    let mut status = 0;
+    // SAFETY: reaping our child.
+    unsafe { libc::wait(&mut status) };
+    println!("escaped");
+}
+
+fn fork_children(args: &[String]) {
+    let n: u32 = arg(args, 1, "N");
+    let secs: f64 = arg(args, 2, "SECS");
+    let wait = flag(args, "--wait");
+    let mut spawned = 0;
+    for _ in 0..n {
+        if fork() == 0 {
+            sleep_secs(secs);
+            // SAFETY: leave without running the parent's atexit handlers.
+            unsafe { libc::_exit(0) };
+        }
+        spawned += 1;
+    }
+    println!("forked {spawned}");
+    let _ = std::io::stdout().flush();
+    if wait {
+        let mut status = 0;
+        // SAFETY: reaping our children.
+        while unsafe { libc::wait(&mut status) } > 0 {}
+    }
+}
+
+fn flood(bytes: u64) {
+    let chunk = vec![b'x'; 64 * 1024];
+    let mut out = std::io::stdout().lock();
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        if out.write_all(&chunk[..n]).is_err() {
+            std::process::exit(1);
+        }
+        left -= n as u64;
+    }
+    let _ = out.flush();
+}
+
+fn net_probe(port: u16) {
+    let outside = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+    let outside_result =
+        match TcpStream::connect_timeout(&outside.into(), Duration::from_millis(1500)) {
+            Ok(_) => "connected".to_string(),
+            Err(e) => format!("error: {e}"),
+        };
+    let round_trip = (|| -> std::io::Result<String> {
+        let l = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))?;
+        let addr = l.local_addr()?;
+        let t = std::thread::spawn(move || -> std::io::Result<()> {
+            let (mut s, _) = l.accept()?;
+            s.write_all(b"x")
+        });
+        let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        c.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut b = [0u8; 1];
+        c.read_exact(&mut b)?;
+        t.join().expect("accept thread")?;
+        Ok(String::from_utf8_lossy(&b).into_owned())
+    })();
+    let interfaces: Vec<String> = std::fs::read_to_string("/proc/net/dev")
+        .unwrap_or_default()
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split(':').next().map(|n| n.trim().to_string()))
+        .collect();
+    let rt = match &round_trip {
+        Ok(s) => format!("ok:{s}"),
+        Err(e) => format!("error: {e}"),
+    };
+    println!(
+        "{{\"outside\":{:?},\"round_trip\":{:?},\"interfaces\":{:?}}}",
+        outside_result, rt, interfaces
+    );
+    let ok = outside_result != "connected" && round_trip.is_ok();
+    std::process::exit(if ok { 0 } else { 1 });
+}
+
+fn write_case_result(args: &[String]) {
+    let kind: String = arg(args, 1, "KIND");
+    let path = std::env::var("KILN_QUALIFICATION_CASE_RESULT")
+        .unwrap_or_else(|_| usage("KILN_QUALIFICATION_CASE_RESULT is not set"));
+    let case_id = opt(args, "--case-id").unwrap_or_else(|| "fixture-case".into());
+    let metric = opt(args, "--metric").unwrap_or_else(|| "fixture_metric".into());
+    let config = opt(args, "--config").unwrap_or_else(|| "{}".into());
+    let metric_json = |name: &str| {
+        format!(
+            "{{\"aggregation\":\"mean\",\"lower_is_better\":false,\"name\":\"{name}\",\"unit\":\"count\",\"value\":1}}"
+        )
+    };
+    let doc = |case_id: &str, status: &str, metrics: &[String]| {
+        format!(
+            "{{\"case_id\":\"{case_id}\",\"details\":null,\"duration_seconds\":0.5,\"effective_config\":{config},\"metrics\":[{}],\"schema_version\":1,\"status\":\"{status}\",\"tolerances\":[]}}\n",
+            metrics.join(",")
+        )
+    };
+    let mut exit = 0;
+    match kind.as_str() {
+        "valid" => std::fs::write(&path, doc(&case_id, "passed", &[metric_json(&metric)])),
+        "oversized" => {
+            let bytes: u64 = opt(args, "--bytes")
+                .map(|b| b.parse().unwrap_or_else(|_| usage("invalid --bytes")))
+                .unwrap_or(100_000_000);
+            (|| {
+                let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
+                f.write_all(b"{\"details\":\"")?;
+                let chunk = vec![b'a'; 64 * 1024];
+                let mut left = bytes.saturating_sub(14);
+                while left > 0 {
+                    let n = left.min(chunk.len() as u64) as usize;
+                    f.write_all(&chunk[..n])?;
+                    left -= n as u64;
+                }
+                f.write_all(b"\"}")?;
+                f.flush()
+            })()
+        }
+        "wrong-case-id" => std::fs::write(
+            &path,
+            doc(
+                &format!("{case_id}-wrong"),
+                "passed",
+                &[metric_json(&metric)],
+            ),
+        ),
+        "undeclared-metric" => {
+            let mut names = [metric.clone(), "undeclared_metric".to_string()];
+            names.sort();
+            let ms: Vec<String> = names.iter().map(|n| metric_json(n)).collect();
+            std::fs::write(&path, doc(&case_id, "passed", &ms))
+        }
+        "passed-nonzero-exit" => {
+            exit = 3;
+            std::fs::write(&path, doc(&case_id, "passed", &[metric_json(&metric)]))
+        }
+        other => usage(&format!("unknown case-result kind {other:?}")),
+    }
+    .unwrap_or_else(|e| {
+        eprintln!("qual-fixture: failed to write {path}: {e}");
+        std::process::exit(1)
+    });
+    std::process::exit(exit);
+}

@@ -1,0 +1,338 @@
+//! Adversarial fixtures through `qual_exec::execute` with the default containment (cgroup v2
+//! where writable here, else process group + subreaper): each test asserts the evidence and
+//! that no process of the case is alive afterwards.
+
+mod common;
+
+use common::*;
+use qual_exec::{execute, ExecError, NetworkPolicy, Termination};
+use std::time::Duration;
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+#[test]
+fn sleeper_past_deadline_is_terminated_with_sigterm() {
+    let d = tmp();
+    let c = case(&["sleep", "120"], 1.0, 10.0, d.path());
+    let e = execute(&c.spec).unwrap();
+    assert_eq!(
+        e.termination,
+        Termination::TimedOut {
+            signal_used: libc::SIGTERM
+        }
+    );
+    assert!(e.wall >= Duration::from_secs(1), "{:?}", e.wall);
+    assert!(e.wall < Duration::from_secs(60), "{:?}", e.wall);
+    assert!(e.containment.group_killed);
+    assert!(
+        e.containment.residue.is_empty(),
+        "{:?}",
+        e.containment.residue
+    );
+    assert_nothing_left(&e, &c.marker);
+}
+
+#[test]
+fn sigterm_ignorer_is_killed_after_grace() {
+    let d = tmp();
+    let c = case(&["ignore-term", "120"], 1.0, 1.0, d.path());
+    let e = execute(&c.spec).unwrap();
+    assert_eq!(
+        e.termination,
+        Termination::TimedOut {
+            signal_used: libc::SIGKILL
+        }
+    );
+    assert_eq!(e.stdout.text_lossy(), "ready\n");
+    assert!(e.wall >= Duration::from_secs(2), "{:?}", e.wall);
+    assert_nothing_left(&e, &c.marker);
+}
+
+#[test]
+fn setsid_double_fork_escapee_is_found_killed_and_recorded() {
+    let d = tmp();
+    let pidfile = d.path().join("grandchild.pid");
+    let c = case(&["escape", pidfile.to_str().unwrap()], 60.0, 5.0, d.path());
+    let e = execute(&c.spec).unwrap();
+    assert_eq!(e.termination, Termination::Exited { code: 0 });
+    let gc: u32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
+    let r = e
+        .containment
+        .residue
+        .iter()
+        .find(|r| r.pid == gc)
+        .unwrap_or_else(|| panic!("grandchild {gc} not in residue {:?}", e.containment.residue));
+    assert_eq!(r.signal, libc::SIGTERM);
+    assert!(r.cmdline.contains("escape"), "{}", r.cmdline);
+    assert!(!e.containment.clean);
+    assert!(e.containment.group_killed);
+    assert_nothing_left(&e, &c.marker);
+}
+
+#[test]
+fn escapee_ignoring_sigterm_and_keeping_pipes_is_killed() {
+    let d = tmp();
+    let pidfile = d.path().join("grandchild.pid");
+    let c = case(
+        &[
+            "escape",
+            pidfile.to_str().unwrap(),
+            "--ignore-term",
+            "--keep-stdio",
+        ],
+        60.0,
+        1.0,
+        d.path(),
+    );
+    let e = execute(&c.spec).unwrap();
+    assert_eq!(e.termination, Termination::Exited { code: 0 });
+    let gc: u32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
+    let r = e.containment.residue.iter().find(|r| r.pid == gc).unwrap();
+    assert_eq!(r.signal, libc::SIGKILL);
+    assert!(e.containment.pipes_closed);
+    assert_eq!(e.stdout.text_lossy(), "escaped\n");
+    assert_nothing_left(&e, &c.marker);
+}
+
+#[test]
+fn two_hundred_children_left_behind_are_all_killed() {
+    let d = tmp();
+    let c = case(&["fork-children", "200", "300"], 60.0, 5.0, d.path());
+    let e = execute(&c.spec).unwrap();
+    assert_eq!(e.termination, Termination::Exited { code: 0 });
+    assert_eq!(e.stdout.text_lossy(), "forked 200\n");
+    assert_eq!(
+        e.containment.residue.len(),
+        200,
+        "{:?}",
+        e.containment.residue
+    );
+    assert!(e
+        .containment
+        .residue
+        .iter()
+        .all(|r| r.signal == libc::SIGTERM));
+    assert_nothing_left(&e, &c.marker);
+}
+
+#[test]
+fn two_hundred_children_of_a_timed_out_leader_are_killed() {
+    let d = tmp();
+    let c = case(
+        &["fork-children", "200", "300", "--wait"],
+        2.0,
+        5.0,
+        d.path(),
+    );
+    let e = execute(&c.spec).unwrap();
+    assert!(
+        matches!(e.termination, Termination::TimedOut { .. }),
+        "{:?}",
+        e.termination
+    );
+    assert_nothing_left(&e, &c.marker);
+}
+
+#[test]
+fn exit_by_signal_is_reported() {
+    let d = tmp();
+    for sig in [libc::SIGUSR1, libc::SIGKILL] {
+        let c = case(&["kill-self", &sig.to_string()], 30.0, 1.0, d.path());
+        let e = execute(&c.spec).unwrap();
+        assert_eq!(e.termination, Termination::Signaled { signal: sig });
+        assert!(e.containment.clean);
+        assert!(!e.containment.group_killed);
+        assert_nothing_left(&e, &c.marker);
+    }
+}
+
+#[test]
+fn exit_code_and_both_streams_are_captured() {
+    let d = tmp();
+    let c = case(&["exit", "7"], 30.0, 1.0, d.path());
+    let e = execute(&c.spec).unwrap();
+    assert_eq!(e.termination, Termination::Exited { code: 7 });
+    assert_eq!(e.termination.exit_code(), Some(7));
+    let c = case(&["eprint", "to stderr"], 30.0, 1.0, d.path());
+    let e = execute(&c.spec).unwrap();
+    assert!(e.termination.success());
+    assert_eq!(e.stderr.text_lossy(), "to stderr\n");
+    assert_eq!(e.stdout.total_bytes, 0);
+    assert!(e.containment.clean && e.containment.pipes_closed);
+}
+
+#[test]
+fn environment_is_closed_and_stdin_is_null() {
+    let d = tmp();
+    let mut c = case(&[], 30.0, 1.0, d.path());
+    c.spec.argv = vec!["env".into()];
+    c.spec.env = vec![
+        ("PATH".into(), "/usr/bin:/bin".into()),
+        ("ONLY_THIS".into(), "1".into()),
+    ];
+    let e = execute(&c.spec).unwrap();
+    let mut lines: Vec<String> = e.stdout.text_lossy().lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(lines, ["ONLY_THIS=1", "PATH=/usr/bin:/bin"]);
+    c.spec.argv = vec!["cat".into()];
+    let e = execute(&c.spec).unwrap();
+    assert_eq!(e.termination, Termination::Exited { code: 0 });
+    assert_eq!(e.stdout.total_bytes, 0);
+}
+
+#[test]
+fn own_session_and_cwd() {
+    let d = tmp();
+    let mut c = case(&[], 30.0, 1.0, d.path());
+    // `ps`-free: the child prints its own stat line fields via /proc/self/stat.
+    c.spec.argv = vec!["cat".into(), "/proc/self/stat".into()];
+    let e = execute(&c.spec).unwrap();
+    let s = e.stdout.text_lossy();
+    let after = &s[s.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split(' ').collect();
+    assert_eq!(f[2], e.pid.to_string(), "pgid = pid: {s}");
+    assert_eq!(f[3], e.pid.to_string(), "sid = pid: {s}");
+    c.spec.argv = vec!["pwd".into()];
+    let e = execute(&c.spec).unwrap();
+    assert_eq!(
+        e.stdout.text_lossy().trim_end(),
+        d.path().canonicalize().unwrap().to_str().unwrap()
+    );
+}
+
+#[test]
+fn spawn_failures_are_errors() {
+    let d = tmp();
+    let mut c = case(&[], 30.0, 1.0, d.path());
+    c.spec.argv = vec!["no-such-program-for-kiln-qual".into()];
+    let err = execute(&c.spec).unwrap_err();
+    assert!(matches!(err, ExecError::Spawn { .. }), "{err}");
+    c.spec.argv = vec![d.path().join("missing").to_string_lossy().into_owned()];
+    let err = execute(&c.spec).unwrap_err();
+    assert!(matches!(err, ExecError::Spawn { .. }), "{err}");
+    c.spec.argv = vec![];
+    assert!(matches!(
+        execute(&c.spec).unwrap_err(),
+        ExecError::InvalidSpec { .. }
+    ));
+}
+
+#[test]
+fn loopback_only_namespace_blocks_the_host_listener_and_keeps_loopback() {
+    let d = tmp();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let mut c = case(&["net-probe", &port], 60.0, 1.0, d.path());
+    c.spec.network = NetworkPolicy::LoopbackOnly;
+    let e = match execute(&c.spec) {
+        Err(ExecError::IsolationUnavailable { capability, reason }) => {
+            // Fail closed is the contract where the kernel refuses; say so and stop.
+            eprintln!(
+                "network namespaces unavailable here ({capability}: {reason}); refusal verified"
+            );
+            return;
+        }
+        other => other.unwrap(),
+    };
+    let out = e.stdout.text_lossy();
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(e.termination, Termination::Exited { code: 0 }, "{out}");
+    assert!(v["outside"].as_str().unwrap().starts_with("error"), "{out}");
+    assert_eq!(v["round_trip"], "ok:x", "{out}");
+    assert_eq!(v["interfaces"], serde_json::json!(["lo"]), "{out}");
+    assert_ne!(e.containment.network, qual_exec::NetworkIsolation::None);
+    // The host listener never saw a connection.
+    assert!(listener.accept().is_err());
+    assert_nothing_left(&e, &c.marker);
+
+    // Control: without isolation the same probe reaches the host listener (so the assertion
+    // above can fail).
+    c.spec.network = NetworkPolicy::Inherit;
+    let e = execute(&c.spec).unwrap();
+    let v: serde_json::Value = serde_json::from_str(e.stdout.text_lossy().trim()).unwrap();
+    assert_eq!(v["outside"], "connected");
+    assert_eq!(e.termination, Termination::Exited { code: 1 });
+}
+
+#[test]
+fn case_result_fixture_modes_write_what_they_claim() {
+    let d = tmp();
+    let result = d.path().join("command-result.json");
+    let run = |kind: &str| {
+        let _ = std::fs::remove_file(&result);
+        let mut c = case(
+            &[
+                "write-case-result",
+                kind,
+                "--case-id",
+                "my-case",
+                "--metric",
+                "m",
+            ],
+            60.0,
+            1.0,
+            d.path(),
+        );
+        c.spec.env.push((
+            "KILN_QUALIFICATION_CASE_RESULT".into(),
+            result.to_string_lossy().into_owned(),
+        ));
+        execute(&c.spec).unwrap()
+    };
+    let read = || -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap()
+    };
+    let e = run("valid");
+    assert!(e.termination.success());
+    let v = read();
+    assert_eq!(v["case_id"], "my-case");
+    assert_eq!(v["metrics"][0]["name"], "m");
+    run("wrong-case-id");
+    assert_eq!(read()["case_id"], "my-case-wrong");
+    run("undeclared-metric");
+    let names: Vec<String> = read()["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["m", "undeclared_metric"]);
+    let e = run("passed-nonzero-exit");
+    assert_eq!(e.termination, Termination::Exited { code: 3 });
+    assert_eq!(read()["status"], "passed");
+    run("oversized");
+    assert_eq!(std::fs::metadata(&result).unwrap().len(), 100_000_000);
+}
+
+#[test]
+fn touch_file_modifies_the_file() {
+    let d = tmp();
+    let f = d.path().join("tracked.txt");
+    std::fs::write(&f, "original\n").unwrap();
+    let c = case(&["touch-file", f.to_str().unwrap()], 30.0, 1.0, d.path());
+    let e = execute(&c.spec).unwrap();
+    assert!(e.termination.success());
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "original\nmodified by qual-fixture\n"
+    );
+}
+
+#[test]
+fn evidence_serializes_as_tagged_outcomes() {
+    let d = tmp();
+    let c = case(&["exit", "2"], 30.0, 1.0, d.path());
+    let e = execute(&c.spec).unwrap();
+    let v = serde_json::to_value(&e).unwrap();
+    assert_eq!(
+        v["termination"],
+        serde_json::json!({"status": "exited", "code": 2})
+    );
+    let m = v["containment"]["mechanism"].as_str().unwrap();
+    assert!(m == "cgroup_v2" || m == "process_group_subreaper", "{m}");
+    let back: qual_exec::Execution = serde_json::from_value(v).unwrap();
+    assert_eq!(back.termination, e.termination);
+}
