@@ -115,7 +115,7 @@ fn check_one(shown: &str, path: &Path) -> FileReport {
 }
 
 fn resolve(root: &Path, p: &Path) -> PathBuf {
-    if p.is_absolute() {
+    if p.is_absolute() || root == Path::new(".") {
         p.to_owned()
     } else {
         root.join(p)
