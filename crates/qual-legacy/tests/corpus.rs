@@ -1,0 +1,142 @@
+//! Acceptance against Kiln's real files: fixture digests, raw-log digests and parsed metrics
+//! of the five committed artifacts, under both manifests. Skips (with a message) when the
+//! shared corpus is absent.
+
+mod common;
+
+use qual_json::Value;
+use qual_legacy::metric::parse_metric_log;
+
+fn load(path: &std::path::Path) -> Value {
+    qual_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn artifacts_agree_with_manifests_and_raw_logs() {
+    let Some(corpus) = common::corpus_dir() else {
+        return;
+    };
+    let manifests = ["manifest-current.json", "manifest-covered.json"];
+    let mut artifacts: Vec<_> = std::fs::read_dir(corpus.join("artifacts"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    artifacts.sort();
+    assert_eq!(artifacts.len(), 5);
+    let mut agree = 0;
+    let mut total = 0;
+    let mut failures = Vec::new();
+    for a in &artifacts {
+        let art = load(a);
+        let id = art.get("fixture_id").and_then(Value::as_str).unwrap();
+        let want_digest = art
+            .get("fixture_spec_sha256")
+            .and_then(Value::as_str)
+            .unwrap();
+        for m in manifests {
+            let manifest = load(&corpus.join(m));
+            let fixture = qual_legacy::manifest::find_fixture(&manifest, id).unwrap();
+            total += 1;
+            let got = qual_legacy::digest::fixture_spec_sha256(fixture).unwrap();
+            if got == want_digest {
+                agree += 1;
+            } else {
+                failures.push(format!("{id} in {m}: digest {got} != {want_digest}"));
+            }
+        }
+        // Raw log: digest and parsed metrics.
+        let raw_rel = art.get("raw_log").and_then(Value::as_str).unwrap();
+        let name = std::path::Path::new(raw_rel).file_name().unwrap();
+        let raw = corpus.join("raw").join(name);
+        total += 1;
+        let sha = qual_legacy::sha256_file(&raw).unwrap();
+        if sha == art.get("raw_log_sha256").and_then(Value::as_str).unwrap() {
+            agree += 1;
+        } else {
+            failures.push(format!("{id}: raw log sha {sha}"));
+        }
+        total += 1;
+        let parsed = parse_metric_log(&raw).unwrap();
+        let manifest = load(&corpus.join("manifest-current.json"));
+        let fixture = qual_legacy::manifest::find_fixture(&manifest, id).unwrap();
+        let extracted = qual_legacy::artifact::extract_declared_metrics(fixture, &parsed).unwrap();
+        let metrics = art.get("metrics").and_then(Value::as_object).unwrap();
+        let same = extracted.len() == metrics.len()
+            && extracted
+                .iter()
+                .all(|(n, v)| metrics.get(n).and_then(Value::as_f64) == Some(*v));
+        if same {
+            agree += 1;
+        } else {
+            failures.push(format!("{id}: metrics {extracted:?} != {metrics:?}"));
+        }
+    }
+    println!("{agree}/{total} verdicts agree");
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert_eq!(agree, 20);
+}
+
+#[test]
+fn undeclared_lines_in_real_logs_are_dropped() {
+    let Some(corpus) = common::corpus_dir() else {
+        return;
+    };
+    let raw = corpus.join("raw/metal_apple_silicon_matmul_qwen35_4b-20260607T184746Z.log");
+    let parsed = parse_metric_log(&raw).unwrap();
+    assert!(parsed.contains_key("prefill_qkv_m512_2560x4096_ms"));
+    let manifest = load(&corpus.join("manifest-current.json"));
+    let fixture =
+        qual_legacy::manifest::find_fixture(&manifest, "metal_apple_silicon_matmul_qwen35_4b")
+            .unwrap();
+    let extracted = qual_legacy::artifact::extract_declared_metrics(fixture, &parsed).unwrap();
+    assert_eq!(extracted.len(), 4);
+    assert!(!extracted
+        .iter()
+        .any(|(n, _)| n == "prefill_qkv_m512_2560x4096_ms"));
+}
+
+#[test]
+fn covered_thresholds_follow_from_observed_values_with_ten_percent_headroom() {
+    let Some(corpus) = common::corpus_dir() else {
+        return;
+    };
+    let covered = load(&corpus.join("manifest-covered.json"));
+    // CUDA and ROCm were locked from their committed artifacts; Vulkan from the earlier run.
+    let mut checked = 0;
+    for (id, source) in [
+        (
+            "cuda_rtx4090_matmul_qwen35_4b",
+            "artifacts/cuda-rtx4090-matmul.json",
+        ),
+        (
+            "rocm_gfx1151_matmul_qwen35_4b",
+            "artifacts/rocm-gfx1151-matmul.json",
+        ),
+        (
+            "vulkan_strix_halo_decode_microbench",
+            "raw/vulkan_strix_halo_decode_microbench-20260607T204433Z.log",
+        ),
+    ] {
+        let fixture = qual_legacy::manifest::find_fixture(&covered, id).unwrap();
+        let observed: Vec<(String, f64)> = if source.ends_with(".log") {
+            let parsed = parse_metric_log(&corpus.join(source)).unwrap();
+            qual_legacy::artifact::extract_declared_metrics(fixture, &parsed).unwrap()
+        } else {
+            let art = load(&corpus.join(source));
+            art.get("metrics")
+                .and_then(Value::as_object)
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_f64().unwrap()))
+                .collect()
+        };
+        let locked = qual_legacy::lock::lock_fixture(fixture, &observed, 0.10).unwrap();
+        assert_eq!(
+            locked.get("metrics"),
+            fixture.get("metrics"),
+            "{id}: relocking does not reproduce the committed thresholds"
+        );
+        checked += 1;
+    }
+    println!("{checked}/3 locked fixtures reproduce their committed thresholds");
+}
