@@ -146,7 +146,8 @@ fn run_lock_check_then_every_tampering_fails() {
     }
 
     let p = "fixtures[0].result_artifact.";
-    let cases: Vec<(&str, Box<dyn Fn(&Repo)>, Vec<String>)> = vec![
+    type Tamper = Box<dyn Fn(&Repo)>;
+    let cases: Vec<(&str, Tamper, Vec<String>)> = vec![
         (
             "source edited",
             Box::new(|r: &Repo| std::fs::write(r.join("src/bench.rs"), "// edited\n").unwrap()),
@@ -855,7 +856,7 @@ fn checker_self_test_cases() {
     let r = Repo::new(copy.path());
     let text = std::fs::read_to_string(r.join(RESULT)).unwrap();
     let re = text.find("\"mix_100k_ms\": ").unwrap() + "\"mix_100k_ms\": ".len();
-    let end = re + text[re..].find(|c: char| c == ',' || c == '\n').unwrap();
+    let end = re + text[re..].find([',', '\n']).unwrap();
     std::fs::write(
         r.join(RESULT),
         format!("{}Infinity{}", &text[..re], &text[end..]),
