@@ -1,1 +1,26 @@
-//! qual-serve: see docs/design.md (work in progress).
+//! qual-serve: serving qualification.
+//!
+//! A serving case owns one server process group (launch recipe: argv, env, cwd, port), waits
+//! for `/v1/models` readiness within a deadline, checks who owns the listener, replays a
+//! seeded request corpus with a built-in streaming load generator, records per-request event
+//! timings, shuts the server down (TERM, grace; KILL is a failure signal), proves that no
+//! process or listener is left, and writes a `qualification-case-result-v1` document plus a
+//! sidecar evidence file. The zero-compute [`mock`] server is the test target and the
+//! client-headroom roofline.
+//!
+//! Modules: [`sse`] (incremental SSE parser), [`corpus`] (strict JSONL corpus, seeded order),
+//! [`recipe`] (strict launch recipe), [`client`] (one streamed request → one record),
+//! [`load`] (closed and open loop), [`metrics`] (definitions and percentiles),
+//! [`lifecycle`] (owned process group, readiness, listener ownership, shutdown, residue),
+//! [`campaign`] (the whole case), [`mock`], [`pacer`] and [`io`] (plumbing).
+
+pub mod client;
+pub mod corpus;
+pub mod io;
+pub mod load;
+pub mod metrics;
+pub mod mock;
+pub mod pacer;
+pub mod recipe;
+pub mod record;
+pub mod sse;

@@ -1,0 +1,598 @@
+//! One streamed request → one [`RequestRecord`].
+//!
+//! Owns the HTTP/1.1 keep-alive connection to the server ([`Connection`]), the readiness
+//! probe (`GET /v1/models`), and the interpretation of an OpenAI-compatible SSE stream:
+//!
+//! * a content event is a `data:` JSON object with a choice whose `delta.content`,
+//!   `delta.reasoning_content`, `delta.reasoning` (chat) or `text` (completions) is a
+//!   non-empty string; role-only, finish-only and usage-only events are not content;
+//! * an event of type `error`, or a payload with a non-null `error` member, fails the
+//!   request (an error-terminated stream is never a success);
+//! * success needs HTTP 200, a `text/event-stream` body, `data: [DONE]` (unless explicitly
+//!   waived), ≥ 1 content event, exactly one finish reason, at most one usage record, and a
+//!   token count: `usage.completion_tokens` (source `server_usage`), or — only when usage is
+//!   allowed to be missing — the content-event count (source `client_count`).
+//!
+//! Every event is stamped with the arrival time of the read that completed it. Invariant:
+//! the requested `max_tokens` is never used as a count.
+
+use crate::io::{FullBody, TokioIo};
+use crate::record::{Outcome, RequestRecord, TokenCount, TokenSource, Usage};
+use crate::sse::{SseEvent, SseParser};
+use hyper::body::{Body, Bytes, Incoming};
+use hyper::client::conn::http1::SendRequest;
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+/// An open HTTP/1.1 connection.
+pub struct Connection {
+    sender: SendRequest<FullBody>,
+}
+
+/// Opens a connection (TCP_NODELAY) and drives it on the current tokio runtime.
+pub async fn connect(addr: SocketAddr) -> std::io::Result<Connection> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(std::io::Error::other)?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(Connection { sender })
+}
+
+impl Connection {
+    /// Whether the connection can take another request.
+    pub fn is_usable(&self) -> bool {
+        !self.sender.is_closed()
+    }
+}
+
+async fn next_frame(
+    body: &mut Incoming,
+) -> Option<Result<hyper::body::Frame<Bytes>, hyper::Error>> {
+    std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await
+}
+
+/// What a readiness probe saw.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Probe {
+    /// A JSON object whose `data` lists model objects with string ids.
+    Ready {
+        /// The body bytes (digested into the evidence).
+        body: Vec<u8>,
+        /// The served model ids.
+        ids: Vec<String>,
+    },
+    /// Anything else, with a lowercase reason.
+    NotReady(String),
+}
+
+/// `GET /v1/models` once, bounded by `timeout`.
+pub async fn probe_models(addr: SocketAddr, timeout: Duration) -> Probe {
+    let fut = async {
+        let mut conn = connect(addr).await.map_err(|e| format!("connect: {e}"))?;
+        let req = hyper::Request::get("/v1/models")
+            .header(hyper::header::HOST, addr.to_string())
+            .body(FullBody::default())
+            .map_err(|e| e.to_string())?;
+        let resp = conn
+            .sender
+            .send_request(req)
+            .await
+            .map_err(|e| format!("request: {e}"))?;
+        let status = resp.status();
+        let mut body = resp.into_body();
+        let mut bytes = Vec::new();
+        while let Some(f) = next_frame(&mut body).await {
+            let f = f.map_err(|e| format!("read body: {e}"))?;
+            if let Ok(d) = f.into_data() {
+                bytes.extend_from_slice(&d);
+                if bytes.len() > 4 * 1024 * 1024 {
+                    return Err("/v1/models body is larger than 4 MiB".to_string());
+                }
+            }
+        }
+        Ok::<_, String>((status, bytes))
+    };
+    let (status, bytes) = match tokio::time::timeout(timeout, fut).await {
+        Err(_) => return Probe::NotReady("probe timed out".into()),
+        Ok(Err(e)) => return Probe::NotReady(e),
+        Ok(Ok(x)) => x,
+    };
+    if status != hyper::StatusCode::OK {
+        return Probe::NotReady(format!("/v1/models answered http {}", status.as_u16()));
+    }
+    let v: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => return Probe::NotReady(format!("/v1/models body is not JSON: {e}")),
+    };
+    let Some(data) = v.get("data").and_then(|d| d.as_array()) else {
+        return Probe::NotReady("/v1/models response omits data array".into());
+    };
+    let ids: Vec<String> = data
+        .iter()
+        .filter_map(|m| m.get("id").and_then(|i| i.as_str()).map(str::to_string))
+        .collect();
+    if ids.is_empty() {
+        return Probe::NotReady("/v1/models returned no model identifiers".into());
+    }
+    Probe::Ready { body: bytes, ids }
+}
+
+/// Stream acceptance switches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamRules {
+    /// Accept a stream without a usage record (count content events instead).
+    pub allow_missing_usage: bool,
+    /// Accept a stream that ends without `data: [DONE]`.
+    pub allow_missing_done: bool,
+}
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<serde_json::Value>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+}
+
+struct StreamState {
+    done: bool,
+    finish: Vec<String>,
+    usage: Vec<serde_json::Value>,
+    content: String,
+    reasoning: String,
+}
+
+fn clip(s: &str) -> String {
+    let mut out: String = s.chars().take(200).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// Handles one event; `Err` is the failure reason.
+fn on_event(
+    ev: &SseEvent,
+    t: u64,
+    rec: &mut RequestRecord,
+    st: &mut StreamState,
+) -> Result<(), String> {
+    if ev.event.as_deref() == Some("error") {
+        return Err(format!("in-band error event: {}", clip(&ev.data)));
+    }
+    if st.done {
+        return Err("stream carried an event after data: [DONE]".into());
+    }
+    if ev.data == "[DONE]" {
+        st.done = true;
+        rec.done_ns = Some(t);
+        return Ok(());
+    }
+    let chunk: Chunk = serde_json::from_str(&ev.data)
+        .map_err(|e| format!("stream event is not a JSON object: {e}"))?;
+    if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
+        let msg = err
+            .get("message")
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| err.to_string());
+        return Err(format!("in-band error event: {}", clip(&msg)));
+    }
+    let mut is_content = false;
+    for c in chunk.choices.unwrap_or_default() {
+        if let Some(d) = c.delta {
+            if let Some(s) = d.content.filter(|s| !s.is_empty()) {
+                st.content.push_str(&s);
+                is_content = true;
+            }
+            for r in [d.reasoning_content, d.reasoning].into_iter().flatten() {
+                if !r.is_empty() {
+                    st.reasoning.push_str(&r);
+                    is_content = true;
+                }
+            }
+        }
+        if let Some(s) = c.text.filter(|s| !s.is_empty()) {
+            st.content.push_str(&s);
+            is_content = true;
+        }
+        if let Some(f) = c.finish_reason {
+            st.finish.push(f.into_owned());
+        }
+    }
+    if is_content {
+        rec.content_event_ns.push(t);
+    }
+    if let Some(u) = chunk.usage.filter(|u| !u.is_null()) {
+        st.usage.push(u);
+    }
+    Ok(())
+}
+
+fn parse_usage(u: &serde_json::Value) -> Result<Usage, String> {
+    let f = |k: &str| {
+        u.get(k)
+            .and_then(|x| x.as_u64())
+            .ok_or(format!("usage record lacks a non-negative integer {k}"))
+    };
+    let usage = Usage {
+        prompt_tokens: f("prompt_tokens")?,
+        completion_tokens: f("completion_tokens")?,
+        total_tokens: f("total_tokens")?,
+    };
+    if usage.prompt_tokens.checked_add(usage.completion_tokens) != Some(usage.total_tokens) {
+        return Err("usage record has total_tokens != prompt_tokens + completion_tokens".into());
+    }
+    Ok(usage)
+}
+
+/// Sends one streaming request on `conn` and fills `rec`. `epoch` is the campaign clock's
+/// origin; `send_ns` must already be set by the caller (it includes connection set-up).
+/// Returns whether the connection may be reused.
+pub async fn stream_request(
+    conn: &mut Connection,
+    addr: SocketAddr,
+    path: &str,
+    body: Bytes,
+    epoch: Instant,
+    rules: StreamRules,
+    rec: &mut RequestRecord,
+) -> bool {
+    let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
+    let req = match hyper::Request::post(path)
+        .header(hyper::header::HOST, addr.to_string())
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .header(hyper::header::ACCEPT, "text/event-stream")
+        .header(
+            hyper::header::USER_AGENT,
+            concat!("kiln-qual/", env!("CARGO_PKG_VERSION")),
+        )
+        .body(FullBody::new(body))
+    {
+        Ok(r) => r,
+        Err(e) => {
+            rec.outcome = Outcome::Failed {
+                reason: format!("build request: {e}"),
+            };
+            return false;
+        }
+    };
+    let resp = match conn.sender.send_request(req).await {
+        Ok(r) => r,
+        Err(e) => {
+            rec.end_ns = Some(ns(epoch));
+            rec.outcome = Outcome::Failed {
+                reason: format!("send request: {e}"),
+            };
+            return false;
+        }
+    };
+    rec.response_head_ns = Some(ns(epoch));
+    let status = resp.status();
+    rec.http_status = Some(status.as_u16());
+    let is_sse = resp
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().contains("text/event-stream"));
+    let mut body = resp.into_body();
+    if status != hyper::StatusCode::OK || !is_sse {
+        let mut snippet = Vec::new();
+        let mut ok = true;
+        while let Some(f) = next_frame(&mut body).await {
+            match f {
+                Ok(f) => {
+                    if let Ok(d) = f.into_data() {
+                        if snippet.len() < 1024 {
+                            snippet.extend_from_slice(&d[..d.len().min(1024 - snippet.len())]);
+                        }
+                    }
+                }
+                Err(_) => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        rec.end_ns = Some(ns(epoch));
+        let text = String::from_utf8_lossy(&snippet);
+        rec.outcome = Outcome::Failed {
+            reason: if status != hyper::StatusCode::OK {
+                format!("http status {}: {}", status.as_u16(), clip(&text))
+            } else {
+                "response is not text/event-stream".into()
+            },
+        };
+        return ok;
+    }
+    let mut parser = SseParser::default();
+    let mut events = Vec::new();
+    let mut st = StreamState {
+        done: false,
+        finish: Vec::new(),
+        usage: Vec::new(),
+        content: String::new(),
+        reasoning: String::new(),
+    };
+    let mut failure: Option<String> = None;
+    let mut reusable = true;
+    loop {
+        match next_frame(&mut body).await {
+            None => break,
+            Some(Err(e)) => {
+                failure = Some(format!("stream broke: {e}"));
+                reusable = false;
+                break;
+            }
+            Some(Ok(frame)) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                let t = ns(epoch);
+                if rec.first_byte_ns.is_none() {
+                    rec.first_byte_ns = Some(t);
+                }
+                events.clear();
+                if let Err(e) = parser.push(&data, &mut events) {
+                    failure = Some(e.to_string());
+                    reusable = false;
+                    break;
+                }
+                for ev in &events {
+                    if let Err(reason) = on_event(ev, t, rec, &mut st) {
+                        failure = Some(reason);
+                        break;
+                    }
+                }
+                if failure.is_some() {
+                    reusable = false;
+                    break;
+                }
+            }
+        }
+    }
+    rec.end_ns = Some(ns(epoch));
+    let verdict = failure
+        .map(Err)
+        .unwrap_or_else(|| finish(rec, &st, &parser, rules));
+    match verdict {
+        Ok(()) => {
+            rec.outcome = Outcome::Succeeded;
+        }
+        Err(reason) => {
+            rec.output_tokens = None;
+            rec.outcome = Outcome::Failed { reason };
+        }
+    }
+    let mut digest_input = st.reasoning.into_bytes();
+    digest_input.push(0x1e);
+    digest_input.extend_from_slice(st.content.as_bytes());
+    rec.output_sha256 = Some(qual_json::sha256_prefixed(&digest_input));
+    reusable
+}
+
+fn finish(
+    rec: &mut RequestRecord,
+    st: &StreamState,
+    parser: &SseParser,
+    rules: StreamRules,
+) -> Result<(), String> {
+    if parser.has_partial_event() {
+        return Err("stream ended inside an event".into());
+    }
+    if !st.done && !rules.allow_missing_done {
+        return Err("stream ended without data: [DONE]".into());
+    }
+    if rec.content_event_ns.is_empty() {
+        return Err("stream carried no content event".into());
+    }
+    match st.finish.as_slice() {
+        [one] => rec.finish_reason = Some(one.clone()),
+        other => {
+            return Err(format!(
+                "expected exactly one finish reason, got {}",
+                other.len()
+            ))
+        }
+    }
+    match st.usage.as_slice() {
+        [] if rules.allow_missing_usage => {
+            rec.output_tokens = Some(TokenCount {
+                value: rec.content_event_ns.len() as u64,
+                source: TokenSource::ClientCount,
+            });
+        }
+        [] => return Err(
+            "stream carried no usage record although stream_options.include_usage was requested"
+                .into(),
+        ),
+        [u] => {
+            let usage = parse_usage(u)?;
+            if usage.completion_tokens == 0 {
+                return Err(
+                    "usage reports zero completion tokens for a stream with content".into(),
+                );
+            }
+            rec.usage = Some(usage);
+            rec.output_tokens = Some(TokenCount {
+                value: usage.completion_tokens,
+                source: TokenSource::ServerUsage,
+            });
+        }
+        many => return Err(format!("stream carried {} usage records", many.len())),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Endpoint, Phase};
+
+    fn run(events: &[&str], rules: StreamRules) -> RequestRecord {
+        let mut rec = RequestRecord::scheduled(0, "x", Phase::Measured, Endpoint::Chat, 0);
+        let mut st = StreamState {
+            done: false,
+            finish: vec![],
+            usage: vec![],
+            content: String::new(),
+            reasoning: String::new(),
+        };
+        let parser = SseParser::default();
+        let mut fail = None;
+        for (i, e) in events.iter().enumerate() {
+            let ev = SseEvent {
+                event: None,
+                data: e.to_string(),
+            };
+            if let Err(r) = on_event(&ev, i as u64 * 10, &mut rec, &mut st) {
+                fail = Some(r);
+                break;
+            }
+        }
+        let v = fail
+            .map(Err)
+            .unwrap_or_else(|| finish(&mut rec, &st, &parser, rules));
+        rec.outcome = match v {
+            Ok(()) => Outcome::Succeeded,
+            Err(reason) => Outcome::Failed { reason },
+        };
+        rec
+    }
+
+    const STRICT: StreamRules = StreamRules {
+        allow_missing_usage: false,
+        allow_missing_done: false,
+    };
+
+    #[test]
+    fn role_finish_and_usage_events_are_not_content() {
+        let r = run(
+            &[
+                r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+                r#"{"choices":[{"delta":{"content":"a"}}]}"#,
+                r#"{"choices":[{"delta":{"reasoning_content":"r"}}]}"#,
+                r#"{"choices":[{"delta":{},"finish_reason":"length"}]}"#,
+                r#"{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":5,"total_tokens":7}}"#,
+                "[DONE]",
+            ],
+            STRICT,
+        );
+        assert_eq!(r.outcome, Outcome::Succeeded);
+        assert_eq!(r.content_event_ns, vec![10, 20]);
+        assert_eq!(r.done_ns, Some(50));
+        assert_eq!(
+            r.output_tokens,
+            Some(TokenCount {
+                value: 5,
+                source: TokenSource::ServerUsage
+            })
+        );
+        assert_eq!(r.finish_reason.as_deref(), Some("length"));
+    }
+
+    #[test]
+    fn in_band_error_fails_the_request() {
+        let r = run(
+            &[
+                r#"{"choices":[{"text":"a"}]}"#,
+                r#"{"error":{"message":"boom"}}"#,
+                "[DONE]",
+            ],
+            STRICT,
+        );
+        assert_eq!(
+            r.outcome,
+            Outcome::Failed {
+                reason: "in-band error event: boom".into()
+            }
+        );
+    }
+
+    #[test]
+    fn missing_usage_and_done_are_failures_unless_waived() {
+        let ev = [
+            r#"{"choices":[{"text":"a","finish_reason":null}]}"#,
+            r#"{"choices":[{"text":"b","finish_reason":"stop"}]}"#,
+        ];
+        let r = run(&ev, STRICT);
+        assert!(matches!(r.outcome, Outcome::Failed { ref reason } if reason.contains("[DONE]")));
+        let r = run(
+            &ev,
+            StreamRules {
+                allow_missing_usage: true,
+                allow_missing_done: true,
+            },
+        );
+        assert_eq!(
+            r.output_tokens,
+            Some(TokenCount {
+                value: 2,
+                source: TokenSource::ClientCount
+            })
+        );
+        let mut with_done = ev.to_vec();
+        with_done.push("[DONE]");
+        let r = run(&with_done, STRICT);
+        assert!(
+            matches!(r.outcome, Outcome::Failed { ref reason } if reason.contains("no usage record"))
+        );
+    }
+
+    #[test]
+    fn malformed_usage_and_double_finish_fail() {
+        let r = run(
+            &[
+                r#"{"choices":[{"text":"a","finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":3}}"#,
+                "[DONE]",
+            ],
+            STRICT,
+        );
+        assert!(
+            matches!(r.outcome, Outcome::Failed { ref reason } if reason.contains("total_tokens"))
+        );
+        let r = run(
+            &[
+                r#"{"choices":[{"text":"a","finish_reason":"stop"},{"text":"b","finish_reason":"stop"}]}"#,
+                "[DONE]",
+            ],
+            STRICT,
+        );
+        assert!(
+            matches!(r.outcome, Outcome::Failed { ref reason } if reason.contains("exactly one finish reason"))
+        );
+        let r = run(&["[1,2]"], STRICT);
+        assert!(
+            matches!(r.outcome, Outcome::Failed { ref reason } if reason.contains("not a JSON object"))
+        );
+    }
+}

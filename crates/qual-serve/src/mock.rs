@@ -1,0 +1,578 @@
+//! The zero-compute OpenAI-compatible mock server.
+//!
+//! Owns: `GET /v1/models`, `GET /health`, streaming and non-streaming
+//! `POST /v1/chat/completions` and `POST /v1/completions`, paced by the sub-millisecond
+//! [`Pacer`](crate::pacer::Pacer), and the error injections the failure-mode tests rely on.
+//! It is the test target, the client-headroom roofline and the README's serving example.
+//!
+//! Timing contract of a stream (chat): a role-only event at once, content event `k`
+//! (0-based) at `start + ttft + k·itl` where `start` is when the request body was read, then a
+//! finish event (empty delta, `finish_reason`), the usage event when
+//! `stream_options.include_usage` is true, and `data: [DONE]`. Deadlines are absolute, so
+//! pacing errors never accumulate. With zero TTFT and ITL the whole stream is one buffer.
+//!
+//! Listens on 127.0.0.1 only. Invariant: no injection is active unless its flag was given.
+
+use crate::io::{BodyItem, ChannelBody, EitherBody, FullBody, TokioIo};
+use crate::pacer::Pacer;
+use hyper::body::{Body, Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Everything the mock server can be told. Field names follow the `mock-server` flags.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MockConfig {
+    /// TCP port on 127.0.0.1 (0 picks a free one; the bound port is reported).
+    pub port: u16,
+    /// Time from request read to the first content event.
+    pub ttft: Duration,
+    /// Gap between consecutive content events.
+    pub itl: Duration,
+    /// Content events per response; `None` = the request's `max_tokens` (default 16).
+    pub output_tokens: Option<u64>,
+    /// Model id served by `/v1/models`.
+    pub model: String,
+    /// `/v1/models` answers 503 until this long after start (`u64::MAX` ms: never ready).
+    pub ready_after: Duration,
+    /// Send an in-band `{"error":…}` event after this many content events, then end.
+    pub error_event_after: Option<u64>,
+    /// Abort the connection (no terminating chunk) after this many content events.
+    pub drop_connection_after: Option<u64>,
+    /// Answer every n-th completion request (1-based count) with HTTP 500.
+    pub http_500_every: Option<u64>,
+    /// Exit the process with code 3 when this many completion requests have arrived.
+    pub exit_after_requests: Option<u64>,
+    /// On SIGTERM, keep running this long before exiting.
+    pub slow_shutdown: Duration,
+    /// Ignore SIGTERM entirely.
+    pub ignore_sigterm: bool,
+    /// Start a child process (same process group, SIGTERM ignored) that outlives the server.
+    pub leave_child: bool,
+}
+
+impl Default for MockConfig {
+    fn default() -> MockConfig {
+        MockConfig {
+            port: 0,
+            ttft: Duration::ZERO,
+            itl: Duration::ZERO,
+            output_tokens: None,
+            model: "kiln-qual-mock".into(),
+            ready_after: Duration::ZERO,
+            error_event_after: None,
+            drop_connection_after: None,
+            http_500_every: None,
+            exit_after_requests: None,
+            slow_shutdown: Duration::ZERO,
+            ignore_sigterm: false,
+            leave_child: false,
+        }
+    }
+}
+
+/// Why the mock server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum MockError {
+    /// Binding the port failed (already in use, permission…).
+    #[error("bind 127.0.0.1:{port}: {source}")]
+    Bind {
+        /// The port asked for.
+        port: u16,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Any other I/O failure (runtime, signal handler, child spawn).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Parses the `mock-server` flags (the same names as the CLI) from `args` (no program name).
+/// Used by the test binary `qual-serve-mock`; the CLI parses them with clap.
+pub fn parse_flags(args: &[String]) -> Result<MockConfig, String> {
+    let mut c = MockConfig::default();
+    let mut it = args.iter();
+    let ms = |v: Option<&String>, f: &str| -> Result<Duration, String> {
+        let v = v.ok_or(format!("{f} needs a value"))?;
+        let x: f64 = v.parse().map_err(|_| format!("{f}: not a number: {v}"))?;
+        if !(x.is_finite() && x >= 0.0) {
+            return Err(format!("{f} must be a finite number >= 0"));
+        }
+        Duration::try_from_secs_f64(x / 1000.0).map_err(|_| format!("{f} is too large"))
+    };
+    let int = |v: Option<&String>, f: &str| -> Result<u64, String> {
+        let v = v.ok_or(format!("{f} needs a value"))?;
+        v.parse().map_err(|_| format!("{f}: not an integer: {v}"))
+    };
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--port" => c.port = int(it.next(), a)? as u16,
+            "--ttft-ms" => c.ttft = ms(it.next(), a)?,
+            "--itl-ms" => c.itl = ms(it.next(), a)?,
+            "--output-tokens" => c.output_tokens = Some(int(it.next(), a)?),
+            "--model" => c.model = it.next().ok_or("--model needs a value")?.clone(),
+            "--ready-after-ms" => c.ready_after = ms(it.next(), a)?,
+            "--never-ready" => c.ready_after = Duration::MAX,
+            "--error-event-after" => c.error_event_after = Some(int(it.next(), a)?),
+            "--drop-connection-after" => c.drop_connection_after = Some(int(it.next(), a)?),
+            "--http-500-every" => c.http_500_every = Some(int(it.next(), a)?.max(1)),
+            "--exit-after-requests" => c.exit_after_requests = Some(int(it.next(), a)?),
+            "--slow-shutdown-ms" => c.slow_shutdown = ms(it.next(), a)?,
+            "--ignore-sigterm" => c.ignore_sigterm = true,
+            "--leave-child" => c.leave_child = true,
+            other => return Err(format!("unknown flag: {other}")),
+        }
+    }
+    Ok(c)
+}
+
+struct State {
+    cfg: MockConfig,
+    started: Instant,
+    requests: AtomicU64,
+    pacer: Pacer,
+}
+
+/// Runs the server until SIGTERM/SIGINT (honouring the shutdown injections). Blocking; builds
+/// its own single-threaded runtime. `on_bound` receives the bound port before serving.
+pub fn run_blocking(cfg: MockConfig, on_bound: impl FnOnce(u16)) -> Result<(), MockError> {
+    if cfg.ignore_sigterm {
+        // SAFETY: installing SIG_IGN has no preconditions.
+        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| MockError::Io {
+            what: "start the runtime",
+            source,
+        })?;
+    rt.block_on(async move {
+        let port = cfg.port;
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+            .await
+            .map_err(|source| MockError::Bind { port, source })?;
+        let bound = listener
+            .local_addr()
+            .map_err(|source| MockError::Io {
+                what: "read the bound address",
+                source,
+            })?
+            .port();
+        if cfg.leave_child {
+            spawn_lingering_child()?;
+        }
+        on_bound(bound);
+        let state = Arc::new(State {
+            cfg: cfg.clone(),
+            started: Instant::now(),
+            requests: AtomicU64::new(0),
+            pacer: Pacer::global(),
+        });
+        let mut term = if cfg.ignore_sigterm {
+            None
+        } else {
+            Some(
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .map_err(|source| MockError::Io {
+                        what: "install the SIGTERM handler",
+                        source,
+                    })?,
+            )
+        };
+        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|source| MockError::Io {
+                what: "install the SIGINT handler",
+                source,
+            })?;
+        loop {
+            tokio::select! {
+                acc = listener.accept() => {
+                    if let Ok((stream, _)) = acc {
+                        let _ = stream.set_nodelay(true);
+                        let st = state.clone();
+                        tokio::spawn(async move {
+                            let svc = hyper::service::service_fn(move |req| {
+                                let st = st.clone();
+                                async move { Ok::<_, std::convert::Infallible>(handle(st, req).await) }
+                            });
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(TokioIo::new(stream), svc)
+                                .await;
+                        });
+                    }
+                }
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {
+                    if !cfg.slow_shutdown.is_zero() {
+                        tokio::time::sleep(cfg.slow_shutdown).await;
+                    }
+                    return Ok(());
+                }
+                _ = int.recv() => return Ok(()),
+            }
+        }
+    })
+}
+
+fn spawn_lingering_child() -> Result<(), MockError> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().map_err(|source| MockError::Io {
+        what: "find the current executable",
+        source,
+    })?;
+    let mut cmd = std::process::Command::new("/bin/sh");
+    // The child ignores SIGTERM (inherited disposition survives exec) and sleeps; it is the
+    // "server leaves a child behind" injection. `exe` is only used to make the process
+    // recognisable in listings.
+    cmd.arg("-c")
+        .arg("trap '' TERM; while :; do sleep 1; done")
+        .arg(exe.as_os_str())
+        .stdin(std::process::Stdio::null());
+    // SAFETY: only async-signal-safe libc::signal is called between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    cmd.spawn().map_err(|source| MockError::Io {
+        what: "spawn the lingering child",
+        source,
+    })?;
+    Ok(())
+}
+
+fn json_response(status: StatusCode, body: serde_json::Value) -> Response<EitherBody> {
+    let mut r = Response::new(EitherBody::Full(FullBody::new(body.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+async fn read_body(req: Request<Incoming>) -> Result<Vec<u8>, hyper::Error> {
+    let mut body = req.into_body();
+    let mut out = Vec::new();
+    while let Some(frame) =
+        std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+    {
+        if let Ok(d) = frame?.into_data() {
+            out.extend_from_slice(&d);
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Endpoint {
+    Chat,
+    Completions,
+}
+
+async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<EitherBody> {
+    let path = req.uri().path().to_string();
+    match (req.method(), path.as_str()) {
+        (&Method::GET, "/v1/models") => {
+            if st.cfg.ready_after == Duration::MAX || st.started.elapsed() < st.cfg.ready_after {
+                return json_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    serde_json::json!({"error": {"message": "loading model", "type": "unavailable"}}),
+                );
+            }
+            json_response(
+                StatusCode::OK,
+                serde_json::json!({"object": "list", "data": [
+                    {"id": st.cfg.model, "object": "model", "created": 0, "owned_by": "kiln-qual-mock"}
+                ]}),
+            )
+        }
+        (&Method::GET, "/health") => {
+            json_response(StatusCode::OK, serde_json::json!({"status": "ok"}))
+        }
+        (&Method::POST, "/v1/chat/completions") => completion(st, req, Endpoint::Chat).await,
+        (&Method::POST, "/v1/completions") => completion(st, req, Endpoint::Completions).await,
+        _ => json_response(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"error": {"message": "not found", "type": "not_found"}}),
+        ),
+    }
+}
+
+async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Response<EitherBody> {
+    let n = st.requests.fetch_add(1, Ordering::SeqCst) + 1;
+    if let Some(limit) = st.cfg.exit_after_requests {
+        if n >= limit {
+            eprintln!("mock-server: exiting after {n} requests (injected)");
+            std::process::exit(3);
+        }
+    }
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(_) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({"error": {"message": "unreadable body"}}),
+            )
+        }
+    };
+    let start = Instant::now();
+    if let Some(every) = st.cfg.http_500_every {
+        if n % every == 0 {
+            return json_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                serde_json::json!({"error": {"message": "injected internal error", "type": "server_error"}}),
+            );
+        }
+    }
+    let parsed: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({"error": {"message": format!("invalid JSON body: {e}")}}),
+            )
+        }
+    };
+    let max_tokens = parsed
+        .get("max_tokens")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(16);
+    let stream = parsed
+        .get("stream")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    let include_usage = parsed
+        .pointer("/stream_options/include_usage")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    let (tokens, finish) = match st.cfg.output_tokens {
+        Some(t) if t < max_tokens => (t, "stop"),
+        _ => (max_tokens, "length"),
+    };
+    let prompt_tokens = prompt_token_count(&parsed, ep);
+    let plan = Plan {
+        ep,
+        id: format!("mock-{n}"),
+        model: st.cfg.model.clone(),
+        tokens,
+        finish,
+        prompt_tokens,
+        include_usage,
+    };
+    if !stream {
+        if !st.cfg.ttft.is_zero() || !st.cfg.itl.is_zero() {
+            let end = start + st.cfg.ttft + st.cfg.itl * tokens.saturating_sub(1) as u32;
+            st.pacer.sleep_until(end).await;
+        }
+        return json_response(StatusCode::OK, plan.whole());
+    }
+    let resp_body = if st.cfg.ttft.is_zero()
+        && st.cfg.itl.is_zero()
+        && st.cfg.error_event_after.is_none()
+        && st.cfg.drop_connection_after.is_none()
+    {
+        let mut all = Vec::new();
+        if ep == Endpoint::Chat {
+            all.extend_from_slice(&plan.role_event());
+        }
+        for k in 0..tokens {
+            all.extend_from_slice(&plan.content_event(k));
+        }
+        all.extend_from_slice(&plan.tail());
+        EitherBody::Full(FullBody::new(all))
+    } else {
+        let (tx, body) = ChannelBody::channel(16);
+        let cfg = st.cfg.clone();
+        let pacer = st.pacer.clone();
+        tokio::spawn(async move { stream_paced(tx, plan, cfg, pacer, start).await });
+        EitherBody::Channel(body)
+    };
+    let mut r = Response::new(resp_body);
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/event-stream"),
+    );
+    r.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-cache"),
+    );
+    r
+}
+
+async fn stream_paced(
+    tx: tokio::sync::mpsc::Sender<BodyItem>,
+    plan: Plan,
+    cfg: MockConfig,
+    pacer: Pacer,
+    start: Instant,
+) {
+    if plan.ep == Endpoint::Chat && tx.send(Ok(plan.role_event())).await.is_err() {
+        return;
+    }
+    for k in 0..plan.tokens {
+        if cfg.error_event_after == Some(k) {
+            let ev = sse(
+                &serde_json::json!({"error": {"message": "injected error event", "type": "server_error", "code": 500}}),
+            );
+            let _ = tx.send(Ok(ev)).await;
+            return;
+        }
+        if cfg.drop_connection_after == Some(k) {
+            let _ = tx.send(Err(crate::io::Dropped)).await;
+            return;
+        }
+        let deadline = start + cfg.ttft + cfg.itl * k as u32;
+        pacer.sleep_until(deadline).await;
+        if tx.send(Ok(plan.content_event(k))).await.is_err() {
+            return;
+        }
+    }
+    let _ = tx.send(Ok(plan.tail())).await;
+}
+
+fn prompt_token_count(v: &serde_json::Value, ep: Endpoint) -> u64 {
+    let words = |s: &str| s.split_whitespace().count() as u64;
+    let n = match ep {
+        Endpoint::Completions => v.get("prompt").and_then(|p| p.as_str()).map_or(0, words),
+        Endpoint::Chat => v
+            .get("messages")
+            .and_then(|m| m.as_array())
+            .map_or(0, |ms| {
+                ms.iter()
+                    .filter_map(|m| m.get("content").and_then(|c| c.as_str()))
+                    .map(words)
+                    .sum()
+            }),
+    };
+    n.max(1)
+}
+
+struct Plan {
+    ep: Endpoint,
+    id: String,
+    model: String,
+    tokens: u64,
+    finish: &'static str,
+    prompt_tokens: u64,
+    include_usage: bool,
+}
+
+fn sse(v: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+/// The deterministic text of content event `k`: `"tok<k> "`.
+pub fn token_text(k: u64) -> String {
+    format!("tok{k} ")
+}
+
+impl Plan {
+    fn object(&self) -> &'static str {
+        match self.ep {
+            Endpoint::Chat => "chat.completion.chunk",
+            Endpoint::Completions => "text_completion",
+        }
+    }
+
+    fn chunk(&self, choice: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({"id": self.id, "object": self.object(), "created": 0, "model": self.model, "choices": [choice]})
+    }
+
+    fn role_event(&self) -> Bytes {
+        sse(&self.chunk(serde_json::json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null})))
+    }
+
+    fn content_event(&self, k: u64) -> Bytes {
+        let choice = match self.ep {
+            Endpoint::Chat => {
+                serde_json::json!({"index": 0, "delta": {"content": token_text(k)}, "finish_reason": null})
+            }
+            Endpoint::Completions => {
+                serde_json::json!({"index": 0, "text": token_text(k), "logprobs": null, "finish_reason": null})
+            }
+        };
+        sse(&self.chunk(choice))
+    }
+
+    fn usage(&self) -> serde_json::Value {
+        serde_json::json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": self.tokens, "total_tokens": self.prompt_tokens + self.tokens})
+    }
+
+    fn tail(&self) -> Bytes {
+        let choice = match self.ep {
+            Endpoint::Chat => {
+                serde_json::json!({"index": 0, "delta": {}, "finish_reason": self.finish})
+            }
+            Endpoint::Completions => {
+                serde_json::json!({"index": 0, "text": "", "logprobs": null, "finish_reason": self.finish})
+            }
+        };
+        let mut out = Vec::new();
+        out.extend_from_slice(&sse(&self.chunk(choice)));
+        if self.include_usage {
+            let u = serde_json::json!({"id": self.id, "object": self.object(), "created": 0, "model": self.model, "choices": [], "usage": self.usage()});
+            out.extend_from_slice(&sse(&u));
+        }
+        out.extend_from_slice(b"data: [DONE]\n\n");
+        Bytes::from(out)
+    }
+
+    fn whole(&self) -> serde_json::Value {
+        let text: String = (0..self.tokens).map(token_text).collect();
+        let choice = match self.ep {
+            Endpoint::Chat => {
+                serde_json::json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": self.finish})
+            }
+            Endpoint::Completions => {
+                serde_json::json!({"index": 0, "text": text, "logprobs": null, "finish_reason": self.finish})
+            }
+        };
+        let object = match self.ep {
+            Endpoint::Chat => "chat.completion",
+            Endpoint::Completions => "text_completion",
+        };
+        serde_json::json!({"id": self.id, "object": object, "created": 0, "model": self.model, "choices": [choice], "usage": self.usage()})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse_and_reject_unknown() {
+        let a: Vec<String> = [
+            "--port",
+            "8080",
+            "--ttft-ms",
+            "20",
+            "--itl-ms",
+            "5.5",
+            "--ignore-sigterm",
+            "--http-500-every",
+            "3",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let c = parse_flags(&a).unwrap();
+        assert_eq!(c.port, 8080);
+        assert_eq!(c.ttft, Duration::from_millis(20));
+        assert_eq!(c.itl, Duration::from_micros(5500));
+        assert!(c.ignore_sigterm);
+        assert_eq!(c.http_500_every, Some(3));
+        assert!(parse_flags(&["--bogus".to_string()]).is_err());
+        assert!(parse_flags(&["--ttft-ms".to_string(), "-1".to_string()]).is_err());
+    }
+}

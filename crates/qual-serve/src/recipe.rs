@@ -1,0 +1,377 @@
+//! The owned-server launch recipe (`kiln-qual.serve-launch.v1`).
+//!
+//! Owns the strict reading of a recipe file: a closed JSON object (read with `qual-json`, so
+//! duplicate keys, non-finite numbers and BOMs are refused) whose every violation is
+//! reported with its JSON pointer. Shape:
+//!
+//! | key | rule |
+//! | --- | --- |
+//! | `schema` | `"kiln-qual.serve-launch.v1"` |
+//! | `id` | `^[a-z0-9][a-z0-9._-]{2,127}$`; the default case id |
+//! | `command` | 1..=256 non-empty strings without NUL; never a shell; element 0 is absolute or contains `/` (relative to `working_directory`) |
+//! | `working_directory` | non-empty; relative to the recipe's directory |
+//! | `environment` | optional object of `^[A-Z_][A-Z0-9_]*$` → string; the server's **whole** environment (nothing inherited) |
+//! | `port` | 1..=65535; the server must listen on 127.0.0.1 at this port |
+//! | `log_directory` | non-empty; relative to the recipe's directory |
+//! | `log_limit_bytes` | optional, 1..=1073741824 (default 8 MiB) per stream |
+//! | `readiness_poll_interval_ms` | integer 1..=60000 |
+//! | `startup_timeout_seconds`, `shutdown_timeout_seconds` | finite numbers > 0, ≤ 172800 |
+//! | `acceptable_exit_codes` | 1..=16 unique, ascending integers in -255..=255 (a death by signal `s` is exit code `-s`) |
+//!
+//! Invariant: a [`LaunchRecipe`] only exists when the file had no violation at all.
+
+use qual_json::{Number, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The schema identifier of a launch recipe.
+pub const SCHEMA: &str = "kiln-qual.serve-launch.v1";
+const DEFAULT_LOG_LIMIT: u64 = 8 * 1024 * 1024;
+const KEYS: [&str; 12] = [
+    "schema",
+    "id",
+    "command",
+    "working_directory",
+    "environment",
+    "port",
+    "log_directory",
+    "log_limit_bytes",
+    "readiness_poll_interval_ms",
+    "startup_timeout_seconds",
+    "shutdown_timeout_seconds",
+    "acceptable_exit_codes",
+];
+
+/// A validated launch recipe with its paths resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchRecipe {
+    /// Recipe id.
+    pub id: String,
+    /// The server argv (element 0 resolved against the working directory when relative).
+    pub command: Vec<String>,
+    /// Resolved working directory.
+    pub working_directory: PathBuf,
+    /// The complete server environment.
+    pub environment: BTreeMap<String, String>,
+    /// Loopback port.
+    pub port: u16,
+    /// Resolved log directory.
+    pub log_directory: PathBuf,
+    /// Per-stream log bound.
+    pub log_limit_bytes: u64,
+    /// Readiness poll interval.
+    pub readiness_poll_interval: Duration,
+    /// Startup deadline.
+    pub startup_timeout: Duration,
+    /// Grace between SIGTERM and SIGKILL.
+    pub shutdown_timeout: Duration,
+    /// Exit codes that count as a clean stop.
+    pub acceptable_exit_codes: Vec<i64>,
+    /// `sha256:` of the file bytes.
+    pub file_sha256: String,
+    /// Canonical-JSON digest of the document.
+    pub canonical_sha256: String,
+    /// The document as read (for the evidence).
+    pub document: Value,
+}
+
+/// Why a recipe was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RecipeError {
+    /// The file could not be read or is not strict JSON.
+    #[error("load launch recipe: {0}")]
+    Load(#[from] qual_json::LoadError),
+    /// The document violates the schema; every violation, with its pointer.
+    #[error("validate launch recipe {path}: {}", violations.join("; "))]
+    Invalid {
+        /// The file.
+        path: String,
+        /// `pointer: problem` lines.
+        violations: Vec<String>,
+    },
+}
+
+fn is_identifier(s: &str) -> bool {
+    let b = s.as_bytes();
+    (3..=128).contains(&b.len())
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter().all(|&c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'_' || c == b'-'
+        })
+}
+
+fn is_env_key(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && (b[0].is_ascii_uppercase() || b[0] == b'_')
+        && b.iter()
+            .all(|&c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_')
+}
+
+fn int_in(v: &Value, lo: i64, hi: i64) -> Option<i64> {
+    match v {
+        Value::Number(Number::Int(i)) => i.as_i64().filter(|x| (lo..=hi).contains(x)),
+        _ => None,
+    }
+}
+
+fn positive_seconds(v: &Value) -> Option<Duration> {
+    match v {
+        Value::Number(n) => n
+            .as_f64()
+            .filter(|x| x.is_finite() && *x > 0.0 && *x <= 172_800.0)
+            .map(Duration::from_secs_f64),
+        _ => None,
+    }
+}
+
+/// Reads and validates a recipe file.
+pub fn load(path: &Path) -> Result<LaunchRecipe, RecipeError> {
+    let limits = qual_json::Limits {
+        max_bytes: 64 * 1024,
+        ..Default::default()
+    };
+    let (doc, bytes) = qual_json::load_file(path, limits)?;
+    let base = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let base = if base.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        base
+    };
+    validate(&doc, &base, qual_json::sha256_prefixed(&bytes)).map_err(|violations| {
+        RecipeError::Invalid {
+            path: path.display().to_string(),
+            violations,
+        }
+    })
+}
+
+/// Validates a parsed recipe; `base` resolves relative directories.
+pub fn validate(
+    doc: &Value,
+    base: &Path,
+    file_sha256: String,
+) -> Result<LaunchRecipe, Vec<String>> {
+    let mut v: Vec<String> = Vec::new();
+    let Some(obj) = doc.as_object() else {
+        return Err(vec!["/: must be a JSON object".into()]);
+    };
+    for k in obj.keys() {
+        if !KEYS.contains(&k.as_str()) {
+            v.push(format!("/{k}: unknown key"));
+        }
+    }
+    let req = |k: &str, v: &mut Vec<String>| -> Option<&Value> {
+        let x = obj.get(k);
+        if x.is_none() {
+            v.push(format!("/{k}: required key is missing"));
+        }
+        x
+    };
+    if let Some(s) = req("schema", &mut v) {
+        if s.as_str() != Some(SCHEMA) {
+            v.push(format!("/schema: must be \"{SCHEMA}\""));
+        }
+    }
+    let mut id = String::new();
+    if let Some(x) = req("id", &mut v) {
+        match x.as_str() {
+            Some(s) if is_identifier(s) => id = s.to_string(),
+            _ => v.push("/id: must match ^[a-z0-9][a-z0-9._-]{2,127}$".into()),
+        }
+    }
+    let mut working_directory = PathBuf::new();
+    if let Some(x) = req("working_directory", &mut v) {
+        match x.as_str() {
+            Some(s) if !s.is_empty() && !s.contains('\0') => working_directory = base.join(s),
+            _ => v.push("/working_directory: must be a non-empty string without NUL".into()),
+        }
+    }
+    let mut log_directory = PathBuf::new();
+    if let Some(x) = req("log_directory", &mut v) {
+        match x.as_str() {
+            Some(s) if !s.is_empty() && !s.contains('\0') => log_directory = base.join(s),
+            _ => v.push("/log_directory: must be a non-empty string without NUL".into()),
+        }
+    }
+    let mut command = Vec::new();
+    if let Some(x) = req("command", &mut v) {
+        match x.as_array() {
+            Some(a) if (1..=256).contains(&a.len()) => {
+                for (i, e) in a.iter().enumerate() {
+                    match e.as_str() {
+                        Some(s) if !s.is_empty() && !s.contains('\0') => {
+                            command.push(s.to_string())
+                        }
+                        _ => v.push(format!(
+                            "/command/{i}: must be a non-empty string without NUL"
+                        )),
+                    }
+                }
+                if let Some(first) = command.first() {
+                    if !first.starts_with('/') && !first.contains('/') {
+                        v.push("/command/0: must be an absolute path or contain '/' (no PATH lookup, no shell)".into());
+                    } else if !first.starts_with('/') {
+                        command[0] = working_directory.join(first).display().to_string();
+                    }
+                }
+            }
+            _ => v.push("/command: must be an array of 1 to 256 strings".into()),
+        }
+    }
+    let mut environment = BTreeMap::new();
+    if let Some(x) = obj.get("environment") {
+        match x.as_object() {
+            Some(o) => {
+                for (k, val) in o.iter() {
+                    if !is_env_key(k) {
+                        v.push(format!(
+                            "/environment/{k}: key must match ^[A-Z_][A-Z0-9_]*$"
+                        ));
+                    }
+                    match val.as_str() {
+                        Some(s) if !s.contains('\0') => {
+                            environment.insert(k.clone(), s.to_string());
+                        }
+                        _ => v.push(format!("/environment/{k}: must be a string without NUL")),
+                    }
+                }
+            }
+            None => v.push("/environment: must be an object of strings".into()),
+        }
+    }
+    let mut port = 0u16;
+    if let Some(x) = req("port", &mut v) {
+        match int_in(x, 1, 65535) {
+            Some(p) => port = p as u16,
+            None => v.push("/port: must be an integer in 1..=65535".into()),
+        }
+    }
+    let mut log_limit_bytes = DEFAULT_LOG_LIMIT;
+    if let Some(x) = obj.get("log_limit_bytes") {
+        match int_in(x, 1, 1 << 30) {
+            Some(n) => log_limit_bytes = n as u64,
+            None => v.push("/log_limit_bytes: must be an integer in 1..=1073741824".into()),
+        }
+    }
+    let mut poll = Duration::from_millis(50);
+    if let Some(x) = req("readiness_poll_interval_ms", &mut v) {
+        match int_in(x, 1, 60_000) {
+            Some(n) => poll = Duration::from_millis(n as u64),
+            None => v.push("/readiness_poll_interval_ms: must be an integer in 1..=60000".into()),
+        }
+    }
+    let mut startup = Duration::ZERO;
+    if let Some(x) = req("startup_timeout_seconds", &mut v) {
+        match positive_seconds(x) {
+            Some(d) => startup = d,
+            None => v.push("/startup_timeout_seconds: must be a number in (0, 172800]".into()),
+        }
+    }
+    let mut shutdown = Duration::ZERO;
+    if let Some(x) = req("shutdown_timeout_seconds", &mut v) {
+        match positive_seconds(x) {
+            Some(d) => shutdown = d,
+            None => v.push("/shutdown_timeout_seconds: must be a number in (0, 172800]".into()),
+        }
+    }
+    let mut codes = Vec::new();
+    if let Some(x) = req("acceptable_exit_codes", &mut v) {
+        match x.as_array() {
+            Some(a) if (1..=16).contains(&a.len()) => {
+                for (i, e) in a.iter().enumerate() {
+                    match int_in(e, -255, 255) {
+                        Some(c) => codes.push(c),
+                        None => v.push(format!(
+                            "/acceptable_exit_codes/{i}: must be an integer in -255..=255"
+                        )),
+                    }
+                }
+                if codes.windows(2).any(|w| w[0] >= w[1]) {
+                    v.push("/acceptable_exit_codes: must be unique and ascending".into());
+                }
+            }
+            _ => v.push("/acceptable_exit_codes: must be an array of 1 to 16 integers".into()),
+        }
+    }
+    if !v.is_empty() {
+        return Err(v);
+    }
+    Ok(LaunchRecipe {
+        id,
+        command,
+        working_directory,
+        environment,
+        port,
+        log_directory,
+        log_limit_bytes,
+        readiness_poll_interval: poll,
+        startup_timeout: startup,
+        shutdown_timeout: shutdown,
+        acceptable_exit_codes: codes,
+        file_sha256,
+        canonical_sha256: qual_json::canonical_digest(doc),
+        document: doc.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> Result<LaunchRecipe, Vec<String>> {
+        let doc = qual_json::from_str(text).unwrap();
+        validate(&doc, Path::new("/base"), "sha256:x".into())
+    }
+
+    const GOOD: &str = r#"{"schema":"kiln-qual.serve-launch.v1","id":"mock-c1","command":["./bin/server","--port","8080"],
+        "working_directory":"work","environment":{"HOME":"/tmp"},"port":8080,"log_directory":"logs",
+        "readiness_poll_interval_ms":20,"startup_timeout_seconds":5,"shutdown_timeout_seconds":2.5,"acceptable_exit_codes":[0]}"#;
+
+    #[test]
+    fn good_recipe_resolves_paths() {
+        let r = check(GOOD).unwrap();
+        assert_eq!(r.command[0], "/base/work/./bin/server");
+        assert_eq!(r.working_directory, PathBuf::from("/base/work"));
+        assert_eq!(r.log_directory, PathBuf::from("/base/logs"));
+        assert_eq!(r.shutdown_timeout, Duration::from_millis(2500));
+        assert_eq!(r.log_limit_bytes, DEFAULT_LOG_LIMIT);
+    }
+
+    #[test]
+    fn every_violation_is_reported_with_its_pointer() {
+        let bad = r#"{"schema":"x","id":"A","command":["sh","-c"],"working_directory":"",
+            "environment":{"lower":"1"},"port":0,"log_directory":"l","readiness_poll_interval_ms":0,
+            "startup_timeout_seconds":0,"shutdown_timeout_seconds":-1,"acceptable_exit_codes":[1,0],"extra":1}"#;
+        let v = check(bad).unwrap_err();
+        for p in [
+            "/extra",
+            "/schema",
+            "/id",
+            "/command/0",
+            "/working_directory",
+            "/environment/lower",
+            "/port",
+            "/readiness_poll_interval_ms",
+            "/startup_timeout_seconds",
+            "/shutdown_timeout_seconds",
+            "/acceptable_exit_codes",
+        ] {
+            assert!(
+                v.iter().any(|m| m.starts_with(&format!("{p}:"))),
+                "missing {p} in {v:?}"
+            );
+        }
+        let v = check("{}").unwrap_err();
+        assert_eq!(
+            v.iter()
+                .filter(|m| m.ends_with("required key is missing"))
+                .count(),
+            10
+        );
+    }
+}

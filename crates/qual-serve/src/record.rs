@@ -1,0 +1,162 @@
+//! Per-request records: what the load generator observed for one request.
+//!
+//! Owns the record shape written to the evidence file. All instants are nanoseconds on the
+//! campaign's monotonic clock (offsets from one `Instant` taken at campaign start), never
+//! wall-clock time. Invariants: `content_event_ns` is non-decreasing; a record's token count
+//! always names its source ([`TokenSource`]) and is never the requested `max_tokens`.
+
+use serde::Serialize;
+
+/// Which part of the campaign a request belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Sent before measurement; excluded from every metric.
+    Warmup,
+    /// Counted in the metrics.
+    Measured,
+}
+
+/// The OpenAI-compatible endpoint a request targets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Endpoint {
+    /// `POST /v1/chat/completions`
+    Chat,
+    /// `POST /v1/completions`
+    Completions,
+}
+
+impl Endpoint {
+    /// The request path.
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+        }
+    }
+}
+
+/// Where a token count came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server's final `usage.completion_tokens`.
+    ServerUsage,
+    /// The number of content events the client saw (only when usage is absent and allowed).
+    ClientCount,
+}
+
+/// A token count with its source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TokenCount {
+    /// The count.
+    pub value: u64,
+    /// Where it came from.
+    pub source: TokenSource,
+}
+
+/// The server's `usage` record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// `usage.prompt_tokens`
+    pub prompt_tokens: u64,
+    /// `usage.completion_tokens`
+    pub completion_tokens: u64,
+    /// `usage.total_tokens`
+    pub total_tokens: u64,
+}
+
+/// How a request ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    /// A complete, well-formed stream with content, one finish reason and a token count.
+    Succeeded,
+    /// Anything else; the reason reads after "request failed: ".
+    Failed {
+        /// Lowercase reason.
+        reason: String,
+    },
+}
+
+impl Outcome {
+    /// Whether the request succeeded.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Outcome::Succeeded)
+    }
+}
+
+/// Everything observed for one request.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RequestRecord {
+    /// Position in the campaign's request sequence (warmup first).
+    pub index: u64,
+    /// The corpus entry's `id`.
+    pub corpus_id: String,
+    /// Warmup or measured.
+    pub phase: Phase,
+    /// Target endpoint.
+    pub endpoint: Endpoint,
+    /// When the scheduler wanted the request sent.
+    pub scheduled_ns: u64,
+    /// When the client began the request (connection set-up included).
+    pub send_ns: Option<u64>,
+    /// When the response head (status and headers) arrived.
+    pub response_head_ns: Option<u64>,
+    /// When the first body bytes arrived.
+    pub first_byte_ns: Option<u64>,
+    /// Arrival of every content event (non-empty `delta.content`, `delta.reasoning_content`,
+    /// `delta.reasoning` or completions `text`), in order. First = first content event, last =
+    /// last content event.
+    pub content_event_ns: Vec<u64>,
+    /// Arrival of `data: [DONE]`.
+    pub done_ns: Option<u64>,
+    /// When the body ended (after `[DONE]`, or when the stream closed or failed).
+    pub end_ns: Option<u64>,
+    /// HTTP status of the response.
+    pub http_status: Option<u16>,
+    /// The server's usage record, when exactly one was sent.
+    pub usage: Option<Usage>,
+    /// Output tokens and their source (successful requests only).
+    pub output_tokens: Option<TokenCount>,
+    /// The single finish reason.
+    pub finish_reason: Option<String>,
+    /// `sha256:` of reasoning + U+001E + content (UTF-8).
+    pub output_sha256: Option<String>,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+impl RequestRecord {
+    /// A record for a request that has been scheduled but not yet sent.
+    pub fn scheduled(
+        index: u64,
+        corpus_id: &str,
+        phase: Phase,
+        endpoint: Endpoint,
+        scheduled_ns: u64,
+    ) -> RequestRecord {
+        RequestRecord {
+            index,
+            corpus_id: corpus_id.to_string(),
+            phase,
+            endpoint,
+            scheduled_ns,
+            send_ns: None,
+            response_head_ns: None,
+            first_byte_ns: None,
+            content_event_ns: Vec::new(),
+            done_ns: None,
+            end_ns: None,
+            http_status: None,
+            usage: None,
+            output_tokens: None,
+            finish_reason: None,
+            output_sha256: None,
+            outcome: Outcome::Failed {
+                reason: "request was never completed".into(),
+            },
+        }
+    }
+}
