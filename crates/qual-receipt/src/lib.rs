@@ -1,7 +1,15 @@
 //! Receipt v1: the data model and exclusive writer (used by the runner), the validator, the
 //! comparator and the human rendering.
+//!
+//! - [`validate`]: every rule of a receipt document, on the strictly parsed JSON value, with
+//!   all violations and their paths, plus the strict checks against a repository;
+//! - [`compare`]: two receipts under a committed workload's comparison policy, refusing every
+//!   comparison the policy does not admit;
+//! - [`render`]: the human summary of one receipt and of one comparison;
+//! - [`decimal`]: exact decimal arithmetic for tolerances.
 
 pub mod compare;
+pub mod decimal;
 pub mod model;
 pub mod render;
 pub mod validate;
