@@ -1,2 +1,99 @@
-//! Placeholder replaced below.
-fn main() {}
+//! Per-case overhead of `qual_exec::execute` (contained, captured, settled, cleaned up) over
+//! 200 executions of `true`, against spawning `true` with plain `std::process::Command`
+//! (`output()`) in the same process. Target: overhead < 5 ms per case.
+//!
+//! Run: `cargo bench -p qual-exec --bench overhead`.
+
+use qual_exec::{execute, CaptureLimits, ExecSpec, Mechanism, NetworkPolicy};
+use std::time::{Duration, Instant};
+
+const N: u32 = 200;
+
+fn find_true() -> String {
+    for p in ["/usr/bin/true", "/bin/true"] {
+        if std::path::Path::new(p).exists() {
+            return p.to_string();
+        }
+    }
+    panic!("no `true` binary found");
+}
+
+fn main() {
+    let program = find_true();
+    let spec = ExecSpec {
+        argv: vec![program.clone()],
+        cwd: std::env::temp_dir(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        timeout: Duration::from_secs(60),
+        term_grace: Duration::from_secs(5),
+        capture: CaptureLimits::default(),
+        network: NetworkPolicy::Inherit,
+    };
+    // Warm up both paths (page cache, cgroup detection).
+    for _ in 0..5 {
+        execute(&spec).expect("execute true");
+        std::process::Command::new(&program)
+            .output()
+            .expect("spawn true");
+    }
+
+    let t = Instant::now();
+    for _ in 0..N {
+        let out = std::process::Command::new(&program)
+            .env_clear()
+            .output()
+            .expect("spawn true");
+        assert!(out.status.success());
+    }
+    let baseline = t.elapsed() / N;
+
+    let (ours, mechanism) = measure(&spec);
+    report(baseline, ours, mechanism);
+    if mechanism == Some(Mechanism::CgroupV2) {
+        qual_exec::set_cgroup_policy(qual_exec::CgroupPolicy::Never);
+        let (ours, mechanism) = measure(&spec);
+        report(baseline, ours, mechanism);
+    }
+}
+
+fn measure(spec: &ExecSpec) -> (Duration, Option<Mechanism>) {
+    let t = Instant::now();
+    let mut mechanism = None;
+    for _ in 0..N {
+        let e = execute(spec).expect("execute true");
+        assert!(e.termination.success() && e.containment.clean);
+        mechanism = Some(e.containment.mechanism);
+    }
+    (t.elapsed() / N, mechanism)
+}
+
+fn report(baseline: Duration, ours: Duration, mechanism: Option<Mechanism>) {
+    let overhead = ours.saturating_sub(baseline);
+    println!(
+        "qual-exec overhead ({} executions of `true`, mechanism {}):",
+        N,
+        mechanism.map(|m| m.as_str()).unwrap_or("?")
+    );
+    println!(
+        "  std::process::Command::output  {:>9.3} ms/case",
+        ms(baseline)
+    );
+    println!("  qual_exec::execute             {:>9.3} ms/case", ms(ours));
+    println!(
+        "  overhead                       {:>9.3} ms/case (target < 5 ms) {}",
+        ms(overhead),
+        if overhead < Duration::from_millis(5) {
+            "ok"
+        } else {
+            "MISSED"
+        }
+    );
+    println!(
+        "  ratio execute/baseline         {:>9.2}x",
+        ours.as_secs_f64() / baseline.as_secs_f64()
+    );
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}

@@ -432,7 +432,6 @@ impl<'a> Supervisor<'a> {
                 if !leader_done {
                     return;
                 }
-                self.st.tracker.reap_orphans();
                 let live = self.st.tracker.live_members();
                 if live.is_empty() {
                     self.settled = true;
@@ -442,9 +441,6 @@ impl<'a> Supervisor<'a> {
             }
             Stage::Terminating { sig, kill_at, .. } => {
                 let (sig, kill_at) = (*sig, *kill_at);
-                if leader_done {
-                    self.st.tracker.reap_orphans();
-                }
                 let live = self.st.tracker.live_members();
                 if leader_done {
                     if live.is_empty() {
@@ -538,7 +534,6 @@ impl<'a> Supervisor<'a> {
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut final_live;
         loop {
-            self.st.tracker.reap_orphans();
             final_live = self.st.tracker.live_members();
             if final_live.is_empty() {
                 break;
@@ -551,7 +546,6 @@ impl<'a> Supervisor<'a> {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        self.st.tracker.reap_orphans();
         if let Some(cg) = self.st.tracker.cgroup.take() {
             cg.remove();
         }

@@ -74,34 +74,89 @@ impl Tracker {
         }
     }
 
-    /// Live (not zombie) members other than the leader, as of now.
+    /// Live (not zombie) members other than the leader, as of now. Zombie members that are
+    /// our children (re-parented orphans) are reaped on the way.
     pub(crate) fn live_members(&self) -> Vec<Stat> {
-        let all = self.members(false);
-        all.into_iter().filter(|s| !s.is_dead()).collect()
+        let mut live = Vec::new();
+        for s in self.members(false) {
+            if s.is_dead() {
+                if s.ppid == self.self_pid {
+                    sys::reap_nohang(s.pid);
+                }
+            } else {
+                live.push(s);
+            }
+        }
+        live
     }
 
     /// Members other than the leader, zombies included; with `deep`, also processes holding
     /// the case's pipes (an expensive scan of every `/proc/<pid>/fd`).
     pub(crate) fn members(&self, deep: bool) -> Vec<Stat> {
         let mut out: Vec<Stat> = Vec::new();
+        let mut seen: HashSet<u32> = HashSet::new();
+        let mut add = |s: Stat, out: &mut Vec<Stat>| {
+            if s.pid != self.leader && seen.insert(s.pid) {
+                out.push(s);
+            }
+        };
         if let Some(cg) = &self.cgroup {
             for pid in cg.pids() {
-                if pid == self.leader {
+                if let Some(s) = procfs::stat(pid) {
+                    add(s, &mut out);
+                }
+            }
+            // Zombies re-parented to us, which the cgroup may no longer list.
+            if let Some(children) = procfs::children_of_self() {
+                for pid in children {
+                    if let Some(s) = procfs::stat(pid) {
+                        if s.is_dead() && (self.is_known(&s) || cg.contains_by_proc(pid)) {
+                            add(s, &mut out);
+                        }
+                    }
+                }
+            }
+        } else if let Some(children) = procfs::children_of_self() {
+            // Every descendant of the leader is in the leader's subtree or, once orphaned,
+            // in the subtree of one of our children (we are a subreaper).
+            let mut roots: Vec<u32> = Vec::new();
+            if procfs::stat(self.leader).is_some() {
+                roots.push(self.leader);
+            }
+            for pid in children {
+                if pid == self.leader || is_other_leader(pid, self.leader) {
                     continue;
                 }
                 if let Some(s) = procfs::stat(pid) {
-                    out.push(s);
+                    if s.start_time >= self.leader_start || self.is_known(&s) {
+                        roots.push(pid);
+                    }
                 }
             }
-            // Zombies re-parented to us that the cgroup may no longer list.
-            for s in procfs::snapshot() {
-                if s.ppid == self.self_pid
-                    && s.pid != self.leader
-                    && s.is_dead()
-                    && !out.iter().any(|o| o.pid == s.pid)
-                    && (self.is_known(&s) || cg.contains_by_proc(s.pid))
-                {
-                    out.push(s);
+            let mut queue = roots;
+            let mut depth_guard = 0usize;
+            while let Some(pid) = queue.pop() {
+                depth_guard += 1;
+                if depth_guard > 100_000 {
+                    break;
+                }
+                let Some(s) = procfs::stat(pid) else { continue };
+                add(s, &mut out);
+                queue.extend(procfs::children_of(pid));
+            }
+            // Processes seen before that are no longer in the tree (should not happen).
+            let known: Vec<(u32, u64)> = self
+                .known
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(|(a, b)| (*a, *b))
+                .collect();
+            for (pid, start) in known {
+                if let Some(s) = procfs::stat(pid) {
+                    if s.start_time == start {
+                        add(s, &mut out);
+                    }
                 }
             }
         } else {
@@ -111,23 +166,16 @@ impl Tracker {
             for s in &snap {
                 self.classify(s, &by_pid, &mut member, 0);
             }
-            if deep && !self.pipe_inodes.is_empty() {
-                for pid in pipe_holders(&self.pipe_inodes) {
-                    member.insert(pid, true);
-                }
-            }
             for s in &snap {
-                if s.pid != self.leader && member.get(&s.pid) == Some(&true) {
-                    out.push(*s);
+                if member.get(&s.pid) == Some(&true) {
+                    add(*s, &mut out);
                 }
             }
         }
-        if deep && self.cgroup.is_some() && !self.pipe_inodes.is_empty() {
+        if deep && !self.pipe_inodes.is_empty() {
             for pid in pipe_holders(&self.pipe_inodes) {
-                if pid != self.leader && !out.iter().any(|o| o.pid == pid) {
-                    if let Some(s) = procfs::stat(pid) {
-                        out.push(s);
-                    }
+                if let Some(s) = procfs::stat(pid) {
+                    add(s, &mut out);
                 }
             }
         }
@@ -174,15 +222,6 @@ impl Tracker {
         };
         memo.insert(s.pid, m);
         m
-    }
-
-    /// Reaps every zombie member that is our child (re-parented orphans).
-    pub(crate) fn reap_orphans(&self) {
-        for s in self.members(false) {
-            if s.ppid == self.self_pid && s.is_dead() {
-                sys::reap_nohang(s.pid);
-            }
-        }
     }
 }
 

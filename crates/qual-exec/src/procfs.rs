@@ -90,6 +90,32 @@ pub(crate) fn cmdline(pid: u32) -> String {
     }
 }
 
+/// Children of `pid`, from `/proc/<pid>/task/*/children` (every thread's children).
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
+    read_children(&format!("/proc/{pid}/task")).unwrap_or_default()
+}
+
+/// Our own children; `None` when the kernel has no `children` files (CONFIG_PROC_CHILDREN).
+pub(crate) fn children_of_self() -> Option<Vec<u32>> {
+    read_children("/proc/self/task")
+}
+
+fn read_children(task_dir: &str) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    let mut any = false;
+    for t in fs::read_dir(task_dir).ok()?.flatten() {
+        let Ok(text) = fs::read_to_string(t.path().join("children")) else {
+            continue;
+        };
+        any = true;
+        out.extend(
+            text.split_ascii_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    any.then_some(out)
+}
+
 /// Our own process start time, used to compare with descendants' start times.
 pub(crate) fn self_pid() -> u32 {
     std::process::id()
