@@ -11,6 +11,17 @@
 
 use regex::Regex;
 
+/// Checks that a pattern is acceptable without building its automaton (validation runs over
+/// thousands of patterns; a full compile costs far more than a syntax parse).
+pub fn check_syntax(pattern: &str) -> Result<(), String> {
+    let translated = translate(pattern)?;
+    regex_syntax::ParserBuilder::new()
+        .build()
+        .parse(&translated)
+        .map(|_| ())
+        .map_err(|e| first_line(&e.to_string()))
+}
+
 /// Compiles a workload pattern for unanchored search.
 pub fn compile_search(pattern: &str) -> Result<Regex, String> {
     Regex::new(&translate(pattern)?).map_err(|e| first_line(&e.to_string()))
@@ -82,6 +93,13 @@ mod tests {
         assert!(full.is_match("abc"));
         assert!(!compile_full("ab").unwrap().is_match("abc"));
         assert!(compile_full(r"a\Z").unwrap().is_match("a"));
+    }
+
+    #[test]
+    fn syntax_check_agrees_with_compile() {
+        for p in ["(?i)error", "a{2,3}", "[", "(", "x**", r"\d+", "(?m)^ok$"] {
+            assert_eq!(check_syntax(p).is_ok(), compile_search(p).is_ok(), "{p}");
+        }
     }
 
     #[test]

@@ -1,0 +1,100 @@
+//! Benchmark (not a test): `workload check` throughput over the Kiln corpus (431 files:
+//! 31 real workloads + 400 mutants) in one process.
+//!
+//! Prints files/s for the full check (strict parse + semantic validation + digest), the same
+//! for a plain `serde_json` parse of the same bytes as an in-process baseline, and the speed-up
+//! over the original implementation's quoted figure (31 real files in about 0.44 s of wall time
+//! for one process; target ≥ 20×). Run: `cargo bench -p qual-contract --bench check`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+fn files() -> Vec<(String, Vec<u8>)> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/kiln-corpus");
+    let mut out = Vec::new();
+    for dir in ["workloads", "workload-mutants"] {
+        let Ok(rd) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "json") {
+                out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    if out.is_empty() {
+        eprintln!("note: ../shared/kiln-corpus is absent; using the bundled example workloads");
+        let ex = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../qualification/workloads");
+        for e in std::fs::read_dir(ex).unwrap().flatten() {
+            out.push((
+                e.path().display().to_string(),
+                std::fs::read(e.path()).unwrap(),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn main() {
+    let files = files();
+    let real: Vec<_> = files
+        .iter()
+        .filter(|(p, _)| p.contains("/workloads/"))
+        .collect();
+    let rounds = 20;
+    let t = Instant::now();
+    let mut valid = 0usize;
+    for _ in 0..rounds {
+        for (_, bytes) in &files {
+            if qual_contract::check_bytes(bytes).is_ok() {
+                let _ = qual_json::sha256_prefixed(bytes);
+                valid += 1;
+            }
+        }
+    }
+    let check = t.elapsed().as_secs_f64() / rounds as f64;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        for (_, bytes) in &files {
+            let _: Result<serde_json::Value, _> = serde_json::from_slice(bytes);
+        }
+    }
+    let serde = t.elapsed().as_secs_f64() / rounds as f64;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        for (_, bytes) in &real {
+            assert!(qual_contract::check_bytes(bytes).is_ok());
+        }
+    }
+    let real_time = t.elapsed().as_secs_f64() / rounds as f64;
+    let n = files.len() as f64;
+    println!(
+        "workload check: {} files, {} valid per round",
+        files.len(),
+        valid / rounds
+    );
+    println!(
+        "  full check (strict parse + validate + digest): {:>10.0} files/s ({:.2} ms per round)",
+        n / check,
+        check * 1e3
+    );
+    println!(
+        "  baseline serde_json parse only:                {:>10.0} files/s ({:.2} ms per round)",
+        n / serde,
+        serde * 1e3
+    );
+    println!(
+        "  full check / parse-only time ratio:            {:>10.2}x",
+        check / serde
+    );
+    if !real.is_empty() {
+        println!(
+            "  {} real workloads: {:.2} ms; vs the original's quoted 0.44 s: {:.0}x faster (target >= 20x)",
+            real.len(),
+            real_time * 1e3,
+            0.44 / real_time
+        );
+    }
+}
