@@ -1,12 +1,508 @@
-//! `kiln-qual latency check|run|write|import|lock|plan`.
+//! `kiln-qual latency check|run|write|import|lock|plan`: the legacy backend latency fixture
+//! pipeline (every rule lives in `qual-legacy`; this module parses arguments and prints).
+//!
+//! The repository root is the git top level of the current directory. Relative manifest,
+//! output and log-directory paths resolve against that root (as the original scripts did
+//! against theirs); a relative `RAW_LOG` for `write` and a relative bundle for `import`
+//! resolve against the current directory. Human output goes to stdout, diagnostics to
+//! stderr; `--json` prints the original scripts' JSON documents on stdout instead
+//! (`{"ok": true, ...}` or `{"ok": false, "error"|"errors": ...}`). Exit codes: 0 success,
+//! 1 refusal or failed check, 2 usage.
 
-use clap::Subcommand;
+use crate::exit;
+use clap::{Args, Subcommand, ValueEnum};
+use qual_legacy::git::Repo;
+use qual_legacy::manifest::{CheckOutcome, DEFAULT_MANIFEST};
+use qual_legacy::LegacyError;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// `kiln-qual latency ...`
 #[derive(Subcommand, Debug)]
-pub enum LatencyCommand {}
+pub enum LatencyCommand {
+    /// Validate the fixture manifest (non-strict, or the covered gate with --require-covered).
+    Check(CheckArgs),
+    /// Run a fixture's command, capture its raw log, and write its result artifact.
+    Run(RunArgs),
+    /// Write a result artifact from an already captured raw log.
+    Write(WriteArgs),
+    /// Validate and import a CI artifact bundle (zip or extracted directory).
+    Import(ImportArgs),
+    /// Lock reviewed thresholds from validated results, with explicit headroom.
+    Lock(LockArgs),
+    /// Print the manual-workflow dispatch plan for fixtures that still need results.
+    Plan(PlanArgs),
+}
+
+/// Result status to record.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum StatusArg {
+    /// The run passed.
+    Passed,
+    /// The run failed (recorded, but never validates).
+    Failed,
+}
+
+impl StatusArg {
+    fn as_str(self) -> &'static str {
+        match self {
+            StatusArg::Passed => "passed",
+            StatusArg::Failed => "failed",
+        }
+    }
+}
+
+/// `latency check`
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// The fixture manifest.
+    #[arg(default_value = DEFAULT_MANIFEST)]
+    pub manifest: PathBuf,
+    /// Require every fixture locked with a tracked, validated, passing result artifact.
+    #[arg(long)]
+    pub require_covered: bool,
+    /// Print the JSON report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `latency run`
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The fixture manifest.
+    pub manifest: PathBuf,
+    /// The fixture to run.
+    pub fixture_id: String,
+    /// Raw-log directory (must stay git-ignored).
+    #[arg(long, default_value = qual_legacy::paths::RAW_DIR)]
+    pub log_dir: String,
+    /// Artifact path (default: the fixture's result_artifact).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Status to record.
+    #[arg(long, value_enum, default_value = "passed")]
+    pub status: StatusArg,
+    /// Deadline for the fixture command, in seconds.
+    #[arg(long, default_value_t = 3600)]
+    pub timeout: u64,
+    /// Seconds between SIGTERM and SIGKILL when the deadline passes.
+    #[arg(long, default_value_t = 5)]
+    pub term_grace: u64,
+    /// Do not echo the raw log tail after the run.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print the JSON report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `latency write`
+#[derive(Args, Debug)]
+pub struct WriteArgs {
+    /// The fixture manifest.
+    pub manifest: PathBuf,
+    /// The fixture.
+    pub fixture_id: String,
+    /// The captured benchmark log (relative paths resolve against the current directory).
+    pub raw_log: PathBuf,
+    /// Artifact path (default: the fixture's result_artifact).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Status to record.
+    #[arg(long, value_enum, default_value = "passed")]
+    pub status: StatusArg,
+    /// Print the JSON report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `latency import`
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// A downloaded artifact zip or its extracted directory.
+    pub bundle: PathBuf,
+    /// The fixture manifest.
+    #[arg(long, default_value = DEFAULT_MANIFEST)]
+    pub manifest: PathBuf,
+    /// Select the result artifact of this fixture.
+    #[arg(long)]
+    pub fixture_id: Option<String>,
+    /// Replace existing files with different bytes (only after review chose this run).
+    #[arg(long)]
+    pub force: bool,
+    /// Print the JSON report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `latency lock`
+#[derive(Args, Debug)]
+pub struct LockArgs {
+    /// The fixture manifest.
+    #[arg(default_value = DEFAULT_MANIFEST)]
+    pub manifest: PathBuf,
+    /// Relative headroom in [0, 1): `<=` limits become observed × (1 + H), `>=` floors
+    /// observed × (1 − H), rounded to 6 decimals.
+    #[arg(long)]
+    pub headroom: f64,
+    /// Fixture to lock (repeatable; default: all).
+    #[arg(long = "fixture-id")]
+    pub fixture_ids: Vec<String>,
+    /// Write the manifest here instead of in place.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Validate only; write nothing.
+    #[arg(long)]
+    pub check: bool,
+    /// Print the JSON report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `latency plan`
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// The fixture manifest.
+    #[arg(default_value = DEFAULT_MANIFEST)]
+    pub manifest: PathBuf,
+    /// Plan this fixture (repeatable).
+    #[arg(long = "fixture-id")]
+    pub fixture_ids: Vec<String>,
+    /// Also plan fixtures that are already locked with an artifact.
+    #[arg(long)]
+    pub include_covered: bool,
+    /// Site-local runner labels as a JSON array (overrides each fixture's labels).
+    #[arg(long)]
+    pub runner_labels_json: Option<String>,
+    /// Git ref to dispatch (default: the current branch, or HEAD).
+    #[arg(long = "ref")]
+    pub git_ref: Option<String>,
+    /// Query GitHub runner availability with `gh api` (needs network access).
+    #[arg(long)]
+    pub check_runners: bool,
+    /// GitHub repository owner/name (default: from remote.origin.url).
+    #[arg(long)]
+    pub github_repo: Option<String>,
+    /// Print only the dispatch commands, one per line.
+    #[arg(long)]
+    pub shell: bool,
+}
 
 /// Runs `kiln-qual latency ...`.
 pub fn run(c: LatencyCommand) -> i32 {
-    match c {}
+    match c {
+        LatencyCommand::Check(a) => check(a),
+        LatencyCommand::Run(a) => run_fixture(a),
+        LatencyCommand::Write(a) => write(a),
+        LatencyCommand::Import(a) => import(a),
+        LatencyCommand::Lock(a) => lock(a),
+        LatencyCommand::Plan(a) => plan(a),
+    }
+}
+
+fn fail(what: &str, json: bool, e: &LegacyError) -> i32 {
+    if json {
+        crate::output::print_json(&json!({"ok": false, "error": e.to_string()}));
+    }
+    eprintln!("kiln-qual: failed to {what}: {e}");
+    exit::FAILED
+}
+
+fn repo_or_fail(what: &str, json: bool) -> Result<Repo, i32> {
+    Repo::discover().map_err(|e| fail(what, json, &e))
+}
+
+fn from_cwd(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(p)
+    }
+}
+
+fn check(a: CheckArgs) -> i32 {
+    let what = "check the latency fixture manifest";
+    let repo = match repo_or_fail(what, a.json) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let manifest = repo.join(&a.manifest.to_string_lossy());
+    match qual_legacy::manifest::check_manifest_file(&repo, &manifest, a.require_covered) {
+        Err(e) => fail(what, a.json, &e),
+        Ok(CheckOutcome::Passed(s)) => {
+            if a.json {
+                crate::output::print_json(&json!({
+                    "ok": true,
+                    "status": s.status,
+                    "fixtures": s.fixtures,
+                    "missing_fixture_slots": s.missing_fixture_slots,
+                }));
+            } else {
+                println!(
+                    "latency manifest {} is valid{}: status {}, {} fixtures, {} missing fixture slots",
+                    a.manifest.display(),
+                    if a.require_covered { " and covered" } else { "" },
+                    s.status,
+                    s.fixtures,
+                    s.missing_fixture_slots
+                );
+            }
+            exit::OK
+        }
+        Ok(CheckOutcome::Failed(errors)) => {
+            if a.json {
+                crate::output::print_json(&json!({"ok": false, "errors": errors}));
+            }
+            eprintln!(
+                "kiln-qual: failed to {what}: {} has {} problem{}{}:",
+                a.manifest.display(),
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" },
+                if a.require_covered {
+                    " (--require-covered)"
+                } else {
+                    ""
+                }
+            );
+            for e in &errors {
+                eprintln!("  - {e}");
+            }
+            exit::FAILED
+        }
+    }
+}
+
+fn sorted_metric_names(artifact: &qual_json::Value) -> Vec<String> {
+    let mut v: Vec<String> = artifact
+        .get("metrics")
+        .and_then(qual_json::Value::as_object)
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn run_fixture(a: RunArgs) -> i32 {
+    let what = format!("run latency fixture {}", a.fixture_id);
+    let repo = match repo_or_fail(&what, a.json) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let manifest = repo.join(&a.manifest.to_string_lossy());
+    let req = qual_legacy::run::RunRequest {
+        manifest_path: &manifest,
+        fixture_id: &a.fixture_id,
+        log_dir: &a.log_dir,
+        output: a.output.as_deref(),
+        status: a.status.as_str(),
+        limits: qual_legacy::run::RunLimits {
+            timeout: Duration::from_secs(a.timeout),
+            term_grace: Duration::from_secs(a.term_grace),
+            ..Default::default()
+        },
+    };
+    match qual_legacy::run::run_fixture(&repo, &req) {
+        Err(e) => fail(&what, a.json, &e),
+        Ok(r) => {
+            let metrics = sorted_metric_names(&r.artifact);
+            if a.json {
+                crate::output::print_json(&json!({
+                    "ok": true,
+                    "fixture_id": r.fixture_id,
+                    "backend": r.backend,
+                    "raw_log": r.raw_log.display().to_string(),
+                    "output": r.output.display().to_string(),
+                    "metrics": metrics,
+                }));
+            } else {
+                if !a.quiet {
+                    println!("{}", qual_legacy::run::log_tail(&r.raw_log, 20));
+                }
+                println!(
+                    "wrote {} ({} metrics: {}) from raw log {} in {:.1}s{}",
+                    r.output.display(),
+                    metrics.len(),
+                    metrics.join(", "),
+                    r.raw_log.display(),
+                    r.execution.wall.as_secs_f64(),
+                    if r.execution.group_residue {
+                        "; leftover processes of the fixture were killed"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            exit::OK
+        }
+    }
+}
+
+fn write(a: WriteArgs) -> i32 {
+    let what = format!("write the latency artifact of {}", a.fixture_id);
+    let repo = match repo_or_fail(&what, a.json) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let manifest = repo.join(&a.manifest.to_string_lossy());
+    let log = from_cwd(&a.raw_log);
+    let req = qual_legacy::run::WriteRequest {
+        manifest_path: &manifest,
+        fixture_id: &a.fixture_id,
+        log_path: &log,
+        output: a.output.as_deref(),
+        status: a.status.as_str(),
+    };
+    match qual_legacy::run::write_from_log(&repo, &req) {
+        Err(e) => fail(&what, a.json, &e),
+        Ok((output, artifact)) => {
+            let metrics = sorted_metric_names(&artifact);
+            if a.json {
+                crate::output::print_json(&json!({
+                    "ok": true,
+                    "fixture_id": a.fixture_id,
+                    "backend": artifact.get("backend").and_then(qual_json::Value::as_str),
+                    "output": output.display().to_string(),
+                    "metrics": metrics,
+                }));
+            } else {
+                println!(
+                    "wrote {} ({} metrics: {})",
+                    output.display(),
+                    metrics.len(),
+                    metrics.join(", ")
+                );
+            }
+            exit::OK
+        }
+    }
+}
+
+fn import(a: ImportArgs) -> i32 {
+    let what = format!("import latency artifact bundle {}", a.bundle.display());
+    let repo = match repo_or_fail(&what, a.json) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let manifest = repo.join(&a.manifest.to_string_lossy());
+    let bundle = from_cwd(&a.bundle);
+    let req = qual_legacy::import::ImportRequest {
+        bundle: &bundle,
+        manifest_path: &manifest,
+        fixture_id: a.fixture_id.as_deref(),
+        force: a.force,
+    };
+    match qual_legacy::import::import_bundle(&repo, &req) {
+        Err(e) => fail(&what, a.json, &e),
+        Ok(r) => {
+            if a.json {
+                crate::output::print_json(&json!({
+                    "ok": true,
+                    "fixture_id": r.fixture_id,
+                    "backend": r.backend,
+                    "result_artifact": r.result_artifact,
+                    "raw_log": r.raw_log,
+                    "metrics": r.metrics,
+                }));
+            } else {
+                println!(
+                    "imported {} and raw log {} for fixture {} ({} metrics)",
+                    r.result_artifact,
+                    r.raw_log,
+                    r.fixture_id,
+                    r.metrics.len()
+                );
+            }
+            exit::OK
+        }
+    }
+}
+
+fn lock(a: LockArgs) -> i32 {
+    let what = "lock latency thresholds";
+    let repo = match repo_or_fail(what, a.json) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let manifest = repo.join(&a.manifest.to_string_lossy());
+    let output = a.output.as_ref().map(|p| repo.join(&p.to_string_lossy()));
+    let req = qual_legacy::lock::LockRequest {
+        manifest_path: &manifest,
+        output: output.as_deref(),
+        headroom: a.headroom,
+        fixture_ids: &a.fixture_ids,
+        check_only: a.check,
+    };
+    match qual_legacy::lock::lock_thresholds(&repo, &req) {
+        Err(e) => fail(what, a.json, &e),
+        Ok(s) => {
+            if a.json {
+                crate::output::print_json(&json!({
+                    "ok": true,
+                    "status": s.status,
+                    "fixtures": s.fixtures,
+                    "locked_fixture_ids": match &s.locked_fixture_ids {
+                        Some(ids) => json!(ids),
+                        None => json!("all"),
+                    },
+                    "headroom": s.headroom,
+                    "output": s.output.as_ref().map(|p| p.display().to_string()),
+                }));
+            } else {
+                let which = s
+                    .locked_fixture_ids
+                    .as_ref()
+                    .map_or_else(|| "all fixtures".to_string(), |ids| ids.join(", "));
+                match &s.output {
+                    Some(p) => println!(
+                        "locked {which} with headroom {}; manifest status {}; wrote {}",
+                        s.headroom,
+                        s.status,
+                        p.display()
+                    ),
+                    None => println!(
+                        "{which} would lock with headroom {}; manifest status would be {} (--check: nothing written)",
+                        s.headroom, s.status
+                    ),
+                }
+            }
+            exit::OK
+        }
+    }
+}
+
+fn plan(a: PlanArgs) -> i32 {
+    let what = "plan latency fixture dispatch";
+    let repo = match repo_or_fail(what, true) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let manifest = repo.join(&a.manifest.to_string_lossy());
+    let req = qual_legacy::plan::PlanRequest {
+        fixture_ids: &a.fixture_ids,
+        include_covered: a.include_covered,
+        runner_labels_json: a.runner_labels_json.as_deref(),
+        git_ref: a.git_ref.as_deref(),
+        check_runners: a.check_runners,
+        github_repo: a.github_repo.as_deref(),
+    };
+    let inventory = qual_legacy::plan::GhCli::default();
+    let plan = match qual_legacy::plan::plan_dispatch(&repo, &manifest, &req, &inventory) {
+        Ok(p) => p,
+        Err(e) => return fail(what, !a.shell, &e),
+    };
+    if a.shell {
+        match qual_legacy::plan::shell_lines(&plan) {
+            Ok(lines) => {
+                for l in lines {
+                    println!("{l}");
+                }
+                exit::OK
+            }
+            Err(e) => fail(what, false, &e),
+        }
+    } else {
+        crate::output::print_json(&plan);
+        exit::OK
+    }
 }
