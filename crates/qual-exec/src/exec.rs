@@ -123,7 +123,7 @@ pub(crate) fn start(
 
 /// Runs `spec` to completion and returns its evidence; always cleans up.
 pub fn execute(spec: &ExecSpec) -> Result<Execution, ExecError> {
-    execute_watched(spec, &mut || None)
+    execute_observed(spec, &mut NoObserver)
 }
 
 /// Like [`execute`], and consults `watch` about every 20 ms while the leader runs; when it
@@ -133,6 +133,44 @@ pub fn execute(spec: &ExecSpec) -> Result<Execution, ExecError> {
 pub fn execute_watched(
     spec: &ExecSpec,
     watch: &mut dyn FnMut() -> Option<String>,
+) -> Result<Execution, ExecError> {
+    struct Watch<'a>(&'a mut dyn FnMut() -> Option<String>);
+    impl Observer for Watch<'_> {
+        fn watch(&mut self) -> Option<String> {
+            (self.0)()
+        }
+    }
+    execute_observed(spec, &mut Watch(watch))
+}
+
+/// Which output stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Hooks into a running execution (see [`execute_observed`]).
+pub trait Observer {
+    /// Every chunk read from the child, as it arrives (the capture is bounded independently).
+    fn output(&mut self, _stream: OutputStream, _chunk: &[u8]) {}
+    /// Consulted about every 20 ms while the leader runs; `Some(reason)` terminates the group
+    /// and the execution ends as [`Termination::Aborted`].
+    fn watch(&mut self) -> Option<String> {
+        None
+    }
+}
+
+struct NoObserver;
+impl Observer for NoObserver {}
+
+/// [`execute`] with an [`Observer`]: live output (e.g. a pass-through wrapper) and
+/// caller-owned stop conditions.
+pub fn execute_observed(
+    spec: &ExecSpec,
+    observer: &mut dyn Observer,
 ) -> Result<Execution, ExecError> {
     let mut st = start(&spec.argv, &spec.cwd, &spec.env, spec.network)?;
     let out = st.child.stdout.take();
@@ -168,7 +206,7 @@ pub fn execute_watched(
                 sup.begin_termination(Why::Deadline);
             } else if now.duration_since(last_watch) >= WATCH_EVERY {
                 last_watch = now;
-                if let Some(reason) = watch() {
+                if let Some(reason) = observer.watch() {
                     sup.begin_termination(Why::Aborted(reason));
                 }
             }
@@ -220,10 +258,15 @@ pub fn execute_watched(
             });
         }
         let mut k = 0;
-        for s in streams.iter_mut() {
+        for (i, s) in streams.iter_mut().enumerate() {
             if s.fd.is_some() {
                 if fds[k].revents != 0 {
-                    s.drain(&mut buf);
+                    let which = if i == 0 {
+                        OutputStream::Stdout
+                    } else {
+                        OutputStream::Stderr
+                    };
+                    s.drain(&mut buf, &mut |chunk| observer.output(which, chunk));
                 }
                 k += 1;
             }
@@ -274,7 +317,7 @@ impl Stream {
     }
 
     /// Reads what is available (bounded number of reads so the loop stays responsive).
-    fn drain(&mut self, buf: &mut [u8]) {
+    fn drain(&mut self, buf: &mut [u8], sink: &mut dyn FnMut(&[u8])) {
         let Some(fd) = self.fd else { return };
         for _ in 0..64 {
             match sys::read_nb(fd, buf) {
@@ -282,7 +325,10 @@ impl Stream {
                     self.fd = None;
                     return;
                 }
-                Ok(Some(n)) => self.cap.push(&buf[..n]),
+                Ok(Some(n)) => {
+                    self.cap.push(&buf[..n]);
+                    sink(&buf[..n]);
+                }
                 Ok(None) => return,
             }
         }

@@ -46,11 +46,13 @@ mod procfs;
 mod spawn;
 mod sys;
 
+pub mod wrap;
+
 pub mod signals;
 
 pub use capture::{CaptureLimits, Captured};
 pub use cgroup::{set_cgroup_policy, CgroupPolicy};
-pub use exec::{execute, execute_watched};
+pub use exec::{execute, execute_observed, execute_watched, Observer, OutputStream};
 pub use owned::{OwnedProcess, OwnedSpec, Shutdown};
 pub use sys::signal_name;
 

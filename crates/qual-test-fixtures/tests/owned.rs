@@ -1,0 +1,130 @@
+//! `OwnedProcess`: a long-lived contained process (server-like) with bounded log files and a
+//! staged shutdown; asserts the evidence and that nothing is left in `/proc`.
+
+mod common;
+
+use common::*;
+use qual_exec::{NetworkPolicy, OwnedProcess, OwnedSpec, Termination};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn owned(args: &[&str], dir: &Path, limit: u64) -> (OwnedSpec, String) {
+    let marker = marker();
+    let mut argv = vec![FIXTURE.to_string()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    (
+        OwnedSpec {
+            argv,
+            cwd: dir.to_path_buf(),
+            env: vec![
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                ("KQ_TEST_MARKER".into(), marker.clone()),
+            ],
+            stdout_log: dir.join("stdout.log"),
+            stderr_log: dir.join("stderr.log"),
+            log_limit_bytes: limit,
+            network: NetworkPolicy::Inherit,
+        },
+        marker,
+    )
+}
+
+fn assert_gone(pids: &[u32], marker: &str) {
+    assert!(processes_with_marker(marker).is_empty());
+    for p in pids {
+        assert!(!pid_exists(*p), "{p} still in /proc");
+    }
+}
+
+#[test]
+fn server_that_honours_sigterm_shuts_down_cleanly() {
+    let d = tempfile::tempdir().unwrap();
+    let (spec, marker) = owned(&["sleep", "300"], d.path(), 1024);
+    let mut p = OwnedProcess::spawn(&spec).unwrap();
+    let pid = p.pid();
+    assert_eq!(p.try_wait().unwrap(), None);
+    assert_eq!(p.group_members(), vec![pid]);
+    let s = p.shutdown(Duration::from_secs(10));
+    assert!(!s.used_kill);
+    assert_eq!(
+        s.termination,
+        Termination::Signaled {
+            signal: libc::SIGTERM
+        }
+    );
+    assert!(s.residue.is_empty() && s.clean, "{s:?}");
+    assert_gone(&[pid], &marker);
+}
+
+#[test]
+fn server_ignoring_sigterm_needs_kill() {
+    let d = tempfile::tempdir().unwrap();
+    let (spec, marker) = owned(&["ignore-term", "300"], d.path(), 1024);
+    let mut p = OwnedProcess::spawn(&spec).unwrap();
+    let pid = p.pid();
+    // Wait until it has installed its SIGTERM disposition (it prints `ready` after).
+    assert_eq!(
+        wait_for_file(&d.path().join("stdout.log"), Duration::from_secs(60)).as_deref(),
+        Some("ready\n")
+    );
+    let s = p.shutdown(Duration::from_millis(500));
+    assert!(s.used_kill);
+    assert_eq!(
+        s.termination,
+        Termination::Signaled {
+            signal: libc::SIGKILL
+        }
+    );
+    assert_gone(&[pid], &marker);
+}
+
+#[test]
+fn children_left_by_an_exited_server_are_residue() {
+    let d = tempfile::tempdir().unwrap();
+    let (spec, marker) = owned(&["fork-children", "5", "300"], d.path(), 1024);
+    let mut p = OwnedProcess::spawn(&spec).unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while p.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < until);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(p.try_wait().unwrap(), Some(Termination::Exited { code: 0 }));
+    let members = p.group_members();
+    assert_eq!(members.len(), 5, "{members:?}");
+    let s = p.shutdown(Duration::from_secs(10));
+    assert_eq!(s.residue.len(), 5);
+    assert!(!s.clean);
+    assert_eq!(s.stdout.total_bytes, "forked 5\n".len() as u64);
+    assert_gone(&members, &marker);
+}
+
+#[test]
+fn logs_are_bounded_and_exclusive() {
+    let d = tempfile::tempdir().unwrap();
+    let (spec, marker) = owned(&["flood", "1000000"], d.path(), 1000);
+    let mut p = OwnedProcess::spawn(&spec).unwrap();
+    let pid = p.pid();
+    let until = Instant::now() + Duration::from_secs(60);
+    while p.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < until);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let s = p.shutdown(Duration::from_secs(5));
+    assert_eq!(s.stdout.total_bytes, 1_000_000);
+    assert_eq!(s.stdout.written_bytes, 1000);
+    assert!(s.stdout.truncated);
+    assert_eq!(std::fs::metadata(&spec.stdout_log).unwrap().len(), 1000);
+    assert_gone(&[pid], &marker);
+    // The log files exist now: a second spawn with the same paths is refused.
+    assert!(OwnedProcess::spawn(&spec).is_err());
+}
+
+#[test]
+fn dropping_an_owned_process_kills_it() {
+    let d = tempfile::tempdir().unwrap();
+    let (spec, marker) = owned(&["ignore-term", "300"], d.path(), 1024);
+    let p = OwnedProcess::spawn(&spec).unwrap();
+    let pid = p.pid();
+    drop(p);
+    assert_gone(&[pid], &marker);
+}
