@@ -7,11 +7,11 @@
 //! and backslash escapes. Anything that needs a shell (`| & ; < > ( ) $ \``, a newline) is
 //! refused with a clear message rather than run differently. Globs and `~` are not expanded.
 //!
-//! [`run_bounded`] runs the argv from the repository root in its own process group, stdin
-//! null, stdout and stderr merged into the raw log file (bytes kept verbatim), with a
-//! deadline (SIGTERM to the group, a grace period, then SIGKILL) and a log-size cap. After
-//! the leader exits the group is always killed, and whether anything was still alive is
-//! recorded. The raw log is named `<slug>-<UTC %Y%m%dT%H%M%SZ>.log` in the log directory
+//! [`run_bounded`] runs the argv from the repository root through `qual-exec` (own session
+//! and process group, contained, stdin null), with stdout and stderr appended to the raw log
+//! file in arrival order (bytes kept verbatim, where the original normalized newlines), a
+//! deadline (SIGTERM to the group, a grace period, then SIGKILL) and a log-size cap. Nothing
+//! of the run survives it; whether something outlived the leader is recorded. The raw log is named `<slug>-<UTC %Y%m%dT%H%M%SZ>.log` in the log directory
 //! (default `bench-results/backend-latency/raw`, which must stay git-ignored).
 
 use crate::artifact::{build_result_artifact, write_artifact, WriteInputs};
@@ -20,11 +20,9 @@ use crate::manifest::{find_fixture, load_manifest};
 use crate::{LegacyError, Result};
 use qual_json::Value;
 use std::fs::OpenOptions;
-use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A fixture command split into environment assignments and argv.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -174,8 +172,10 @@ pub enum Termination {
     Signaled(i32),
     /// The deadline passed; the group was terminated.
     TimedOut,
-    /// The log grew past the cap; the group was terminated.
-    LogTooLarge,
+    /// We were interrupted (SIGINT/SIGTERM); the group was terminated.
+    Interrupted,
+    /// The run was stopped by us for the given reason (log too large, log not writable).
+    Aborted(String),
 }
 
 /// The result of [`run_bounded`].
@@ -185,17 +185,44 @@ pub struct Execution {
     pub termination: Termination,
     /// Wall time.
     pub wall: Duration,
-    /// Whether some process of the group was still alive after the leader ended (it was
-    /// killed).
+    /// Whether some process of the case outlived its leader and had to be killed, or the
+    /// final containment check was not clean.
     pub group_residue: bool,
+    /// Containment mechanism (`cgroup_v2` or `process_group_subreaper`).
+    pub containment: &'static str,
 }
 
-fn kill_group(pgid: i32, sig: i32) -> bool {
-    // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
-    unsafe { libc::kill(-pgid, sig) == 0 }
+/// Appends every output chunk to the raw log in arrival order (stdout and stderr merged),
+/// stopping the run when the log passes its cap or cannot be written.
+struct LogSink {
+    file: std::fs::File,
+    written: u64,
+    max: u64,
+    error: Option<String>,
 }
 
-/// Runs `cmd` from `cwd` in its own process group with stdout+stderr appended to `log`.
+impl qual_exec::Observer for LogSink {
+    fn output(&mut self, _stream: qual_exec::OutputStream, chunk: &[u8]) {
+        if self.error.is_none() && self.written + chunk.len() as u64 <= self.max {
+            if let Err(e) = self.file.write_all(chunk) {
+                self.error = Some(format!("cannot write raw log: {e}"));
+            }
+        }
+        self.written += chunk.len() as u64;
+    }
+
+    fn watch(&mut self) -> Option<String> {
+        if self.written > self.max {
+            return Some(format!("raw log exceeded {} bytes", self.max));
+        }
+        self.error.clone()
+    }
+}
+
+/// Runs `cmd` from `cwd` through `qual-exec` (own session and process group, contained, stdin
+/// null, deadline with TERM → grace → KILL) with stdout and stderr appended to `log` in
+/// arrival order. The child inherits this process's environment plus the command's
+/// assignments, as the original's shell did.
 pub fn run_bounded(
     cmd: &ParsedCommand,
     cwd: &Path,
@@ -209,70 +236,43 @@ pub fn run_bounded(
         .map_err(|e| {
             LegacyError::Refused(format!("cannot create raw log {}: {e}", log.display()))
         })?;
-    let err_file = file
-        .try_clone()
-        .map_err(|e| LegacyError::Refused(format!("cannot duplicate raw log handle: {e}")))?;
-    let mut command = Command::new(&cmd.argv[0]);
-    command
-        .args(&cmd.argv[1..])
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(file))
-        .stderr(Stdio::from(err_file))
-        .process_group(0);
-    for (k, v) in &cmd.env {
-        command.env(k, v);
-    }
-    let start = Instant::now();
-    let mut child = command.spawn().map_err(|e| {
-        LegacyError::Refused(format!(
-            "cannot start fixture command {:?}: {e}",
-            cmd.argv[0]
-        ))
-    })?;
-    let pgid = child.id() as i32;
-    let mut forced: Option<Termination> = None;
-    let mut term_sent: Option<Instant> = None;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) => {}
-            Err(e) => {
-                return Err(LegacyError::Refused(format!(
-                    "cannot wait for fixture command: {e}"
-                )))
-            }
-        }
-        if forced.is_none() {
-            if start.elapsed() >= limits.timeout {
-                forced = Some(Termination::TimedOut);
-            } else if std::fs::metadata(log).map(|m| m.len()).unwrap_or(0) > limits.max_log_bytes {
-                forced = Some(Termination::LogTooLarge);
-            }
-            if forced.is_some() {
-                kill_group(pgid, libc::SIGTERM);
-                term_sent = Some(Instant::now());
-            }
-        } else if term_sent.is_some_and(|t| t.elapsed() >= limits.term_grace) {
-            kill_group(pgid, libc::SIGKILL);
-            term_sent = None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    // Always settle the group: anything left behind is killed and reported.
-    let group_residue = kill_group(pgid, libc::SIGKILL);
-    let termination = match forced {
-        Some(t) => t,
-        None => match (status.code(), status.signal()) {
-            (Some(c), _) => Termination::Exited(c),
-            (None, Some(s)) => Termination::Signaled(s),
-            _ => Termination::Exited(-1),
+    let mut env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| !cmd.env.iter().any(|(n, _)| n == k))
+        .collect();
+    env.extend(cmd.env.iter().cloned());
+    let spec = qual_exec::ExecSpec {
+        argv: cmd.argv.clone(),
+        cwd: cwd.to_path_buf(),
+        env,
+        timeout: limits.timeout,
+        term_grace: limits.term_grace,
+        capture: qual_exec::CaptureLimits {
+            head_bytes: 4096,
+            tail_bytes: 4096,
         },
+        network: qual_exec::NetworkPolicy::Inherit,
+    };
+    let mut sink = LogSink {
+        file,
+        written: 0,
+        max: limits.max_log_bytes,
+        error: None,
+    };
+    let ex = qual_exec::execute_observed(&spec, &mut sink)
+        .map_err(|e| LegacyError::Refused(format!("cannot run fixture command: {e}")))?;
+    let termination = match ex.termination {
+        qual_exec::Termination::Exited { code } => Termination::Exited(code),
+        qual_exec::Termination::Signaled { signal } => Termination::Signaled(signal),
+        qual_exec::Termination::TimedOut { .. } => Termination::TimedOut,
+        qual_exec::Termination::Interrupted { .. } => Termination::Interrupted,
+        qual_exec::Termination::Aborted { reason, .. } => Termination::Aborted(reason),
     };
     Ok(Execution {
         termination,
-        wall: start.elapsed(),
-        group_residue,
+        wall: ex.wall,
+        group_residue: !ex.containment.clean,
+        containment: ex.containment.mechanism.as_str(),
     })
 }
 
@@ -393,10 +393,14 @@ pub fn run_fixture(repo: &Repo, req: &RunRequest<'_>) -> Result<RunReport> {
                 tail()
             )))
         }
-        Termination::LogTooLarge => {
+        Termination::Interrupted => {
             return Err(LegacyError::Refused(format!(
-                "fixture command wrote more than {} bytes of log and was terminated; raw log: {shown}",
-                req.limits.max_log_bytes
+                "fixture command was interrupted; raw log: {shown}"
+            )))
+        }
+        Termination::Aborted(reason) => {
+            return Err(LegacyError::Refused(format!(
+                "fixture command was stopped: {reason}; raw log: {shown}"
             )))
         }
     }
@@ -537,6 +541,36 @@ mod tests {
         let ex = run_bounded(&cmd, dir.path(), &log, limits).unwrap();
         assert_eq!(ex.termination, Termination::TimedOut);
         assert!(ex.wall < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn bounded_run_stops_a_flooding_command_at_the_log_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("x.log");
+        let cmd = parse_command("yes KILN_LATENCY_METRIC").unwrap();
+        let limits = RunLimits {
+            timeout: Duration::from_secs(30),
+            term_grace: Duration::from_millis(500),
+            max_log_bytes: 100_000,
+        };
+        let ex = run_bounded(&cmd, dir.path(), &log, limits).unwrap();
+        assert_eq!(
+            ex.termination,
+            Termination::Aborted("raw log exceeded 100000 bytes".into())
+        );
+        assert!(std::fs::metadata(&log).unwrap().len() <= 100_000);
+    }
+
+    #[test]
+    fn bounded_run_passes_assignments_and_inherits_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("x.log");
+        let cmd = parse_command("KILN_TEST_ASSIGNED=yes-assigned env").unwrap();
+        let ex = run_bounded(&cmd, dir.path(), &log, RunLimits::default()).unwrap();
+        assert_eq!(ex.termination, Termination::Exited(0));
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains("KILN_TEST_ASSIGNED=yes-assigned"), "{text}");
+        assert!(text.contains("PATH="), "{text}");
     }
 
     #[test]

@@ -316,6 +316,16 @@ fn run_failures_carry_the_raw_log_tail() {
 }
 
 #[test]
+fn leftover_processes_are_killed_and_reported() {
+    let dir = setup_repo(&bench_command(" --leak"));
+    let repo = Repo::new(dir.path());
+    let started = std::time::Instant::now();
+    let report = run(&repo).unwrap();
+    assert!(report.execution.group_residue);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
+
+#[test]
 fn undeclared_metric_lines_are_dropped_by_the_writer() {
     let dir = setup_repo(&bench_command(" --extra-metric"));
     let repo = Repo::new(dir.path());

@@ -2,7 +2,8 @@
 //! tests. It times a fixed integer workload (one warmup, then the mean of N iterations) and
 //! prints human output plus `KILN_LATENCY_METRIC` lines, like Kiln's benchmarks.
 //!
-//! Usage: `kiln-latency-fixture-bench [--iterations N] [--skip] [--fail] [--extra-metric]`.
+//! Usage: `kiln-latency-fixture-bench [--iterations N] [--skip] [--fail] [--extra-metric] [--leak]`.
+//! `--leak` leaves a `sleep 30` child behind.
 //! `--skip` prints only a skip notice (no metric lines); `--fail` exits 3 after printing.
 
 use std::time::Instant;
@@ -47,6 +48,10 @@ fn main() {
     println!("KILN_LATENCY_METRIC mix_100k_ops_per_s {throughput:.6} ops/s");
     if args.iter().any(|a| a == "--extra-metric") {
         println!("KILN_LATENCY_METRIC undeclared_ms 1.000000 ms");
+    }
+    if args.iter().any(|a| a == "--leak") {
+        // Leave a process behind in our group; the runner must find and kill it.
+        let _ = std::process::Command::new("sleep").arg("30").spawn();
     }
     if args.iter().any(|a| a == "--fail") {
         std::process::exit(3);
