@@ -196,6 +196,7 @@ pub struct Execution {
 /// stopping the run when the log passes its cap or cannot be written.
 struct LogSink {
     file: std::fs::File,
+    echo: bool,
     written: u64,
     max: u64,
     error: Option<String>,
@@ -209,6 +210,9 @@ impl qual_exec::Observer for LogSink {
             }
         }
         self.written += chunk.len() as u64;
+        if self.echo {
+            let _ = std::io::stderr().write_all(chunk);
+        }
     }
 
     fn watch(&mut self) -> Option<String> {
@@ -228,6 +232,17 @@ pub fn run_bounded(
     cwd: &Path,
     log: &Path,
     limits: RunLimits,
+) -> Result<Execution> {
+    run_bounded_echo(cmd, cwd, log, limits, false)
+}
+
+/// [`run_bounded`], echoing the output live to stderr when `echo` is set.
+pub fn run_bounded_echo(
+    cmd: &ParsedCommand,
+    cwd: &Path,
+    log: &Path,
+    limits: RunLimits,
+    echo: bool,
 ) -> Result<Execution> {
     let file = OpenOptions::new()
         .create(true)
@@ -255,6 +270,7 @@ pub fn run_bounded(
     };
     let mut sink = LogSink {
         file,
+        echo,
         written: 0,
         max: limits.max_log_bytes,
         error: None,
@@ -309,6 +325,8 @@ pub struct RunRequest<'a> {
     pub status: &'a str,
     /// Bounds.
     pub limits: RunLimits,
+    /// Echo the command's output live to stderr.
+    pub echo: bool,
 }
 
 /// What `latency run` produced.
@@ -369,7 +387,7 @@ pub fn run_fixture(repo: &Repo, req: &RunRequest<'_>) -> Result<RunReport> {
             log_path.display()
         )));
     }
-    let execution = run_bounded(&parsed, repo.root(), &log_path, req.limits)?;
+    let execution = run_bounded_echo(&parsed, repo.root(), &log_path, req.limits, req.echo)?;
     let tail = || log_tail(&log_path, 20);
     let shown = log_path.display();
     match &execution.termination {

@@ -24,6 +24,7 @@ fn run(repo: &Repo) -> qual_legacy::Result<qual_legacy::run::RunReport> {
             output: None,
             status: "passed",
             limits: RunLimits::default(),
+            echo: false,
         },
     )
 }

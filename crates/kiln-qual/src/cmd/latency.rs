@@ -89,7 +89,7 @@ pub struct RunArgs {
     /// Seconds between SIGTERM and SIGKILL when the deadline passes.
     #[arg(long, default_value_t = 5)]
     pub term_grace: u64,
-    /// Do not echo the raw log tail after the run.
+    /// Do not echo the command's output (to stderr) while it runs.
     #[arg(long)]
     pub quiet: bool,
     /// Print the JSON report.
@@ -301,6 +301,7 @@ fn run_fixture(a: RunArgs) -> i32 {
             term_grace: Duration::from_secs(a.term_grace),
             ..Default::default()
         },
+        echo: !a.quiet,
     };
     match qual_legacy::run::run_fixture(&repo, &req) {
         Err(e) => fail(&what, a.json, &e),
@@ -316,9 +317,6 @@ fn run_fixture(a: RunArgs) -> i32 {
                     "metrics": metrics,
                 }));
             } else {
-                if !a.quiet {
-                    println!("{}", qual_legacy::run::log_tail(&r.raw_log, 20));
-                }
                 println!(
                     "wrote {} ({} metrics: {}) from raw log {} in {:.1}s{}",
                     r.output.display(),
