@@ -365,7 +365,7 @@ pub fn validate_result_artifact(
         ));
     }
 
-    validate_provenance(
+    let raw_digest_ok = validate_provenance(
         repo,
         fixture,
         &result,
@@ -413,8 +413,13 @@ pub fn validate_result_artifact(
         ));
     }
 
-    // 17. Raw-log reparse, when the raw file is present.
-    if let Some(raw_log) = result.get("raw_log").and_then(Value::as_str) {
+    // 17. Raw-log reparse, when the raw file is present (skipped, like the rest of the
+    // provenance checks, when `raw_log_sha256` is malformed).
+    if let Some(raw_log) = result
+        .get("raw_log")
+        .and_then(Value::as_str)
+        .filter(|_| raw_digest_ok)
+    {
         let raw_path = repo.join(raw_log);
         if !raw_log.is_empty() && raw_path.is_file() {
             match metric::parse_metric_log(&raw_path) {
@@ -484,7 +489,7 @@ fn validate_provenance(
     manifest_path: Option<&Path>,
     opts: ValidateOptions,
     errors: &mut Vec<String>,
-) {
+) -> bool {
     let strict = opts.require_covered_provenance;
     // 7. Commit.
     let commit = result
@@ -620,7 +625,7 @@ fn validate_provenance(
         errors.push(format!(
             "{p}raw_log_sha256 must be a 64-character lowercase hex digest"
         ));
-        return;
+        return false;
     };
     if let Some(r) = raw_log {
         if opts.enforce_git_retention && repo.is_tracked(r) {
@@ -633,6 +638,7 @@ fn validate_provenance(
             errors.push(format!("{p}raw_log_sha256 does not match raw_log"));
         }
     }
+    true
 }
 
 /// Why an artifact file could not be read as a JSON value.
