@@ -1,30 +1,266 @@
-//! `kiln-qual run`, `source-tree`, `model fingerprint`.
+//! `kiln-qual run`, `source-tree`, `model fingerprint`: argument types and printing only; the
+//! logic lives in `qual-runner` and `qual-probe`.
+//!
+//! `run` exit codes: 0 passed, 1 failed (receipt written), 2 usage, 3 refused by preflight
+//! (nothing created), 4 aborted after the run started (run data removed, no receipt), 130
+//! interrupted by SIGINT/SIGTERM (owned processes and run data cleaned).
+
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use qual_json::{Object, Value};
+use qual_receipt::model::{ResultStatus, Verdict};
+use qual_runner::{RunError, RunRequest};
 
 /// Arguments of `kiln-qual run`.
 #[derive(Args, Debug)]
-pub struct RunArgs {}
+pub struct RunArgs {
+    /// Committed workload under qualification/workloads/ (relative to the repository root).
+    pub workload: PathBuf,
+    /// Variant id to run.
+    #[arg(long)]
+    pub variant: String,
+    /// Stable, non-secret host id (^[a-z0-9][a-z0-9._-]{1,63}$).
+    #[arg(long = "host-id")]
+    pub host_id: String,
+    /// Receipt path below qualification/receipts/ or .qualification/receipts/.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Workload variable assignment NAME=VALUE (repeatable).
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// Local model directory to fingerprint and pass as ${model_path}.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Model id recorded in the receipt (default: the directory name).
+    #[arg(long = "model-id")]
+    pub model_id: Option<String>,
+    /// Explicit receipt id.
+    #[arg(long = "receipt-id")]
+    pub receipt_id: Option<String>,
+    /// Seconds between SIGTERM and SIGKILL when a case is terminated (0..=75).
+    #[arg(long = "term-grace-seconds", default_value_t = qual_runner::DEFAULT_TERM_GRACE_SECONDS)]
+    pub term_grace_seconds: f64,
+}
 
 /// Arguments of `kiln-qual source-tree`.
 #[derive(Args, Debug)]
-pub struct SourceTreeArgs {}
+pub struct SourceTreeArgs {
+    /// Repository root (default: the git worktree containing the current directory).
+    #[arg(long)]
+    pub root: Option<PathBuf>,
+    /// Print {format, profile, sha256, file_count, files} as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// `kiln-qual model ...`
 #[derive(Subcommand, Debug)]
-pub enum ModelCommand {}
+pub enum ModelCommand {
+    /// Fingerprint a local model directory (weights, config, tokenizer, chat template).
+    Fingerprint(FingerprintArgs),
+}
+
+/// Arguments of `kiln-qual model fingerprint`.
+#[derive(Args, Debug)]
+pub struct FingerprintArgs {
+    /// Model directory.
+    #[arg(long = "model-path")]
+    pub model_path: PathBuf,
+    /// Model id (default: the directory name).
+    #[arg(long = "model-id")]
+    pub model_id: Option<String>,
+    /// Print the fingerprint object as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn fmt_seconds(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.0} ms", s * 1000.0)
+    } else {
+        format!("{s:.2} s")
+    }
+}
 
 /// Runs `kiln-qual run`.
-pub fn run(_a: RunArgs) -> i32 {
-    super::not_implemented("run a workload")
+pub fn run(a: RunArgs) -> i32 {
+    let cwd = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("kiln-qual: failed to read the current directory: {e}");
+            return qual_runner::EXIT_REFUSED;
+        }
+    };
+    let mut command = vec!["kiln-qual".to_string()];
+    command.extend(std::env::args().skip(1));
+    let req = RunRequest {
+        cwd,
+        workload: a.workload,
+        variant: a.variant,
+        host_id: a.host_id,
+        output: a.output,
+        vars: a.vars,
+        model: a.model,
+        model_id: a.model_id,
+        receipt_id: a.receipt_id,
+        term_grace_seconds: a.term_grace_seconds,
+        command,
+    };
+    let result = qual_runner::run(&req);
+    let code = qual_runner::exit_code(&result);
+    match &result {
+        Ok(o) => {
+            let r = &o.receipt;
+            eprintln!("case results:");
+            for res in &r.results {
+                let status = match res.status {
+                    ResultStatus::Passed => "passed",
+                    ResultStatus::Failed => "FAILED",
+                    ResultStatus::Skipped => "skipped",
+                };
+                let req = if res.required { "required" } else { "optional" };
+                eprintln!(
+                    "  {:<8} {:<40} {:<9} {}",
+                    status,
+                    res.id,
+                    req,
+                    fmt_seconds(res.duration_seconds)
+                );
+                if res.status != ResultStatus::Passed {
+                    if let Some(d) = &res.details {
+                        let short: String = d.chars().take(300).collect();
+                        eprintln!("           {short}");
+                    }
+                }
+            }
+            let passed = r
+                .results
+                .iter()
+                .filter(|x| x.status == ResultStatus::Passed)
+                .count();
+            eprintln!(
+                "verdict: {} ({} of {} cases passed, {} total, backend {}, source {})",
+                match r.qualification.verdict {
+                    Verdict::Passed => "passed",
+                    Verdict::Failed => "FAILED",
+                },
+                passed,
+                r.results.len(),
+                fmt_seconds(r.qualification.duration_seconds),
+                r.qualification.backend,
+                r.source.tree_hash,
+            );
+            eprintln!("receipt: {}", o.receipt_rel);
+            println!("{}", o.receipt_rel);
+        }
+        Err(RunError::Refused(e)) => eprintln!("kiln-qual: qualification run refused: {e}"),
+        Err(RunError::Aborted(e)) => {
+            eprintln!("kiln-qual: qualification run failed: {e}; run data were removed")
+        }
+        Err(RunError::Interrupted { .. }) => eprintln!(
+            "kiln-qual: qualification run interrupted; owned processes and run data were cleaned"
+        ),
+    }
+    code
 }
 
 /// Runs `kiln-qual source-tree`.
-pub fn source_tree(_a: SourceTreeArgs) -> i32 {
-    super::not_implemented("compute the source-tree digest")
+pub fn source_tree(a: SourceTreeArgs) -> i32 {
+    let start = match &a.root {
+        Some(r) => r.clone(),
+        None => match std::env::current_dir() {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("kiln-qual: failed to read the current directory: {e}");
+                return 1;
+            }
+        },
+    };
+    let root = match qual_probe::git::Repo::discover(&start) {
+        Ok(r) => r.root().to_path_buf(),
+        Err(e) => {
+            eprintln!("source-tree hash failed: {e}");
+            return 1;
+        }
+    };
+    let policy = match qual_probe::load_policy(&root) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("source-tree hash failed: {e}");
+            return 1;
+        }
+    };
+    let t = match qual_probe::source_tree::compute(&root, policy.source_tree_profile) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("source-tree hash failed: {e}");
+            return 1;
+        }
+    };
+    if a.json {
+        let mut o = Object::new();
+        o.insert("format", Value::from(t.format));
+        o.insert("profile", Value::from(t.profile.as_str()));
+        o.insert("sha256", Value::from(t.digest.as_str()));
+        o.insert("file_count", Value::from(t.files.len() as u64));
+        o.insert(
+            "files",
+            Value::Array(
+                t.files
+                    .iter()
+                    .map(|f| {
+                        let mut x = Object::new();
+                        x.insert("mode", Value::from(f.mode.as_str()));
+                        x.insert("path", Value::from(f.path.as_str()));
+                        x.insert("bytes", Value::from(f.bytes));
+                        x.insert("sha256", Value::from(f.sha256.as_str()));
+                        Value::Object(x)
+                    })
+                    .collect(),
+            ),
+        );
+        print!("{}", qual_receipt::write::to_pretty_json(&Value::Object(o)));
+    } else {
+        println!("{}", t.digest);
+        eprintln!(
+            "{} files, profile {}, format {}",
+            t.files.len(),
+            t.profile.as_str(),
+            t.format
+        );
+    }
+    0
 }
 
 /// Runs `kiln-qual model ...`.
 pub fn model(c: ModelCommand) -> i32 {
-    match c {}
+    match c {
+        ModelCommand::Fingerprint(a) => {
+            match qual_probe::model::fingerprint(&a.model_path, a.model_id.as_deref()) {
+                Ok(f) => {
+                    if a.json {
+                        print!("{}", qual_receipt::write::to_pretty_json(&f.to_value()));
+                    } else {
+                        println!("id: {}", f.id);
+                        println!("path: {}", f.path);
+                        for w in &f.weight_files {
+                            println!("weight: {} {} ({} bytes)", w.path, w.sha256, w.bytes);
+                        }
+                        println!("config: {}", f.config_hash);
+                        println!("tokenizer: {}", f.tokenizer_hash);
+                        println!(
+                            "chat template: {}",
+                            f.chat_template_hash.as_deref().unwrap_or("none")
+                        );
+                    }
+                    0
+                }
+                Err(e) => {
+                    eprintln!("model fingerprint failed: {e}");
+                    1
+                }
+            }
+        }
+    }
 }

@@ -1,0 +1,152 @@
+//! The closed case environment (`closed-qualification-case-v1`).
+//!
+//! A case process sees only: the host variables named in [`BASE_ALLOW_LIST`] (when present),
+//! then the case's own committed `environment` (placeholders resolved), then the runner-owned
+//! `KILN_QUALIFICATION_CASE_RESULT`, `KILN_QUALIFICATION_VARIANT_ID` and
+//! `KILN_QUALIFICATION_NETWORK_ISOLATION`. Nothing else is inherited.
+//!
+//! `execution_environment_sha256` is the canonical-JSON digest of
+//! `{"policy": "closed-qualification-case-v1", "environment": <base env>}`. Evidence files
+//! record the base environment redacted: a value whose upper-cased name contains one of
+//! [`SENSITIVE_MARKERS`] is replaced by `sha256:<hex of its UTF-8>`.
+
+use std::collections::BTreeMap;
+
+use qual_json::{Object, Value};
+
+/// Policy id.
+pub const POLICY: &str = "closed-qualification-case-v1";
+
+/// Host variables a case may inherit.
+pub const BASE_ALLOW_LIST: [&str; 13] = [
+    "CARGO_HOME",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LOGNAME",
+    "PATH",
+    "RUSTUP_HOME",
+    "SHELL",
+    "TMPDIR",
+    "USER",
+    "XDG_RUNTIME_DIR",
+];
+
+/// Name fragments that mark a value as sensitive.
+pub const SENSITIVE_MARKERS: [&str; 8] = [
+    "AUTH",
+    "TOKEN",
+    "KEY",
+    "SECRET",
+    "PASSWORD",
+    "CREDENTIAL",
+    "WEBHOOK",
+    "COOKIE",
+];
+
+/// Runner-owned variable: absolute path of the command result file.
+pub const CASE_RESULT_VAR: &str = "KILN_QUALIFICATION_CASE_RESULT";
+/// Runner-owned variable: the selected variant id.
+pub const VARIANT_VAR: &str = "KILN_QUALIFICATION_VARIANT_ID";
+/// Runner-owned variable: the network isolation mechanism id.
+pub const NETWORK_VAR: &str = "KILN_QUALIFICATION_NETWORK_ISOLATION";
+
+/// The base environment taken from `host` (an iterator of the host's variables).
+pub fn base_environment<I>(host: I) -> BTreeMap<String, String>
+where
+    I: IntoIterator<Item = (String, String)>,
+{
+    host.into_iter()
+        .filter(|(k, _)| BASE_ALLOW_LIST.contains(&k.as_str()))
+        .collect()
+}
+
+/// The base environment of this process.
+pub fn host_base_environment() -> BTreeMap<String, String> {
+    base_environment(
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+    )
+}
+
+fn string_object(m: &BTreeMap<String, String>) -> Value {
+    Value::Object(
+        m.iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+            .collect(),
+    )
+}
+
+/// `execution_environment_sha256` of a base environment.
+pub fn execution_environment_sha256(base: &BTreeMap<String, String>) -> String {
+    let mut o = Object::new();
+    o.insert("policy", Value::from(POLICY));
+    o.insert("environment", string_object(base));
+    qual_json::canonical_digest(&Value::Object(o))
+}
+
+/// Canonical digest of a full process environment.
+pub fn process_environment_sha256(env: &[(String, String)]) -> String {
+    let m: BTreeMap<String, String> = env.iter().cloned().collect();
+    qual_json::canonical_digest(&string_object(&m))
+}
+
+/// Whether a variable name is sensitive.
+pub fn is_sensitive(name: &str) -> bool {
+    let up = name.to_ascii_uppercase();
+    SENSITIVE_MARKERS.iter().any(|m| up.contains(m))
+}
+
+/// The redacted form `{NAME: {"redacted": bool, "value": v}}`.
+pub fn redacted(m: &BTreeMap<String, String>) -> Value {
+    Value::Object(
+        m.iter()
+            .map(|(k, v)| {
+                let mut o = Object::new();
+                let sensitive = is_sensitive(k);
+                o.insert("redacted", Value::Bool(sensitive));
+                o.insert(
+                    "value",
+                    Value::from(if sensitive {
+                        qual_json::sha256_prefixed(v.as_bytes())
+                    } else {
+                        v.clone()
+                    }),
+                );
+                (k.clone(), Value::Object(o))
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_allow_listed_host_variables_are_inherited() {
+        let host = vec![
+            ("PATH".to_string(), "/usr/bin".to_string()),
+            ("ROCM_PATH".to_string(), "/opt/rocm".to_string()),
+            ("CODEX_AUTH_JSON".to_string(), "secret".to_string()),
+            ("HOME".to_string(), "/home/u".to_string()),
+        ];
+        let b = base_environment(host);
+        assert_eq!(b.keys().collect::<Vec<_>>(), ["HOME", "PATH"]);
+        assert!(execution_environment_sha256(&b).starts_with("sha256:"));
+    }
+
+    #[test]
+    fn sensitive_values_are_hashed() {
+        let mut m = BTreeMap::new();
+        m.insert("CODEX_AUTH_JSON".to_string(), "secret".to_string());
+        m.insert("HTTP_COOKIE".to_string(), "c".to_string());
+        m.insert("QUALIFICATION_LABEL".to_string(), "visible".to_string());
+        let text = qual_json::to_canonical_string(&redacted(&m));
+        assert!(!text.contains("secret"));
+        assert!(text.contains(&qual_json::sha256_prefixed(b"secret")));
+        assert!(text.contains(r#""QUALIFICATION_LABEL":{"redacted":false,"value":"visible"}"#));
+    }
+}

@@ -1,0 +1,306 @@
+//! Preflight: every check that must pass before anything is created.
+//!
+//! Order: repository root, host id, termination grace; committed workload (path rule, strict
+//! load and validation, byte identity with `git show HEAD:<path>`); variant; variables and
+//! placeholders; receipt output rule; receipt id and run directory rule; clean worktree; HEAD;
+//! repository policy and source-tree digest; model flags; network isolation probe (fail
+//! closed); source re-verification. A failure is a [`Refusal`] and leaves the filesystem as it
+//! was (the isolation probe runs `true` in a throw-away namespace and writes nothing).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use qual_contract::variables::{resolve, ResolvedVariables};
+use qual_contract::{Kind, LoadedWorkload, Variant};
+use qual_exec::{CaptureLimits, ExecError, ExecSpec, NetworkPolicy};
+use qual_probe::git::Repo;
+use qual_probe::source_tree::{self, SourceTree};
+use qual_probe::RepoPolicy;
+use qual_receipt::model::{is_valid_host_id, is_valid_receipt_id};
+
+use crate::environment::host_base_environment;
+use crate::error::Refusal;
+use crate::paths;
+use crate::RunRequest;
+
+/// Largest `--term-grace-seconds`.
+pub const MAX_TERM_GRACE_SECONDS: f64 = 75.0;
+
+/// Everything preflight established.
+#[derive(Debug)]
+pub struct Prepared {
+    /// Canonical repository root.
+    pub root: PathBuf,
+    /// Canonical working directory of the request.
+    pub cwd: PathBuf,
+    /// Workload path relative to the root.
+    pub workload_rel: String,
+    /// The loaded workload.
+    pub loaded: LoadedWorkload,
+    /// The selected variant.
+    pub variant: Variant,
+    /// Resolved variables.
+    pub variables: ResolvedVariables,
+    /// Receipt output relative to the root, when `--output` was given.
+    pub output_rel: Option<String>,
+    /// HEAD commit.
+    pub commit: String,
+    /// Repository policy.
+    pub policy: RepoPolicy,
+    /// Source-tree digest.
+    pub source: SourceTree,
+    /// Absolute model directory (lexical), when given.
+    pub model_path: Option<PathBuf>,
+    /// Network isolation mechanism id.
+    pub network_mechanism: String,
+    /// Termination grace.
+    pub term_grace: Duration,
+}
+
+fn git_err(e: impl std::fmt::Display) -> Refusal {
+    Refusal::Git(e.to_string())
+}
+
+fn py_list(items: &[String]) -> String {
+    let inner: Vec<String> = items
+        .iter()
+        .map(|s| qual_json::python_str_repr(s))
+        .collect();
+    format!("[{}]", inner.join(", "))
+}
+
+/// Resolves the committed workload path (spec §2.1 path rule).
+fn workload_path(root: &Path, given: &Path) -> Result<(PathBuf, String), Refusal> {
+    let lexical = paths::lexical(root, given);
+    let shown = given.display().to_string();
+    let meta = std::fs::symlink_metadata(&lexical)
+        .map_err(|e| Refusal::WorkloadPath(format!("cannot read workload {shown}: {e}")))?;
+    if meta.file_type().is_symlink() || !meta.is_file() {
+        return Err(Refusal::WorkloadPath(format!(
+            "workload must be a regular, non-symlink file: {shown}"
+        )));
+    }
+    let real = std::fs::canonicalize(&lexical)
+        .map_err(|e| Refusal::WorkloadPath(format!("cannot resolve workload {shown}: {e}")))?;
+    let dir = root.join("qualification/workloads");
+    let inside = real.strip_prefix(&dir).is_ok();
+    if !inside || real.extension().and_then(|e| e.to_str()) != Some("json") {
+        return Err(Refusal::WorkloadPath(format!(
+            "workload must be a .json file inside qualification/workloads/: {shown}"
+        )));
+    }
+    let rel = real
+        .strip_prefix(root)
+        .ok()
+        .and_then(|p| p.to_str())
+        .ok_or_else(|| Refusal::WorkloadPath(format!("workload path is not UTF-8: {shown}")))?
+        .to_string();
+    Ok((real, rel))
+}
+
+/// Parses `--var NAME=VALUE` texts.
+fn parse_assignments(raw: &[String]) -> Result<Vec<(String, String)>, Refusal> {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for r in raw {
+        match r.split_once('=') {
+            Some((n, v)) if !n.is_empty() => out.push((n.to_string(), v.to_string())),
+            _ => errors.push(format!("invalid --var {r}: expected NAME=VALUE")),
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(Refusal::Variables(errors))
+    }
+}
+
+/// Probes loopback-only network isolation by running `true` inside it.
+pub fn probe_network_isolation() -> Result<String, Refusal> {
+    let env: Vec<(String, String)> = host_base_environment()
+        .into_iter()
+        .filter(|(k, _)| k == "PATH")
+        .collect();
+    let spec = ExecSpec {
+        argv: vec!["true".into()],
+        cwd: PathBuf::from("/"),
+        env,
+        timeout: Duration::from_secs(15),
+        term_grace: Duration::from_secs(1),
+        capture: CaptureLimits {
+            head_bytes: 4096,
+            tail_bytes: 4096,
+        },
+        network: NetworkPolicy::LoopbackOnly,
+    };
+    match qual_exec::execute(&spec) {
+        Ok(e) if e.termination.success() => Ok(e.containment.network.mechanism_id().to_string()),
+        Ok(e) => Err(Refusal::Isolation(format!(
+            "the isolation probe did not succeed: {:?}",
+            e.termination
+        ))),
+        Err(e @ ExecError::IsolationUnavailable { .. }) => Err(Refusal::Isolation(e.to_string())),
+        Err(e) => Err(Refusal::Isolation(format!(
+            "the isolation probe failed: {e}"
+        ))),
+    }
+}
+
+/// Runs every preflight check.
+pub fn preflight(req: &RunRequest) -> Result<Prepared, Refusal> {
+    let cwd = std::fs::canonicalize(&req.cwd)
+        .map_err(|e| Refusal::NotARepository(format!("{}: {e}", req.cwd.display())))?;
+    let repo = Repo::discover(&cwd).map_err(|e| Refusal::NotARepository(e.to_string()))?;
+    let root =
+        std::fs::canonicalize(repo.root()).map_err(|e| Refusal::NotARepository(e.to_string()))?;
+    let repo = Repo::new(&root);
+    if !is_valid_host_id(&req.host_id) {
+        return Err(Refusal::BadHostId);
+    }
+    if !req.term_grace_seconds.is_finite() || req.term_grace_seconds < 0.0 {
+        return Err(Refusal::GraceNotFinite);
+    }
+    if req.term_grace_seconds > MAX_TERM_GRACE_SECONDS {
+        return Err(Refusal::GraceTooLong);
+    }
+
+    // Committed workload.
+    let (real, workload_rel) = workload_path(&root, &req.workload)?;
+    let loaded = qual_contract::load_workload(&real)
+        .map_err(|e| Refusal::InvalidWorkload(e.to_string().replace('\n', " ")))?;
+    match repo.show_head(&workload_rel).map_err(git_err)? {
+        None => return Err(Refusal::WorkloadNotCommitted(workload_rel)),
+        Some(b) if b != loaded.bytes => return Err(Refusal::WorkloadModified(workload_rel)),
+        Some(_) => {}
+    }
+    let w = &loaded.workload;
+    let Some(variant) = w.variant(&req.variant).cloned() else {
+        let mut ids: Vec<String> = w.variants.iter().map(|v| v.id.clone()).collect();
+        ids.sort();
+        return Err(Refusal::UnknownVariant {
+            variant: req.variant.clone(),
+            declared: py_list(&ids),
+        });
+    };
+
+    // Variables and runner placeholders.
+    let assignments = parse_assignments(&req.vars)?;
+    let variables = resolve(w, &req.variant, &assignments).map_err(Refusal::Variables)?;
+    let mut uses_seed = false;
+    let mut uses_model = false;
+    for c in &variant.cases {
+        for s in c.command.iter().chain(c.environment.values()) {
+            match qual_contract::placeholder_name(s) {
+                Some("seed") => uses_seed = true,
+                Some("model_path") => uses_model = true,
+                _ => {}
+            }
+        }
+    }
+    if uses_seed && w.determinism.seed.is_none() {
+        return Err(Refusal::Placeholder(
+            "workload references ${seed} but seed is null".into(),
+        ));
+    }
+
+    // Evidence paths.
+    let output_rel = match &req.output {
+        None => None,
+        Some(p) => {
+            let rel = paths::check_receipt_output(&root, &cwd, p).map_err(Refusal::ReceiptPath)?;
+            if std::fs::symlink_metadata(root.join(&rel)).is_ok() {
+                return Err(Refusal::ReceiptExists(rel));
+            }
+            Some(rel)
+        }
+    };
+    match &req.receipt_id {
+        Some(id) => {
+            if !is_valid_receipt_id(id) {
+                return Err(Refusal::BadReceiptId);
+            }
+            let rel = paths::check_run_dir(&root, id).map_err(Refusal::RunDirPath)?;
+            if std::fs::symlink_metadata(root.join(&rel)).is_ok() {
+                return Err(Refusal::RunDirExists(rel));
+            }
+        }
+        None => {
+            paths::check_run_dir(&root, "preflight-generated-receipt-v1")
+                .map_err(Refusal::RunDirPath)?;
+        }
+    }
+
+    // Source binding.
+    let dirty = repo.status_lines().map_err(git_err)?;
+    if !dirty.is_empty() {
+        let shown: Vec<&str> = dirty.iter().take(3).map(String::as_str).collect();
+        let more = if dirty.len() > 3 {
+            format!(" and {} more", dirty.len() - 3)
+        } else {
+            String::new()
+        };
+        return Err(Refusal::DirtyWorktree(format!(
+            "{}{more}",
+            shown.join(", ")
+        )));
+    }
+    let commit = repo.head_commit().map_err(git_err)?;
+    let policy = qual_probe::load_policy(&root).map_err(|e| Refusal::Policy(e.to_string()))?;
+    let source = source_tree::compute(&root, policy.source_tree_profile)
+        .map_err(|e| Refusal::SourceTree(e.to_string()))?;
+
+    // Model flags.
+    if req.model_id.is_some() && req.model.is_none() {
+        return Err(Refusal::ModelFlags("--model-id requires --model".into()));
+    }
+    if w.kind == Kind::Environment && req.model.is_some() {
+        return Err(Refusal::ModelFlags(
+            "environment workloads do not accept --model".into(),
+        ));
+    }
+    if (w.kind.requires_model() || uses_model) && req.model.is_none() {
+        return Err(Refusal::ModelFlags(format!(
+            "--model is required for {} workloads",
+            qual_json::python_str_repr(w.kind.as_str())
+        )));
+    }
+    let model_path = match &req.model {
+        None => None,
+        Some(p) => Some(
+            qual_probe::model::lexical_absolute(&if p.is_absolute() {
+                p.clone()
+            } else {
+                cwd.join(p)
+            })
+            .map_err(|e| Refusal::ModelFlags(format!("cannot resolve --model: {e}")))?,
+        ),
+    };
+
+    let network_mechanism = probe_network_isolation()?;
+
+    // Re-verify the source binding.
+    let again = source_tree::compute(&root, policy.source_tree_profile)
+        .map_err(|e| Refusal::SourceTree(e.to_string()))?;
+    if again.digest != source.digest
+        || !repo.is_clean().map_err(git_err)?
+        || repo.head_commit().map_err(git_err)? != commit
+    {
+        return Err(Refusal::SourceChangedDuringPreflight);
+    }
+
+    Ok(Prepared {
+        root,
+        cwd,
+        workload_rel,
+        loaded,
+        variant,
+        variables,
+        output_rel,
+        commit,
+        policy,
+        source,
+        model_path,
+        network_mechanism,
+        term_grace: Duration::from_secs_f64(req.term_grace_seconds),
+    })
+}
