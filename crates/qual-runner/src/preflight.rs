@@ -166,8 +166,15 @@ pub fn preflight(req: &RunRequest) -> Result<Prepared, Refusal> {
 
     // Committed workload.
     let (real, workload_rel) = workload_path(&root, &req.workload)?;
-    let loaded = qual_contract::load_workload(&real)
-        .map_err(|e| Refusal::InvalidWorkload(e.to_string().replace('\n', " ")))?;
+    let loaded = qual_contract::load_workload(&real).map_err(|e| {
+        Refusal::InvalidWorkload(match e {
+            qual_contract::LoadError::Invalid { violations } => {
+                let all: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+                format!("invalid workload: {}", all.join("; "))
+            }
+            other => format!("invalid workload: {other}"),
+        })
+    })?;
     match repo.show_head(&workload_rel).map_err(git_err)? {
         None => return Err(Refusal::WorkloadNotCommitted(workload_rel)),
         Some(b) if b != loaded.bytes => return Err(Refusal::WorkloadModified(workload_rel)),
