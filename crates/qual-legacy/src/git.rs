@@ -102,6 +102,14 @@ impl Repo {
             .unwrap_or(false)
     }
 
+    /// Whether git ignores a path (`git check-ignore -q -- <path>`; works for paths that do
+    /// not exist yet).
+    pub fn is_ignored(&self, path: &str) -> bool {
+        self.git(&["check-ignore", "-q", "--", path])
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    }
+
     /// Whether a commit exists locally (`git cat-file -e <c>^{commit}`).
     pub fn commit_exists(&self, commit: &str) -> bool {
         self.git(&["cat-file", "-e", &format!("{commit}^{{commit}}")])

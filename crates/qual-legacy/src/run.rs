@@ -381,6 +381,17 @@ pub fn run_fixture(repo: &Repo, req: &RunRequest<'_>) -> Result<RunReport> {
         crate::paths::slug(id),
         crate::timestamp::format_utc_compact(crate::timestamp::now_secs())
     ));
+    // A raw log inside the repository must be ignored, or the capture is dirty (and the log
+    // could be committed); refuse before spending a hardware run on it.
+    if let Ok(rel) = crate::paths::resolve(&log_path).strip_prefix(repo.root()) {
+        let rel = rel.to_string_lossy();
+        if !repo.is_ignored(&rel) {
+            return Err(LegacyError::Refused(format!(
+                "raw log {rel} would not be ignored by git; ignore {} (e.g. in .gitignore) before running",
+                req.log_dir
+            )));
+        }
+    }
     if log_path.exists() {
         return Err(LegacyError::Refused(format!(
             "raw log already exists (one run per second per fixture): {}",

@@ -307,6 +307,21 @@ fn run_failures_carry_the_raw_log_tail() {
         }
         assert!(!repo.join(RESULT).exists());
     }
+    // A raw-log directory that git would not ignore is refused before anything runs.
+    let dir = setup_repo(&bench_command(""));
+    std::fs::write(dir.path().join(".gitignore"), "target/\n").unwrap();
+    let e = run(&Repo::new(dir.path())).unwrap_err().to_string();
+    assert!(
+        e.starts_with("raw log bench-results/backend-latency/raw/cpu_mix_microbench-"),
+        "{e}"
+    );
+    assert!(e.ends_with("would not be ignored by git; ignore bench-results/backend-latency/raw (e.g. in .gitignore) before running"), "{e}");
+    assert!(!dir
+        .path()
+        .join("bench-results/backend-latency/raw")
+        .read_dir()
+        .unwrap()
+        .any(|_| true));
     // A command that needs a shell is refused before anything runs.
     let dir = setup_repo("cargo bench | tee out.txt");
     let e = run(&Repo::new(dir.path())).unwrap_err().to_string();
@@ -876,6 +891,100 @@ fn checker_self_test_cases() {
     assert_eq!(
         validate(&r, &fixture),
         ["fixtures[0].result_artifact.metrics.mix_100k_ms must be finite numeric"]
+    );
+}
+
+#[test]
+fn strict_checker_refuses_non_canonical_result_paths() {
+    let (dir, _) = covered_repo();
+    let repo = Repo::new(dir.path());
+    for (path, want) in [
+        ("results/cpu-mix.json", "fixtures[0].result_artifact must live under bench-results/backend-latency with a .json extension: results/cpu-mix.json"),
+        ("bench-results/backend-latency/raw/cpu-mix.json", "fixtures[0].result_artifact must live under bench-results/backend-latency with a .json extension: bench-results/backend-latency/raw/cpu-mix.json"),
+        ("/abs/cpu-mix.json", "fixtures[0].result_artifact must be repo-relative when --require-covered is set: /abs/cpu-mix.json"),
+    ] {
+        let copy = fresh_copy(repo.root());
+        let r = Repo::new(copy.path());
+        let mut m = read_json(&r.join(MANIFEST));
+        edit_fixture(&mut m, |f| f.insert("result_artifact", Value::from(path)));
+        write_json(&r.join(MANIFEST), &m, false);
+        let errors = strict_errors(&r);
+        assert!(errors.iter().any(|e| e == want), "{want:?} not in {errors:#?}");
+    }
+}
+
+#[test]
+fn import_needs_a_fixture_id_when_the_bundle_holds_several_results() {
+    let (src_dir, artifact) = captured_repo();
+    let src = Repo::new(src_dir.path());
+    let bundle = tempfile::tempdir().unwrap();
+    std::fs::copy(src.join(RESULT), bundle.path().join("a.json")).unwrap();
+    let mut other = artifact.clone();
+    edit_object(&mut other, |o| {
+        o.insert("fixture_id", Value::from("other_fixture"))
+    });
+    write_json(&bundle.path().join("b.json"), &other, true);
+    std::fs::write(
+        bundle.path().join("notes.json"),
+        "{\"artifact_schema_version\": 2}",
+    )
+    .unwrap();
+    std::fs::create_dir_all(bundle.path().join("__MACOSX")).unwrap();
+    std::fs::copy(src.join(RESULT), bundle.path().join("__MACOSX/c.json")).unwrap();
+    let req = |id: Option<&str>| {
+        qual_legacy::import::import_bundle(
+            &src,
+            &qual_legacy::import::ImportRequest {
+                bundle: bundle.path(),
+                manifest_path: &src.join(MANIFEST),
+                fixture_id: id,
+                force: false,
+            },
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let e = req(None);
+    assert!(
+        e.starts_with("artifact bundle contains multiple result artifacts; pass --fixture-id:"),
+        "{e}"
+    );
+    assert!(!e.contains("__MACOSX") && !e.contains("notes.json"), "{e}");
+    assert_eq!(
+        req(Some("missing")),
+        "no latency result artifact JSON found for fixture 'missing'"
+    );
+    // The selected result's raw log is not in the bundle.
+    let raw_log = artifact.get("raw_log").and_then(Value::as_str).unwrap();
+    assert_eq!(
+        req(Some(FIXTURE_ID)),
+        format!("raw log not found in artifact bundle: {raw_log}")
+    );
+    // A raw log whose bytes differ from the recorded digest.
+    std::fs::write(
+        bundle.path().join(Path::new(raw_log).file_name().unwrap()),
+        "tampered\n",
+    )
+    .unwrap();
+    assert_eq!(
+        req(Some(FIXTURE_ID)),
+        format!("raw log checksum does not match result raw_log_sha256: {raw_log}")
+    );
+    let missing = bundle.path().join("nope");
+    let e = qual_legacy::import::import_bundle(
+        &src,
+        &qual_legacy::import::ImportRequest {
+            bundle: &missing,
+            manifest_path: &src.join(MANIFEST),
+            fixture_id: None,
+            force: false,
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        e,
+        format!("artifact bundle does not exist: {}", missing.display())
     );
 }
 
