@@ -140,7 +140,14 @@ fn command_results_are_checked_against_id_metrics_and_config() {
     );
     let repo = Repo::new(&[(
         "cmd-v1.json",
-        workload("cmd-v1", "correctness", "[]", config, &[ok.clone()], 1),
+        workload(
+            "cmd-v1",
+            "correctness",
+            "[]",
+            config,
+            std::slice::from_ref(&ok),
+            1,
+        ),
     )]);
     let r = run(&repo.request("cmd-v1.json", "cpu"));
     assert_eq!(exit_code(&r), 0, "{r:?}");

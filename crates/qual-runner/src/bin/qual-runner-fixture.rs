@@ -7,7 +7,14 @@
 //!   `$KILN_QUALIFICATION_CASE_RESULT` (metrics in the given order, unit `count`,
 //!   aggregation `p50`);
 //! - `env NAME`: print the value of NAME or `<unset>`;
-//! - `sleep SECS`: sleep.
+//! - `sleep SECS`: sleep;
+//! - `ignore-term SECS`: ignore SIGTERM, then sleep;
+//! - `escape PIDFILE SECS`: double fork a grandchild that calls `setsid`, writes its pid to
+//!   PIDFILE and sleeps SECS (escaping the case's process group), while the leader exits 0;
+//! - `flood BYTES`: write BYTES bytes to stdout;
+//! - `net PORT`: try to connect to 127.0.0.1:PORT (must fail in a loopback-only namespace),
+//!   then do a loopback round trip inside; exit 0 only when the first fails and the second
+//!   works.
 //!
 //! Exit code 64 is a usage error.
 
@@ -65,6 +72,98 @@ fn main() {
                 std::process::exit(1);
             }
         }
+        Some("ignore-term") => {
+            // SAFETY: setting a signal disposition.
+            unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+            std::thread::sleep(Duration::from_secs_f64(get(1).parse().unwrap_or(30.0)));
+        }
+        Some("escape") => escape(&get(1), get(2).parse().unwrap_or(30.0)),
+        Some("flood") => flood(get(1).parse().unwrap_or_else(|_| usage("bad bytes"))),
+        Some("net") => net(get(1).parse().unwrap_or_else(|_| usage("bad port"))),
         _ => usage("unknown mode"),
     }
+}
+
+fn escape(pidfile: &str, secs: f64) {
+    // SAFETY: single-threaded fixture; fork/setsid/_exit are used as in any daemon.
+    unsafe {
+        let pid = libc::fork();
+        if pid == 0 {
+            libc::setsid();
+            let pid2 = libc::fork();
+            if pid2 == 0 {
+                let me = libc::getpid();
+                let _ = std::fs::write(pidfile, me.to_string());
+                std::thread::sleep(Duration::from_secs_f64(secs));
+                libc::_exit(0);
+            }
+            libc::_exit(0);
+        }
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+    }
+    // Give the grandchild time to record itself.
+    for _ in 0..200 {
+        if std::fs::metadata(pidfile).is_ok_and(|m| m.len() > 0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn flood(bytes: u64) {
+    use std::io::Write;
+    let chunk = vec![b'x'; 1 << 16];
+    let mut out = std::io::stdout().lock();
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        if out.write_all(&chunk[..n]).is_err() {
+            std::process::exit(1);
+        }
+        left -= n as u64;
+    }
+}
+
+fn net(port: u16) {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    let outside = TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_secs(2),
+    );
+    println!(
+        "outside: {}",
+        if outside.is_ok() {
+            "connected"
+        } else {
+            "unreachable"
+        }
+    );
+    let inside = (|| -> std::io::Result<()> {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        let addr = l.local_addr()?;
+        let t = std::thread::spawn(move || -> std::io::Result<()> {
+            let (mut s, _) = l.accept()?;
+            s.write_all(b"x")
+        });
+        let mut c = TcpStream::connect(addr)?;
+        let mut b = [0u8; 1];
+        c.read_exact(&mut b)?;
+        t.join().map_err(|_| std::io::Error::other("join"))??;
+        Ok(())
+    })();
+    println!(
+        "inside: {}",
+        if inside.is_ok() {
+            "round-trip"
+        } else {
+            "failed"
+        }
+    );
+    std::process::exit(if outside.is_err() && inside.is_ok() {
+        0
+    } else {
+        1
+    });
 }

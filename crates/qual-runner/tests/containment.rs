@@ -1,0 +1,164 @@
+//! Adversarial cases through the whole runner: each asserts the receipt's evidence and that no
+//! process of the case is alive afterwards.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use qual_runner::{exit_code, run};
+
+fn alive(pid: i32) -> bool {
+    // A zombie is dead for our purposes.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => {
+            let after = s.rsplit(')').next().unwrap_or("");
+            !after.trim_start().starts_with('Z')
+        }
+        Err(_) => false,
+    }
+}
+
+fn with_timeout(c: String, secs: u64) -> String {
+    c.replace(
+        "\"timeout_seconds\":30",
+        &format!("\"timeout_seconds\":{secs}"),
+    )
+}
+
+#[test]
+fn deadline_and_ignored_sigterm_end_in_a_failed_receipt() {
+    let cases = vec![with_timeout(
+        case(
+            "stubborn",
+            &[FIXTURE, "ignore-term", "60"],
+            "{}",
+            "",
+            runner_protocol(),
+        ),
+        1,
+    )];
+    let repo = Repo::new(&[(
+        "t-v1.json",
+        workload("t-v1", "correctness", "[]", "{}", &cases, 1),
+    )]);
+    let t = Instant::now();
+    let r = run(&repo.request("t-v1.json", "cpu"));
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    assert_eq!(exit_code(&r), 1, "{r:?}");
+    let v = validate(repo.root(), &r.unwrap().receipt_path);
+    assert!(
+        details(&v, 0).contains("timed out after 1 seconds"),
+        "{}",
+        details(&v, 0)
+    );
+    let cfg = std::fs::read_to_string(
+        repo.root()
+            .join(".qualification/runs/runner-test-receipt-v1/run-config.json"),
+    )
+    .unwrap();
+    assert!(cfg.contains("\"status\": \"timed_out\""), "{cfg}");
+    assert!(cfg.contains("\"signal_used\": 9"), "{cfg}");
+}
+
+#[test]
+fn an_escaped_setsid_grandchild_is_found_killed_and_recorded() {
+    let repo_dir_probe = tempfile::tempdir().unwrap();
+    let pidfile = repo_dir_probe.path().join("pid");
+    let cases = vec![case(
+        "escape-case",
+        &[FIXTURE, "escape", pidfile.to_str().unwrap(), "60"],
+        "{}",
+        "",
+        runner_protocol(),
+    )];
+    let repo = Repo::new(&[(
+        "e-v1.json",
+        workload("e-v1", "correctness", "[]", "{}", &cases, 1),
+    )]);
+    let r = run(&repo.request("e-v1.json", "cpu"));
+    assert_eq!(exit_code(&r), 1, "{r:?}");
+    let v = validate(repo.root(), &r.unwrap().receipt_path);
+    assert!(
+        details(&v, 0).contains("command left descendant processes running"),
+        "{}",
+        details(&v, 0)
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!alive(pid), "escaped grandchild {pid} is still alive");
+    let cfg = std::fs::read_to_string(
+        repo.root()
+            .join(".qualification/runs/runner-test-receipt-v1/run-config.json"),
+    )
+    .unwrap();
+    assert!(cfg.contains(&format!("\"pid\": {pid}")), "{cfg}");
+}
+
+fn vm_hwm_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_one_gib_stdout_flood_is_bounded_and_drained() {
+    let cases = vec![case(
+        "flood-case",
+        &[FIXTURE, "flood", "1073741824"],
+        "{}",
+        "",
+        runner_protocol(),
+    )];
+    let repo = Repo::new(&[(
+        "f-v1.json",
+        workload("f-v1", "correctness", "[]", "{}", &cases, 1),
+    )]);
+    let before = vm_hwm_kib();
+    let r = run(&repo.request("f-v1.json", "cpu"));
+    let after = vm_hwm_kib();
+    assert_eq!(exit_code(&r), 0, "{r:?}");
+    // The peak resident size grows by at most the capture bound plus slack, never by 1 GiB.
+    assert!(
+        after.saturating_sub(before) < 160 * 1024,
+        "VmHWM grew {} KiB",
+        after - before
+    );
+    let log = repo
+        .root()
+        .join(".qualification/runs/runner-test-receipt-v1/cases/001-flood-case-r001/stdout.log");
+    let len = std::fs::metadata(&log).unwrap().len();
+    assert!(len <= 16 * 1024 * 1024 + 128, "{len}");
+    let cfg = std::fs::read_to_string(
+        repo.root()
+            .join(".qualification/runs/runner-test-receipt-v1/run-config.json"),
+    )
+    .unwrap();
+    assert!(cfg.contains("\"total_bytes\": 1073741824"), "{cfg}");
+}
+
+#[test]
+fn forbidden_network_reaches_only_its_own_loopback() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let cases = vec![case(
+        "net-case",
+        &[FIXTURE, "net", &port],
+        "{}",
+        r#"{"stream":"stdout","match":"required","pattern":"^outside: unreachable$"},{"stream":"stdout","match":"required","pattern":"^inside: round-trip$"}"#,
+        runner_protocol(),
+    )];
+    let repo = Repo::new(&[(
+        "n-v1.json",
+        workload("n-v1", "correctness", "[]", "{}", &cases, 1),
+    )]);
+    let r = run(&repo.request("n-v1.json", "cpu"));
+    assert_eq!(exit_code(&r), 0, "{r:?}");
+    drop(listener);
+}

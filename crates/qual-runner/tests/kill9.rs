@@ -1,0 +1,116 @@
+//! `kill -9` of the runner at pseudo-random points never leaves a partial receipt file: a
+//! receipt name either does not exist or holds a complete, valid receipt.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::*;
+
+const REPO_VAR: &str = "QUAL_RUNNER_KILL9_REPO";
+const ID_VAR: &str = "QUAL_RUNNER_KILL9_ID";
+
+/// The child side: runs the workload in the repository named by the environment. Ignored so a
+/// normal test run skips it; the parent test starts it explicitly.
+#[test]
+#[ignore = "started by killed_runners_never_leave_partial_receipts"]
+fn kill9_child_run() {
+    let Ok(root) = std::env::var(REPO_VAR) else {
+        return;
+    };
+    let id = std::env::var(ID_VAR).unwrap();
+    let req = qual_runner::RunRequest {
+        cwd: root.clone().into(),
+        workload: "qualification/workloads/k-v1.json".into(),
+        variant: "cpu".into(),
+        host_id: "test-host".into(),
+        output: Some(format!(".qualification/receipts/{id}.json").into()),
+        vars: Vec::new(),
+        model: None,
+        model_id: None,
+        receipt_id: Some(id),
+        term_grace_seconds: 0.5,
+        command: vec!["kiln-qual".into()],
+    };
+    let _ = qual_runner::run(&req);
+}
+
+fn pseudo_random(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+#[test]
+fn killed_runners_never_leave_partial_receipts() {
+    let cases: Vec<String> = (0..3)
+        .map(|i| {
+            case(
+                &format!("step-{i}"),
+                &[FIXTURE, "sleep", "0.05"],
+                "{}",
+                "",
+                runner_protocol(),
+            )
+        })
+        .collect();
+    let repo = Repo::new(&[(
+        "k-v1.json",
+        workload("k-v1", "correctness", "[]", "{}", &cases, 2),
+    )]);
+    let exe = std::env::current_exe().unwrap();
+    let mut seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("kill -9 seed {seed}");
+    let mut completed = 0;
+    for i in 0..12 {
+        let id = format!("kill9-receipt-{i:02}-v1");
+        let mut child = Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "kill9_child_run",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(REPO_VAR, repo.root())
+            .env(ID_VAR, &id)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let delay = Duration::from_millis(pseudo_random(&mut seed) % 1500);
+        let start = Instant::now();
+        while start.elapsed() < delay {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        let path = repo
+            .root()
+            .join(format!(".qualification/receipts/{id}.json"));
+        if path.exists() {
+            completed += 1;
+            validate(repo.root(), &path);
+        }
+    }
+    // Only hidden temporary names may remain besides complete receipts.
+    if let Ok(entries) = std::fs::read_dir(repo.root().join(".qualification/receipts")) {
+        for e in entries {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(
+                name.ends_with("-v1.json") || (name.starts_with('.') && name.ends_with(".tmp")),
+                "{name}"
+            );
+        }
+    }
+    eprintln!("{completed} of 12 runs completed before their kill");
+}
