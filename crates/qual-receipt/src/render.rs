@@ -1,6 +1,289 @@
-//! (in progress)
+//! Human renderings: the summary of one receipt (`kiln-qual receipt show`) and the metric table
+//! of one comparison (`kiln-qual compare`).
+//!
+//! Invariants: rendering never judges — it reads a receipt the validator already accepted (a
+//! missing field prints as `-`, never panics), and it always ends a receipt summary with the
+//! evidence scope: what the receipt does *not* establish, so a reader cannot mistake a bounded
+//! pass for a general claim.
 
-/// Placeholder until the renderer lands.
-pub fn receipt_summary(_v: &qual_json::Value) -> String {
-    String::new()
+use crate::compare::{ComparisonReport, Evaluation};
+use qual_json::{Number, Value};
+use std::fmt::Write as _;
+
+/// What no receipt establishes on its own (the seed's "Read the Verdict").
+pub const NOT_ESTABLISHED: [&str; 7] = [
+    "correctness outside the executed cases",
+    "performance on another device",
+    "high-concurrency behavior from a single-request run",
+    "endurance beyond the measured interval",
+    "native Linux behavior from a WSL2 run",
+    "capacity for a different prompt or output shape",
+    "product-wide support for every operation the backend can expose",
+];
+
+fn text(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "-".to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(Number::Float(f))) => qual_json::python_float_repr(*f),
+        Some(other) => qual_json::to_canonical_string(other),
+    }
+}
+
+fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.get(p)?;
+    }
+    Some(cur)
+}
+
+fn bytes_text(v: Option<&Value>) -> Option<String> {
+    let n = v?.as_f64()?;
+    Some(format!("{:.1} GiB", n / (1024.0 * 1024.0 * 1024.0)))
+}
+
+/// Renders the human summary of a (valid) receipt.
+pub fn receipt_summary(r: &Value) -> String {
+    let mut out = String::new();
+    let verdict = text(at(r, &["qualification", "verdict"]));
+    let _ = writeln!(
+        out,
+        "receipt {} — {}",
+        text(r.get("receipt_id")),
+        verdict.to_uppercase()
+    );
+    let kind = text(at(r, &["qualification", "kind"]));
+    let _ = writeln!(
+        out,
+        "  kind:      {kind} (profile {})",
+        text(at(r, &["qualification", "profile"]))
+    );
+    match r.get("workload").filter(|w| !w.is_null()) {
+        Some(w) => {
+            let seed = text(w.get("seed"));
+            let _ = writeln!(
+                out,
+                "  workload:  {} ({}), seed {seed}",
+                text(w.get("id")),
+                text(w.get("sha256"))
+            );
+            let _ = writeln!(
+                out,
+                "  variant:   {}",
+                text(at(w, &["parameters", "variant_id"]))
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  workload:  none (environment receipt)");
+            let _ = writeln!(out, "  variant:   -");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  backend:   {}",
+        text(at(r, &["qualification", "backend"]))
+    );
+    let device = at(r, &["environment", "device"]);
+    let mut device_line = format!(
+        "{} ({}, driver {}",
+        text(device.and_then(|d| d.get("name"))),
+        text(device.and_then(|d| d.get("architecture"))),
+        text(device.and_then(|d| d.get("driver")))
+    );
+    if let Some(mem) = bytes_text(device.and_then(|d| d.get("memory_bytes"))) {
+        let _ = write!(device_line, ", {mem}");
+    }
+    if device
+        .and_then(|d| d.get("unified_memory"))
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        device_line.push_str(", unified memory");
+    }
+    device_line.push(')');
+    let _ = writeln!(out, "  device:    {device_line}");
+    let os = at(r, &["environment", "os"]);
+    let platform = at(r, &["environment", "platform", "kind"]).and_then(Value::as_str);
+    let _ = writeln!(
+        out,
+        "  host:      {} — {} {}, kernel {}, {}{}",
+        text(at(r, &["environment", "host_id"])),
+        text(os.and_then(|o| o.get("name"))),
+        text(os.and_then(|o| o.get("version"))),
+        text(os.and_then(|o| o.get("kernel"))),
+        text(os.and_then(|o| o.get("architecture"))),
+        platform
+            .map(|p| format!(", platform {p}"))
+            .unwrap_or_default()
+    );
+    let clean = at(r, &["source", "git_worktree_clean"]).and_then(Value::as_bool);
+    let _ = writeln!(
+        out,
+        "  source:    commit {} ({}), tree {}",
+        text(at(r, &["source", "git_commit"])),
+        if clean == Some(true) {
+            "clean"
+        } else {
+            "dirty"
+        },
+        text(at(r, &["source", "tree_hash"]))
+    );
+    match r.get("model").filter(|m| !m.is_null()) {
+        Some(m) => {
+            let weights = m
+                .get("weight_files")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            let _ = writeln!(
+                out,
+                "  model:     {} ({weights} weight files, tokenizer {})",
+                text(m.get("id")),
+                text(m.get("tokenizer_hash"))
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  model:     none");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  run:       {} → {} ({} s)",
+        text(at(r, &["qualification", "started_at_utc"])),
+        text(at(r, &["qualification", "finished_at_utc"])),
+        text(at(r, &["qualification", "duration_seconds"]))
+    );
+
+    let results = r.get("results").and_then(Value::as_array);
+    let count = results.map_or(0, Vec::len);
+    let _ = writeln!(out, "\ncases ({count}):");
+    let rows: Vec<[String; 4]> = results
+        .into_iter()
+        .flatten()
+        .map(|res| {
+            let required = res.get("required").and_then(Value::as_bool) == Some(true);
+            [
+                text(res.get("id")),
+                if required { "required" } else { "optional" }.to_owned(),
+                text(res.get("status")),
+                format!("{} s", text(res.get("duration_seconds"))),
+            ]
+        })
+        .collect();
+    let header = ["case", "required", "status", "duration"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut line = |cells: [&str; 4]| {
+        let mut s = String::from("  ");
+        for (i, c) in cells.iter().enumerate() {
+            if i == 3 {
+                s.push_str(c);
+            } else {
+                let _ = write!(s, "{c:<w$}  ", w = widths[i]);
+            }
+        }
+        let _ = writeln!(out, "{}", s.trim_end());
+    };
+    line(header);
+    for row in &rows {
+        line([&row[0], &row[1], &row[2], &row[3]]);
+    }
+
+    let _ = writeln!(out);
+    if verdict == "passed" {
+        let _ = writeln!(
+            out,
+            "This receipt establishes only the declared workload on the recorded source, backend, \
+             device, model, configuration and environment. It does not establish:"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "This failed receipt is counterevidence for the failing cases above: keep the failed \
+             verdict visible and never average failed rows into a performance claim. Even a \
+             passing receipt would not establish:"
+        );
+    }
+    for item in NOT_ESTABLISHED {
+        let _ = writeln!(out, "  - {item}");
+    }
+    out
+}
+
+fn num_text(v: &Option<serde_json::Value>) -> String {
+    match v {
+        None | Some(serde_json::Value::Null) => "-".to_owned(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Renders a comparison: the header line, the allowed differences, the metric table
+/// (baseline, candidate, delta, rule, verdict) and every error.
+pub fn comparison_table(report: &ComparisonReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} {} -> {} ({})",
+        if report.ok { "PASSED" } else { "FAILED" },
+        report.baseline.receipt_id,
+        report.candidate.receipt_id,
+        report.mode
+    );
+    for allowed in &report.compatibility.allowed_differences {
+        let _ = writeln!(out, "allowed {}", allowed.describe());
+    }
+    if !report.metric_evaluations.is_empty() {
+        let header = [
+            "metric",
+            "baseline",
+            "candidate",
+            "delta",
+            "rule",
+            "verdict",
+        ];
+        let rows: Vec<[String; 6]> = report
+            .metric_evaluations
+            .iter()
+            .map(|e: &Evaluation| {
+                let delta = match (&e.absolute_change, e.relative_change_percent) {
+                    (Some(_), Some(p)) => {
+                        format!("{} ({p:+.2}%)", num_text(&e.absolute_change))
+                    }
+                    (Some(_), None) => num_text(&e.absolute_change),
+                    _ => "-".to_owned(),
+                };
+                [
+                    e.scope.clone(),
+                    num_text(&e.baseline),
+                    num_text(&e.candidate),
+                    delta,
+                    e.rule_text(),
+                    e.status.to_uppercase(),
+                ]
+            })
+            .collect();
+        let mut widths = header.map(str::len);
+        for row in &rows {
+            for (w, c) in widths.iter_mut().zip(row) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let mut line = |cells: [&str; 6]| {
+            let mut s = String::new();
+            for (i, c) in cells.iter().enumerate() {
+                let _ = write!(s, "{c:<w$}  ", w = widths[i]);
+            }
+            let _ = writeln!(out, "{}", s.trim_end());
+        };
+        line(header);
+        for r in &rows {
+            line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
+        }
+    }
+    out
 }

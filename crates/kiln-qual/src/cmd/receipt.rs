@@ -1,21 +1,275 @@
 //! `kiln-qual receipt check|show` and `kiln-qual compare`.
+//!
+//! Thin wiring only: argument types, the choice of strict checks, and printing. Every rule
+//! lives in `qual_receipt` (validator, comparator, rendering).
+//!
+//! Exit codes: `receipt check` 0 all valid, 1 any invalid or unreadable, 2 usage;
+//! `receipt show` 0 shown (whatever the verdict), 1 unreadable or invalid receipt, 2 usage;
+//! `compare` 0 the comparison is ok, 1 refused, incompatible or a required rule failed (also
+//! load and binding errors), 2 usage.
 
+use crate::exit;
 use clap::{Args, Subcommand};
+use qual_receipt::validate::{self, FileOutcome, StrictChecks};
+use serde::Serialize;
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
 
 /// `kiln-qual receipt ...`
 #[derive(Subcommand, Debug)]
-pub enum ReceiptCommand {}
+pub enum ReceiptCommand {
+    /// Validate receipts: closed record, cross-field rules, finite values, timestamps, verdict
+    /// consistency and platform evidence; optionally against the local repository.
+    Check(CheckArgs),
+    /// Print a human summary of one receipt: what was qualified, the verdict, each case, and
+    /// what the receipt does not establish.
+    Show(ShowArgs),
+}
+
+/// Arguments of `kiln-qual receipt check`.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Receipt files to validate.
+    #[arg(required = true, value_name = "RECEIPT")]
+    pub receipts: Vec<PathBuf>,
+    /// Repository root for the strict checks (default: the git top level of the current
+    /// directory, else the current directory).
+    #[arg(long, value_name = "R")]
+    pub root: Option<PathBuf>,
+    /// Require the current source tree of the root to hash to the receipt's digest.
+    #[arg(long)]
+    pub require_current_source: bool,
+    /// Require every `local_ignored` artifact to exist under `<root>/.qualification` and
+    /// re-hash to its recorded sha256 and size (`external` artifacts are not checked).
+    #[arg(long)]
+    pub require_local_artifacts: bool,
+    /// Require the receipt's commit to exist in the root's git repository.
+    #[arg(long)]
+    pub require_known_commit: bool,
+    /// Print a machine report on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `kiln-qual receipt show`.
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// The receipt file.
+    #[arg(value_name = "RECEIPT")]
+    pub receipt: PathBuf,
+}
 
 /// Arguments of `kiln-qual compare`.
 #[derive(Args, Debug)]
-pub struct CompareArgs {}
+pub struct CompareArgs {
+    /// The baseline receipt.
+    #[arg(value_name = "BASELINE")]
+    pub baseline: PathBuf,
+    /// The candidate receipt.
+    #[arg(value_name = "CANDIDATE")]
+    pub candidate: PathBuf,
+    /// The committed workload manifest both receipts name (required unless both are
+    /// environment receipts without a workload).
+    #[arg(long, value_name = "M")]
+    pub workload_manifest: Option<PathBuf>,
+    /// Repository root the manifest must be committed in (default: the git top level of the
+    /// current directory).
+    #[arg(long, value_name = "R")]
+    pub root: Option<PathBuf>,
+    /// Print the machine report on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Runs `kiln-qual receipt ...`.
 pub fn run(c: ReceiptCommand) -> i32 {
-    match c {}
+    match c {
+        ReceiptCommand::Check(a) => check(a),
+        ReceiptCommand::Show(a) => show(a),
+    }
+}
+
+fn default_root() -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    std::process::Command::new("git")
+        .args(["rev-parse", "--show-toplevel"])
+        .current_dir(&cwd)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| PathBuf::from(s.trim_end_matches(['\n', '\r'])))
+        .unwrap_or(cwd)
+}
+
+/// The current source-tree digest, as the runner computes it (repository policy profile).
+fn current_source_digest(root: &Path) -> Result<String, String> {
+    let policy = qual_probe::policy::load_policy(root).map_err(|e| e.to_string())?;
+    qual_probe::source_tree::compute(root, policy.source_tree_profile)
+        .map(|tree| tree.digest)
+        .map_err(|e| e.to_string())
+}
+
+#[derive(Serialize)]
+struct CheckReport {
+    ok: bool,
+    receipts: Vec<CheckEntry>,
+}
+
+#[derive(Serialize)]
+struct CheckEntry {
+    errors: Vec<String>,
+    ok: bool,
+    outcome: FileOutcome,
+    path: String,
+}
+
+fn check(a: CheckArgs) -> i32 {
+    let root = a.root.clone().unwrap_or_else(default_root);
+    let cache: OnceCell<Result<String, String>> = OnceCell::new();
+    let digest = |r: &Path| cache.get_or_init(|| current_source_digest(r)).clone();
+    let strict = StrictChecks {
+        root: Some(&root),
+        current_source: a
+            .require_current_source
+            .then_some(&digest as &dyn Fn(&Path) -> Result<String, String>),
+        local_artifacts: a.require_local_artifacts,
+        known_commit: a.require_known_commit,
+    };
+    let mut entries = Vec::with_capacity(a.receipts.len());
+    for path in &a.receipts {
+        let outcome = validate::check_file(path, &strict);
+        entries.push(CheckEntry {
+            errors: outcome.error_lines(),
+            ok: outcome.is_valid(),
+            outcome,
+            path: path.display().to_string(),
+        });
+    }
+    let ok = entries.iter().all(|e| e.ok);
+    if a.json {
+        crate::output::print_json(&CheckReport {
+            ok,
+            receipts: entries,
+        });
+    } else {
+        for e in &entries {
+            match &e.outcome {
+                FileOutcome::Valid => println!("OK {}", e.path),
+                FileOutcome::Unloadable { error } => {
+                    eprintln!("FAILED {}", e.path);
+                    eprintln!("  receipt: failed to load: {error}");
+                }
+                FileOutcome::Invalid { violations } => {
+                    eprintln!("FAILED {}", e.path);
+                    for v in violations {
+                        eprintln!("  {}: {}", v.path, v.message);
+                    }
+                }
+            }
+        }
+    }
+    if ok {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
+}
+
+fn show(a: ShowArgs) -> i32 {
+    let value = match validate::load(&a.receipt) {
+        Ok((v, _)) => v,
+        Err(e) => {
+            eprintln!("kiln-qual: failed to load the receipt: {e}");
+            return exit::FAILED;
+        }
+    };
+    let violations = validate::validate(&value);
+    if !violations.is_empty() {
+        eprintln!(
+            "kiln-qual: failed to show {}: the receipt is invalid ({} violations; run `kiln-qual receipt check`)",
+            a.receipt.display(),
+            violations.len()
+        );
+        for v in &violations {
+            eprintln!("  {}: {}", v.path, v.message);
+        }
+        return exit::FAILED;
+    }
+    print!("{}", qual_receipt::render::receipt_summary(&value));
+    exit::OK
+}
+
+#[derive(Serialize)]
+struct RefusalReport {
+    error: String,
+    ok: bool,
+}
+
+fn display_path(path: &Path, root: &Path) -> String {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let abs = abs.canonicalize().unwrap_or(abs);
+    abs.strip_prefix(&root)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| path.display().to_string())
 }
 
 /// Runs `kiln-qual compare`.
-pub fn compare(_a: CompareArgs) -> i32 {
-    super::not_implemented("compare receipts")
+pub fn compare(a: CompareArgs) -> i32 {
+    use qual_receipt::compare::{self as cmp, LoadedReceipt};
+    let root = a.root.clone().unwrap_or_else(default_root);
+    let result = (|| {
+        let baseline = LoadedReceipt::load(&a.baseline)?;
+        let candidate = LoadedReceipt::load(&a.candidate)?;
+        let manifest = match &a.workload_manifest {
+            Some(m) => Some(cmp::load_committed_manifest(m, &root)?),
+            None => None,
+        };
+        cmp::compare(&baseline, &candidate, manifest.as_ref())
+    })();
+    let mut report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            if a.json {
+                crate::output::print_json(&RefusalReport {
+                    error: e.message,
+                    ok: false,
+                });
+            } else {
+                eprintln!("kiln-qual: comparison failed: {}", e.message);
+            }
+            return exit::FAILED;
+        }
+    };
+    report.baseline.path = display_path(&a.baseline, &root);
+    report.candidate.path = display_path(&a.candidate, &root);
+    if a.json {
+        crate::output::print_json(&report);
+    } else {
+        print!("{}", qual_receipt::render::comparison_table(&report));
+        for d in &report.compatibility.rejected_differences {
+            eprintln!("rejected {}:", d.describe());
+            for line in d.detail.iter().take(20) {
+                eprintln!("    {line}");
+            }
+            if d.detail.len() > 20 {
+                eprintln!("    ... and {} more differing leaves", d.detail.len() - 20);
+            }
+        }
+        for e in &report.errors {
+            eprintln!("error: {e}");
+        }
+        if !report.compatible {
+            eprintln!("metric deltas were not computed");
+        } else if report.metric_evaluations.is_empty() && !report.evidence_errors.is_empty() {
+            eprintln!("metric deltas were not computed: the evidence is not admissible");
+        }
+    }
+    if report.ok {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
 }
