@@ -25,24 +25,32 @@ use serde::Deserialize;
 use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// An open HTTP/1.1 connection.
 pub struct Connection {
     sender: SendRequest<FullBody>,
+    first_write: Arc<AtomicU64>,
 }
 
 /// Opens a connection (TCP_NODELAY) and drives it on the current tokio runtime.
 pub async fn connect(addr: SocketAddr) -> std::io::Result<Connection> {
     let stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    let first_write = Arc::new(AtomicU64::new(0));
+    let io = TokioIo::with_write_stamp(stream, first_write.clone());
+    let (sender, conn) = hyper::client::conn::http1::handshake(io)
         .await
         .map_err(std::io::Error::other)?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    Ok(Connection { sender })
+    Ok(Connection {
+        sender,
+        first_write,
+    })
 }
 
 impl Connection {
@@ -256,7 +264,8 @@ fn parse_usage(u: &serde_json::Value) -> Result<Usage, String> {
 }
 
 /// Sends one streaming request on `conn` and fills `rec`. `epoch` is the campaign clock's
-/// origin; `send_ns` must already be set by the caller (it includes connection set-up).
+/// origin. `rec.send_ns` becomes the instant the request's first byte was written to the
+/// socket (so client-side queueing shows up as schedule lag, never as server latency).
 /// Returns whether the connection may be reused.
 pub async fn stream_request(
     conn: &mut Connection,
@@ -286,7 +295,17 @@ pub async fn stream_request(
             return false;
         }
     };
-    let resp = match conn.sender.send_request(req).await {
+    conn.first_write.store(0, Ordering::Release);
+    let sent = conn.sender.send_request(req).await;
+    let wire = conn.first_write.load(Ordering::Acquire);
+    if wire != 0 {
+        rec.send_ns = Some(
+            crate::io::mono_instant(wire)
+                .saturating_duration_since(epoch)
+                .as_nanos() as u64,
+        );
+    }
+    let resp = match sent {
         Ok(r) => r,
         Err(e) => {
             rec.end_ns = Some(ns(epoch));

@@ -8,20 +8,51 @@
 
 use hyper::body::{Body, Bytes, Frame};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// A tokio stream usable by hyper's connection types.
 #[derive(Debug)]
 pub struct TokioIo<T> {
     inner: T,
+    write_stamp: Option<Arc<AtomicU64>>,
 }
 
 impl<T> TokioIo<T> {
     /// Wraps a tokio stream.
     pub fn new(inner: T) -> TokioIo<T> {
-        TokioIo { inner }
+        TokioIo {
+            inner,
+            write_stamp: None,
+        }
     }
+
+    /// Wraps a tokio stream and stamps `stamp` with [`mono_ns`] at the first write after it
+    /// was reset to 0 (the client uses this to know when a request really left).
+    pub fn with_write_stamp(inner: T, stamp: Arc<AtomicU64>) -> TokioIo<T> {
+        TokioIo {
+            inner,
+            write_stamp: Some(stamp),
+        }
+    }
+}
+
+fn mono_base() -> Instant {
+    static BASE: OnceLock<Instant> = OnceLock::new();
+    *BASE.get_or_init(Instant::now)
+}
+
+/// Nanoseconds on a process-wide monotonic clock, never 0 (0 means "not stamped").
+pub fn mono_ns() -> u64 {
+    mono_base().elapsed().as_nanos() as u64 + 1
+}
+
+/// The instant of a [`mono_ns`] reading.
+pub fn mono_instant(ns: u64) -> Instant {
+    mono_base() + Duration::from_nanos(ns.saturating_sub(1))
 }
 
 impl<T: AsyncRead + Unpin> hyper::rt::Read for TokioIo<T> {
@@ -51,6 +82,7 @@ impl<T: AsyncWrite + Unpin> hyper::rt::Write for TokioIo<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<Result<usize, std::io::Error>> {
+        self.stamp();
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
@@ -71,7 +103,16 @@ impl<T: AsyncWrite + Unpin> hyper::rt::Write for TokioIo<T> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<Result<usize, std::io::Error>> {
+        self.stamp();
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+}
+
+impl<T> TokioIo<T> {
+    fn stamp(&self) {
+        if let Some(s) = &self.write_stamp {
+            let _ = s.compare_exchange(0, mono_ns(), Ordering::AcqRel, Ordering::Acquire);
+        }
     }
 }
 

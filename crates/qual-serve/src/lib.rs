@@ -14,9 +14,11 @@
 //! [`lifecycle`] (owned process group, readiness, listener ownership, shutdown, residue),
 //! [`campaign`] (the whole case), [`mock`], [`pacer`] and [`io`] (plumbing).
 
+pub mod campaign;
 pub mod client;
 pub mod corpus;
 pub mod io;
+pub mod lifecycle;
 pub mod load;
 pub mod metrics;
 pub mod mock;

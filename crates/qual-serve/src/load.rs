@@ -164,7 +164,7 @@ impl Ctx {
         let endpoint = self.endpoints[ci];
         let mut rec =
             RequestRecord::scheduled(k as u64, &self.ids[ci], phase, endpoint, scheduled_ns);
-        rec.send_ns = Some(self.now_ns());
+        rec.started_ns = Some(self.now_ns());
         let timeout = self.spec.request_timeout;
         let fut = async {
             if conn.as_ref().is_none_or(|c| !c.is_usable()) {

@@ -317,6 +317,8 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
             std::process::exit(3);
         }
     }
+    // The TTFT clock starts when the handler starts, before the body is read.
+    let start = Instant::now();
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(_) => {
@@ -326,7 +328,6 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
             )
         }
     };
-    let start = Instant::now();
     if let Some(every) = st.cfg.http_500_every {
         if n % every == 0 {
             return json_response(
@@ -335,7 +336,7 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
             );
         }
     }
-    let parsed: serde_json::Value = match serde_json::from_slice(&body) {
+    let parsed: MockRequest = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
             return json_response(
@@ -344,18 +345,12 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
             )
         }
     };
-    let max_tokens = parsed
-        .get("max_tokens")
-        .and_then(|v| v.as_u64())
-        .unwrap_or(16);
-    let stream = parsed
-        .get("stream")
-        .and_then(|v| v.as_bool())
-        .unwrap_or(false);
+    let max_tokens = parsed.max_tokens.unwrap_or(16);
+    let stream = parsed.stream;
     let include_usage = parsed
-        .pointer("/stream_options/include_usage")
-        .and_then(|v| v.as_bool())
-        .unwrap_or(false);
+        .stream_options
+        .as_ref()
+        .is_some_and(|o| o.include_usage);
     let (tokens, finish) = match st.cfg.output_tokens {
         Some(t) if t < max_tokens => (t, "stop"),
         _ => (max_tokens, "length"),
@@ -441,19 +436,43 @@ async fn stream_paced(
     let _ = tx.send(Ok(plan.tail())).await;
 }
 
-fn prompt_token_count(v: &serde_json::Value, ep: Endpoint) -> u64 {
+#[derive(serde::Deserialize)]
+struct MockRequest {
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    stream: bool,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    messages: Option<Vec<Message>>,
+}
+
+#[derive(serde::Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+#[derive(serde::Deserialize)]
+struct Message {
+    #[serde(default)]
+    content: Option<String>,
+}
+
+/// Prompt "tokens" of the mock: whitespace-separated words (at least 1).
+fn prompt_token_count(v: &MockRequest, ep: Endpoint) -> u64 {
     let words = |s: &str| s.split_whitespace().count() as u64;
     let n = match ep {
-        Endpoint::Completions => v.get("prompt").and_then(|p| p.as_str()).map_or(0, words),
-        Endpoint::Chat => v
-            .get("messages")
-            .and_then(|m| m.as_array())
-            .map_or(0, |ms| {
-                ms.iter()
-                    .filter_map(|m| m.get("content").and_then(|c| c.as_str()))
-                    .map(words)
-                    .sum()
-            }),
+        Endpoint::Completions => v.prompt.as_deref().map_or(0, words),
+        Endpoint::Chat => v.messages.as_ref().map_or(0, |ms| {
+            ms.iter()
+                .filter_map(|m| m.content.as_deref())
+                .map(words)
+                .sum()
+        }),
     };
     n.max(1)
 }

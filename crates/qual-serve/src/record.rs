@@ -100,7 +100,10 @@ pub struct RequestRecord {
     pub endpoint: Endpoint,
     /// When the scheduler wanted the request sent.
     pub scheduled_ns: u64,
-    /// When the client began the request (connection set-up included).
+    /// When the client began working on the request (connection set-up included).
+    pub started_ns: Option<u64>,
+    /// When the request's first byte was written to the socket: the "send" of every
+    /// latency definition and of the schedule lag.
     pub send_ns: Option<u64>,
     /// When the response head (status and headers) arrived.
     pub response_head_ns: Option<u64>,
@@ -143,6 +146,7 @@ impl RequestRecord {
             phase,
             endpoint,
             scheduled_ns,
+            started_ns: None,
             send_ns: None,
             response_head_ns: None,
             first_byte_ns: None,

@@ -1,21 +1,338 @@
-//! `kiln-qual serve` and `kiln-qual mock-server`.
+//! `kiln-qual serve` and `kiln-qual mock-server`: argument parsing, the progress bar and the
+//! final metrics table. Every rule lives in `qual-serve`.
+//!
+//! Exit codes: `serve` 0 when the case passed, 1 when it failed (the case result is written
+//! and says why) or no result could be written, 2 for usage errors. `mock-server` 0 after a
+//! clean SIGTERM/SIGINT shutdown, 1 when it cannot bind or serve.
 
+use crate::exit;
+use crate::output;
 use clap::Args;
+use qual_serve::campaign::{self, CaseStatus, ServeOptions};
+use qual_serve::client::StreamRules;
+use qual_serve::load::{Arrival, Progress, ProgressSink};
+use qual_serve::metrics::Slo;
+use qual_serve::mock::MockConfig;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn non_negative_ms(s: &str) -> Result<Duration, String> {
+    let x: f64 = s.parse().map_err(|_| format!("not a number: {s}"))?;
+    if !(x.is_finite() && x >= 0.0) {
+        return Err("must be a finite number >= 0".into());
+    }
+    Duration::try_from_secs_f64(x / 1000.0).map_err(|_| "too large".to_string())
+}
+
+fn positive_f64(s: &str) -> Result<f64, String> {
+    let x: f64 = s.parse().map_err(|_| format!("not a number: {s}"))?;
+    if !(x.is_finite() && x > 0.0) {
+        return Err("must be a finite number > 0".into());
+    }
+    Ok(x)
+}
+
+/// Open-loop arrival process.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArrivalKind {
+    /// Evenly spaced sends.
+    Constant,
+    /// Exponentially distributed gaps.
+    Poisson,
+}
 
 /// Arguments of `kiln-qual serve`.
 #[derive(Args, Debug)]
-pub struct ServeArgs {}
+pub struct ServeArgs {
+    /// Launch recipe (`kiln-qual.serve-launch.v1`).
+    #[arg(long, value_name = "RECIPE.json")]
+    pub launch: PathBuf,
+    /// Request corpus (JSONL, one strict request object per line).
+    #[arg(long, value_name = "CORPUS.jsonl")]
+    pub corpus: PathBuf,
+    /// Case-result path (default: `$KILN_QUALIFICATION_CASE_RESULT`); the evidence is
+    /// written next to it as `<stem>.serve-evidence.json`.
+    #[arg(long, value_name = "PATH")]
+    pub result: Option<PathBuf>,
+    /// Case id (default: the launch recipe's id).
+    #[arg(long)]
+    pub case_id: Option<String>,
+    /// Config object echoed as the case result's `effective_config` (must equal the workload
+    /// variant's `effective_config`).
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    pub effective_config: String,
+    /// Seed of the request order (and of Poisson arrivals).
+    #[arg(long)]
+    pub seed: u64,
+    /// Warmup requests, excluded from every metric.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Measured requests (default: the number of corpus entries).
+    #[arg(long)]
+    pub requests: Option<usize>,
+    /// Closed loop with this many outstanding requests (default 1).
+    #[arg(long, conflicts_with = "rate")]
+    pub concurrency: Option<usize>,
+    /// Open loop at this many requests per second.
+    #[arg(long, value_parser = positive_f64)]
+    pub rate: Option<f64>,
+    /// Open-loop arrival process.
+    #[arg(long, value_enum, default_value = "constant", requires = "rate")]
+    pub arrival: ArrivalKind,
+    /// Open-loop bound on outstanding requests (later sends lag; none is dropped).
+    #[arg(long, default_value_t = 1024)]
+    pub max_in_flight: usize,
+    /// Per-request deadline in seconds.
+    #[arg(long, default_value = "600", value_parser = positive_f64)]
+    pub request_timeout_seconds: f64,
+    /// Goodput SLO: TTFT bound in ms.
+    #[arg(long, value_parser = positive_f64)]
+    pub slo_ttft_ms: Option<f64>,
+    /// Goodput SLO: bound on each request's largest ITL, in ms.
+    #[arg(long, value_parser = positive_f64)]
+    pub slo_itl_ms: Option<f64>,
+    /// Goodput SLO: E2E bound in ms.
+    #[arg(long, value_parser = positive_f64)]
+    pub slo_e2e_ms: Option<f64>,
+    /// Accept streams without a usage record (tokens then counted from content events).
+    #[arg(long)]
+    pub allow_missing_usage: bool,
+    /// Accept streams that end without `data: [DONE]`.
+    #[arg(long)]
+    pub allow_missing_done: bool,
+    /// Failed measured requests tolerated before the case fails.
+    #[arg(long, default_value_t = 0)]
+    pub max_failed_requests: usize,
+    /// Emit exactly these metrics (repeatable; default: every metric with a value). A selected
+    /// metric without a value fails the case.
+    #[arg(long = "metric", value_name = "NAME")]
+    pub metrics: Vec<String>,
+    /// Model id to request (default: the first id served by /v1/models).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Pin the load generator thread to this CPU.
+    #[arg(long)]
+    pub pin_cpu: Option<usize>,
+    /// Also print the outcome as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Arguments of `kiln-qual mock-server`.
 #[derive(Args, Debug)]
-pub struct MockServerArgs {}
+pub struct MockServerArgs {
+    /// Port on 127.0.0.1 (0 picks a free one; the bound port is printed on stdout).
+    #[arg(long)]
+    pub port: u16,
+    /// Time from request to the first content event, in ms.
+    #[arg(long, default_value = "0", value_parser = non_negative_ms)]
+    pub ttft_ms: Duration,
+    /// Gap between content events, in ms.
+    #[arg(long, default_value = "0", value_parser = non_negative_ms)]
+    pub itl_ms: Duration,
+    /// Content events per response (default: the request's max_tokens).
+    #[arg(long)]
+    pub output_tokens: Option<u64>,
+    /// Model id served by /v1/models.
+    #[arg(long, default_value = "kiln-qual-mock")]
+    pub model: String,
+    /// Answer /v1/models with 503 until this many ms after start.
+    #[arg(long, default_value = "0", value_parser = non_negative_ms)]
+    pub ready_after_ms: Duration,
+    /// Never become ready.
+    #[arg(long)]
+    pub never_ready: bool,
+    /// Injection: send an in-band error event after N content events.
+    #[arg(long, value_name = "N")]
+    pub error_event_after: Option<u64>,
+    /// Injection: drop the connection after N content events.
+    #[arg(long, value_name = "N")]
+    pub drop_connection_after: Option<u64>,
+    /// Injection: answer every N-th completion request with HTTP 500.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_500_every: Option<u64>,
+    /// Injection: exit with code 3 when the N-th completion request arrives.
+    #[arg(long, value_name = "N")]
+    pub exit_after_requests: Option<u64>,
+    /// Injection: keep running this many ms after SIGTERM.
+    #[arg(long, default_value = "0", value_parser = non_negative_ms)]
+    pub slow_shutdown_ms: Duration,
+    /// Injection: ignore SIGTERM.
+    #[arg(long)]
+    pub ignore_sigterm: bool,
+    /// Injection: start a child that ignores SIGTERM and outlives the server.
+    #[arg(long)]
+    pub leave_child: bool,
+}
+
+struct Bar(indicatif::ProgressBar);
+
+impl ProgressSink for Bar {
+    fn update(&self, p: Progress) {
+        self.0.set_length(p.total);
+        self.0.set_position(p.done);
+        let secs = p.elapsed.as_secs_f64().max(1e-9);
+        self.0.set_message(format!(
+            "errors {} · {:.0} tokens/s",
+            p.failed,
+            p.output_tokens as f64 / secs
+        ));
+    }
+}
+
+fn fmt_value(v: Option<f64>, reason: Option<&str>) -> String {
+    match v {
+        Some(x) if x.abs() >= 1000.0 || x == x.trunc() => format!("{x:.1}"),
+        Some(x) => format!("{x:.3}"),
+        None => format!(
+            "null ({})",
+            reason
+                .and_then(|r| r.split(':').next())
+                .unwrap_or("no value")
+        ),
+    }
+}
 
 /// Runs `kiln-qual serve`.
-pub fn serve(_a: ServeArgs) -> i32 {
-    super::not_implemented("run a serving campaign")
+pub fn serve(a: ServeArgs) -> i32 {
+    let Some(result) = a
+        .result
+        .or_else(|| std::env::var_os("KILN_QUALIFICATION_CASE_RESULT").map(PathBuf::from))
+    else {
+        eprintln!("kiln-qual: failed to find the case-result path: pass --result or set KILN_QUALIFICATION_CASE_RESULT");
+        return exit::USAGE;
+    };
+    let effective_config = match qual_json::from_str(&a.effective_config) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("kiln-qual: failed to parse --effective-config: {e}");
+            return exit::USAGE;
+        }
+    };
+    let arrival = match (a.rate, a.arrival) {
+        (Some(r), ArrivalKind::Constant) => Arrival::Constant { rate_per_second: r },
+        (Some(r), ArrivalKind::Poisson) => Arrival::Poisson { rate_per_second: r },
+        (None, _) => Arrival::ClosedLoop {
+            concurrency: a.concurrency.unwrap_or(1),
+        },
+    };
+    let opts = ServeOptions {
+        launch: a.launch,
+        corpus: a.corpus,
+        result,
+        case_id: a.case_id,
+        effective_config,
+        seed: a.seed,
+        warmup: a.warmup,
+        requests: a.requests,
+        arrival,
+        max_in_flight: a.max_in_flight,
+        request_timeout: Duration::from_secs_f64(a.request_timeout_seconds),
+        slo: Slo {
+            ttft_ms: a.slo_ttft_ms,
+            itl_ms: a.slo_itl_ms,
+            e2e_ms: a.slo_e2e_ms,
+        },
+        rules: StreamRules {
+            allow_missing_usage: a.allow_missing_usage,
+            allow_missing_done: a.allow_missing_done,
+        },
+        max_failed_requests: a.max_failed_requests,
+        metrics: (!a.metrics.is_empty()).then_some(a.metrics),
+        model: a.model,
+        pin_cpu: a.pin_cpu,
+    };
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let pb = indicatif::ProgressBar::new(0);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{spinner} {elapsed_precise} [{bar:30}] {pos}/{len} requests · {msg}",
+        ) {
+            pb.set_style(style.progress_chars("=> "));
+        }
+        Arc::new(Bar(pb))
+    });
+    let sink: Option<Arc<dyn ProgressSink>> = bar.clone().map(|b| b as Arc<dyn ProgressSink>);
+    let outcome = campaign::run(&opts, sink);
+    if let Some(b) = bar {
+        b.0.finish_and_clear();
+    }
+    let out = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("kiln-qual: failed to run the serving case: {e}");
+            return exit::FAILED;
+        }
+    };
+    if !out.rows.is_empty() {
+        let rows: Vec<Vec<String>> = out
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.name.clone(),
+                    fmt_value(r.value, r.null_reason.as_deref()),
+                    r.unit.to_string(),
+                ]
+            })
+            .collect();
+        eprint!("{}", output::table(&["metric", "value", "unit"], &rows));
+    }
+    match out.status {
+        CaseStatus::Passed => eprintln!("kiln-qual: serving case passed"),
+        CaseStatus::Failed => {
+            for r in &out.reasons {
+                eprintln!("kiln-qual: serving case failed: {r}");
+            }
+        }
+    }
+    eprintln!("kiln-qual: case result: {}", out.result_path.display());
+    eprintln!("kiln-qual: evidence: {}", out.evidence_path.display());
+    if a.json {
+        output::print_json(&serde_json::json!({
+            "status": out.status,
+            "reasons": out.reasons,
+            "result": out.result_path.display().to_string(),
+            "evidence": out.evidence_path.display().to_string(),
+        }));
+    }
+    match out.status {
+        CaseStatus::Passed => exit::OK,
+        CaseStatus::Failed => exit::FAILED,
+    }
 }
 
 /// Runs `kiln-qual mock-server`.
-pub fn mock_server(_a: MockServerArgs) -> i32 {
-    super::not_implemented("start the mock server")
+pub fn mock_server(a: MockServerArgs) -> i32 {
+    let cfg = MockConfig {
+        port: a.port,
+        ttft: a.ttft_ms,
+        itl: a.itl_ms,
+        output_tokens: a.output_tokens,
+        model: a.model,
+        ready_after: if a.never_ready {
+            Duration::MAX
+        } else {
+            a.ready_after_ms
+        },
+        error_event_after: a.error_event_after,
+        drop_connection_after: a.drop_connection_after,
+        http_500_every: a.http_500_every,
+        exit_after_requests: a.exit_after_requests,
+        slow_shutdown: a.slow_shutdown_ms,
+        ignore_sigterm: a.ignore_sigterm,
+        leave_child: a.leave_child,
+    };
+    let r = qual_serve::mock::run_blocking(cfg, |port| {
+        println!("listening on 127.0.0.1:{port}");
+        eprintln!("kiln-qual: mock-server listening on 127.0.0.1:{port}");
+    });
+    match r {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("kiln-qual: failed to run the mock server: {e}");
+            exit::FAILED
+        }
+    }
 }
