@@ -64,7 +64,8 @@ fn artifact_digests_raw_logs_and_metrics_agree() {
     let mut agree = 0;
     let mut total = 0;
     for entry in std::fs::read_dir(c.join("artifacts")).unwrap() {
-        let art = load(&entry.unwrap().path());
+        let art_path = entry.unwrap().path();
+        let art = load(&art_path);
         let id = art
             .get("fixture_id")
             .and_then(qual_json::Value::as_str)
@@ -125,6 +126,24 @@ fn artifact_digests_raw_logs_and_metrics_agree() {
         assert_eq!(
             written.get("raw_log_sha256"),
             art.get("raw_log_sha256"),
+            "{id}"
+        );
+        // Byte for byte: with the run-specific fields taken from the committed artifact, our
+        // writer's layout reproduces the committed file exactly.
+        let mut same = written.as_object().unwrap().clone();
+        for k in [
+            "created_at_utc",
+            "git_commit",
+            "git_tracked_dirty",
+            "source_sha256",
+            "raw_log",
+        ] {
+            same.insert(k, art.get(k).unwrap().clone());
+        }
+        let text = qual_legacy::jsonout::to_file_text(&qual_json::Value::Object(same), true);
+        assert_eq!(
+            text.as_bytes(),
+            &std::fs::read(&art_path).unwrap()[..],
             "{id}"
         );
         agree += 1;
