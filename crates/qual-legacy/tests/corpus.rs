@@ -140,3 +140,61 @@ fn covered_thresholds_follow_from_observed_values_with_ten_percent_headroom() {
     }
     println!("{checked}/3 locked fixtures reproduce their committed thresholds");
 }
+
+#[test]
+fn locking_the_current_manifest_reproduces_the_covered_manifest_byte_for_byte() {
+    let Some(corpus) = common::corpus_dir() else {
+        return;
+    };
+    let current = load(&corpus.join("manifest-current.json"));
+    let observed_from_artifact = |file: &str| -> Vec<(String, f64)> {
+        let art = load(&corpus.join("artifacts").join(file));
+        art.get("metrics")
+            .and_then(Value::as_object)
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_f64().unwrap()))
+            .collect()
+    };
+    let vulkan_early = {
+        let manifest = load(&corpus.join("manifest-current.json"));
+        let f =
+            qual_legacy::manifest::find_fixture(&manifest, "vulkan_strix_halo_decode_microbench")
+                .unwrap()
+                .clone();
+        let parsed = parse_metric_log(
+            &corpus.join("raw/vulkan_strix_halo_decode_microbench-20260607T204433Z.log"),
+        )
+        .unwrap();
+        qual_legacy::artifact::extract_declared_metrics(&f, &parsed).unwrap()
+    };
+    let mut o = current.as_object().unwrap().clone();
+    let fixtures: Vec<Value> = o
+        .get("fixtures")
+        .and_then(Value::as_array)
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let fo = f.as_object().unwrap();
+            let observed = match fo.get("id").and_then(Value::as_str).unwrap() {
+                "metal_apple_silicon_matmul_qwen35_4b" => {
+                    observed_from_artifact("metal-apple-silicon-matmul.json")
+                }
+                "metal_apple_silicon_sdpa_qwen35_4b" => {
+                    observed_from_artifact("metal-apple-silicon-sdpa.json")
+                }
+                "vulkan_strix_halo_decode_microbench" => vulkan_early.clone(),
+                _ => return f.clone(),
+            };
+            Value::Object(qual_legacy::lock::lock_fixture(fo, &observed, 0.10).unwrap())
+        })
+        .collect();
+    o.insert("fixtures", Value::Array(fixtures));
+    o.insert("status", Value::from("covered"));
+    let text = qual_legacy::jsonout::to_file_text(&Value::Object(o), false);
+    assert_eq!(
+        text.as_bytes(),
+        &std::fs::read(corpus.join("manifest-covered.json")).unwrap()[..]
+    );
+    println!("1/1 covered manifest reproduced byte for byte");
+}
