@@ -503,6 +503,27 @@ fn cli_pipeline_run_lock_check_and_tampering() {
     let out = kq(root, &["latency", "check", MANIFEST, "--require-covered"]);
     assert!(out.status.success());
 
+    // An absolute manifest path selects its own repository, whatever the current directory.
+    let outside = tempfile::tempdir().unwrap();
+    let abs = root.join(MANIFEST);
+    let out = kq(
+        outside.path(),
+        &[
+            "latency",
+            "check",
+            abs.to_str().unwrap(),
+            "--require-covered",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kq(outside.path(), &["latency", "check", MANIFEST]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not inside a git repository"));
+
     // Bad usage exits 2; a refusal exits 1 with a readable message.
     let out = kq(root, &["latency", "lock", MANIFEST]);
     assert_eq!(out.status.code(), Some(2));

@@ -1,7 +1,8 @@
 //! `kiln-qual latency check|run|write|import|lock|plan`: the legacy backend latency fixture
 //! pipeline (every rule lives in `qual-legacy`; this module parses arguments and prints).
 //!
-//! The repository root is the git top level of the current directory. Relative manifest,
+//! The repository root is the git top level of the current directory (of an absolute
+//! manifest's directory, when the manifest is given as an absolute path). Relative manifest,
 //! output and log-directory paths resolve against that root (as the original scripts did
 //! against theirs); a relative `RAW_LOG` for `write` and a relative bundle for `import`
 //! resolve against the current directory. Human output goes to stdout, diagnostics to
@@ -209,8 +210,14 @@ fn fail(what: &str, json: bool, e: &LegacyError) -> i32 {
     exit::FAILED
 }
 
-fn repo_or_fail(what: &str, json: bool) -> Result<Repo, i32> {
-    Repo::discover().map_err(|e| fail(what, json, &e))
+/// The repository the manifest belongs to: the git top level of an absolute manifest's
+/// directory, otherwise of the current directory (relative manifests resolve against it).
+fn repo_or_fail(what: &str, json: bool, manifest: &Path) -> Result<Repo, i32> {
+    let found = match manifest.parent().filter(|_| manifest.is_absolute()) {
+        Some(dir) => Repo::discover_from(dir),
+        None => Repo::discover(),
+    };
+    found.map_err(|e| fail(what, json, &e))
 }
 
 fn from_cwd(p: &Path) -> PathBuf {
@@ -223,7 +230,7 @@ fn from_cwd(p: &Path) -> PathBuf {
 
 fn check(a: CheckArgs) -> i32 {
     let what = "check the latency fixture manifest";
-    let repo = match repo_or_fail(what, a.json) {
+    let repo = match repo_or_fail(what, a.json, &a.manifest) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -285,7 +292,7 @@ fn sorted_metric_names(artifact: &qual_json::Value) -> Vec<String> {
 
 fn run_fixture(a: RunArgs) -> i32 {
     let what = format!("run latency fixture {}", a.fixture_id);
-    let repo = match repo_or_fail(&what, a.json) {
+    let repo = match repo_or_fail(&what, a.json, &a.manifest) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -338,7 +345,7 @@ fn run_fixture(a: RunArgs) -> i32 {
 
 fn write(a: WriteArgs) -> i32 {
     let what = format!("write the latency artifact of {}", a.fixture_id);
-    let repo = match repo_or_fail(&what, a.json) {
+    let repo = match repo_or_fail(&what, a.json, &a.manifest) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -378,7 +385,7 @@ fn write(a: WriteArgs) -> i32 {
 
 fn import(a: ImportArgs) -> i32 {
     let what = format!("import latency artifact bundle {}", a.bundle.display());
-    let repo = match repo_or_fail(&what, a.json) {
+    let repo = match repo_or_fail(&what, a.json, &a.manifest) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -418,7 +425,7 @@ fn import(a: ImportArgs) -> i32 {
 
 fn lock(a: LockArgs) -> i32 {
     let what = "lock latency thresholds";
-    let repo = match repo_or_fail(what, a.json) {
+    let repo = match repo_or_fail(what, a.json, &a.manifest) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -471,7 +478,7 @@ fn lock(a: LockArgs) -> i32 {
 
 fn plan(a: PlanArgs) -> i32 {
     let what = "plan latency fixture dispatch";
-    let repo = match repo_or_fail(what, true) {
+    let repo = match repo_or_fail(what, true, &a.manifest) {
         Ok(r) => r,
         Err(code) => return code,
     };
