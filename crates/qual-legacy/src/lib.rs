@@ -37,26 +37,17 @@ pub mod timestamp;
 /// Why a legacy latency operation refused.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum LegacyError {
-    /// A single refusal; the message is the original implementation's text.
+    /// A refusal; the message is the original implementation's text (validations that
+    /// collect every problem return them as data instead, e.g.
+    /// [`manifest::CheckOutcome::Failed`]).
     #[error("{0}")]
     Refused(String),
-    /// Validation found one or more problems (all of them, in check order).
-    #[error("{}", .0.join("; "))]
-    Invalid(Vec<String>),
 }
 
 impl LegacyError {
     /// Shorthand for [`LegacyError::Refused`].
     pub fn refused(msg: impl Into<String>) -> LegacyError {
         LegacyError::Refused(msg.into())
-    }
-
-    /// The individual messages (one for a refusal, all of them for a validation failure).
-    pub fn messages(&self) -> Vec<String> {
-        match self {
-            LegacyError::Refused(m) => vec![m.clone()],
-            LegacyError::Invalid(v) => v.clone(),
-        }
     }
 }
 
