@@ -16,14 +16,20 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, ExitStatus};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How long to wait for the output pipes to close once every member is gone.
 const PIPE_CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// How long members may survive SIGKILL before supervision stops waiting for them.
+const KILL_GIVE_UP: Duration = Duration::from_secs(10);
 /// Supervision tick while something must be re-checked.
 const TICK: Duration = Duration::from_millis(10);
 /// How often the watch callback of [`execute_watched`] is consulted.
 const WATCH_EVERY: Duration = Duration::from_millis(20);
+
+/// Held by an execution that runs without a cgroup (process group + subreaper tracking).
+static FALLBACK_SERIAL: Mutex<()> = Mutex::new(());
 
 /// A spawned, contained leader.
 pub(crate) struct Started {
@@ -42,7 +48,8 @@ pub(crate) fn start(
     cwd: &Path,
     env: &[(String, String)],
     network: NetworkPolicy,
-) -> Result<Started, ExecError> {
+    serialize_fallback: bool,
+) -> Result<(Started, Option<MutexGuard<'static, ()>>), ExecError> {
     spawn::validate(argv, env)?;
     if let Some(signal) = signals::interrupted() {
         return Err(ExecError::Interrupted { signal });
@@ -52,6 +59,10 @@ pub(crate) fn start(
     let (net_plan, net_used) = spawn::plan_network(network);
     loop {
         let cg = CaseCgroup::create();
+        // Without a cgroup, orphans re-parented to us are attributed to the running execution,
+        // so executions are serialized process-wide (see the crate docs).
+        let guard = (cg.is_none() && serialize_fallback)
+            .then(|| FALLBACK_SERIAL.lock().unwrap_or_else(|p| p.into_inner()));
         let mut cmd = spawn::build_command(
             &program,
             argv,
@@ -81,14 +92,17 @@ pub(crate) fn start(
                 .filter_map(group::fd_inode)
                 .collect();
                 let tracker = Tracker::new(child.id(), cg, inodes);
-                return Ok(Started {
-                    child,
-                    tracker,
-                    mechanism,
-                    network: net_used,
-                    started_at,
-                    t0,
-                });
+                return Ok((
+                    Started {
+                        child,
+                        tracker,
+                        mechanism,
+                        network: net_used,
+                        started_at,
+                        t0,
+                    },
+                    guard,
+                ));
             }
             Err(e) => {
                 if let Some(c) = cg {
@@ -172,7 +186,7 @@ pub fn execute_observed(
     spec: &ExecSpec,
     observer: &mut dyn Observer,
 ) -> Result<Execution, ExecError> {
-    let mut st = start(&spec.argv, &spec.cwd, &spec.env, spec.network)?;
+    let (mut st, _serial) = start(&spec.argv, &spec.cwd, &spec.env, spec.network, true)?;
     let out = st.child.stdout.take();
     let err = st.child.stderr.take();
     let mut streams = [
@@ -496,6 +510,12 @@ impl<'a> Supervisor<'a> {
                     if self.settle_until.is_some_and(|t| now >= t) {
                         // Still alive after the leader ended and the settlement window.
                         self.record_residue(&live);
+                    }
+                    if sig == libc::SIGKILL && now >= kill_at + KILL_GIVE_UP {
+                        // Unkillable (e.g. stuck in uninterruptible sleep): stop waiting; the
+                        // final check reports it and the execution is not clean.
+                        self.settled = true;
+                        return;
                     }
                 }
                 if sig != libc::SIGKILL && now >= kill_at {

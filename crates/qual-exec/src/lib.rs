@@ -54,6 +54,7 @@ pub use capture::{CaptureLimits, Captured};
 pub use cgroup::{set_cgroup_policy, CgroupPolicy};
 pub use exec::{execute, execute_observed, execute_watched, Observer, OutputStream};
 pub use owned::{OwnedProcess, OwnedSpec, Shutdown};
+pub use spawn::probe_loopback_only;
 pub use sys::signal_name;
 
 use serde::{Deserialize, Serialize};

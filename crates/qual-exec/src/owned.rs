@@ -142,8 +142,8 @@ impl OwnedProcess {
                 return Err(e);
             }
         };
-        let mut st = match exec::start(&spec.argv, &spec.cwd, &spec.env, spec.network) {
-            Ok(st) => st,
+        let mut st = match exec::start(&spec.argv, &spec.cwd, &spec.env, spec.network, false) {
+            Ok((st, _)) => st,
             Err(e) => {
                 let _ = std::fs::remove_file(&spec.stdout_log);
                 let _ = std::fs::remove_file(&spec.stderr_log);

@@ -252,24 +252,184 @@ fn pre_exec(plan: &PreExec) -> io::Result<()> {
             }
         }
         if let Some(net) = &plan.net {
-            if net.user_ns {
-                if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
-                    return Err(tagged(STEP_USERNS));
-                }
-                if !write_file(b"/proc/self/setgroups\0", b"deny")
-                    || !write_file(b"/proc/self/uid_map\0", &net.uid_map[..net.uid_map_len])
-                    || !write_file(b"/proc/self/gid_map\0", &net.gid_map[..net.gid_map_len])
-                {
-                    return Err(tagged(STEP_IDMAP));
-                }
-            } else if libc::unshare(libc::CLONE_NEWNET) != 0 {
-                return Err(tagged(STEP_NETNS));
-            }
-            if !loopback_up() {
-                return Err(tagged(STEP_LO_UP));
+            if let Err(step) = setup_network(net) {
+                return Err(tagged(step));
             }
         }
     }
+    Ok(())
+}
+
+/// Enters a new network namespace (after a user namespace when unprivileged) and brings `lo`
+/// up; on failure returns the step, with errno left set.
+unsafe fn setup_network(net: &NetPlan) -> Result<(), i32> {
+    if net.user_ns {
+        if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
+            return Err(STEP_USERNS);
+        }
+        if !write_file(b"/proc/self/setgroups\0", b"deny")
+            || !write_file(b"/proc/self/uid_map\0", &net.uid_map[..net.uid_map_len])
+            || !write_file(b"/proc/self/gid_map\0", &net.gid_map[..net.gid_map_len])
+        {
+            return Err(STEP_IDMAP);
+        }
+    } else if libc::unshare(libc::CLONE_NEWNET) != 0 {
+        return Err(STEP_NETNS);
+    }
+    if !loopback_up() {
+        return Err(STEP_LO_UP);
+    }
+    Ok(())
+}
+
+/// Checks, in a forked child, that a loopback-only network namespace can be established
+/// here: the namespace and `lo` come up, the only interface is `lo`, and a TCP round trip on
+/// 127.0.0.1 works. Runs no program; use it in a preflight before creating anything. Returns
+/// the isolation that executions with [`NetworkPolicy::LoopbackOnly`] will use, or the
+/// fail-closed refusal naming the missing capability.
+pub fn probe_loopback_only() -> Result<NetworkIsolation, ExecError> {
+    let (plan, used) = plan_network(NetworkPolicy::LoopbackOnly);
+    let plan = plan.expect("loopback-only has a plan").0;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 into a local array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(ExecError::Io {
+            context: "create the isolation probe pipe".into(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    let (rd, wr) = (fds[0], fds[1]);
+    // SAFETY: the child only makes async-signal-safe system calls, then _exit()s.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        unsafe {
+            libc::close(rd);
+            let (step, errno) = match probe_child(&plan) {
+                Ok(()) => (0, 0),
+                Err(step) => (step, *libc::__errno_location()),
+            };
+            let msg = [step, errno];
+            libc::write(wr, msg.as_ptr().cast(), std::mem::size_of_val(&msg));
+            libc::_exit(0);
+        }
+    }
+    if pid > 0 {
+        // Never attribute the probe to a running execution.
+        crate::group::register_leader(pid as u32);
+    }
+    // SAFETY: closing our copy of the write end; reading into a local; reaping our child.
+    let (n, msg) = unsafe {
+        libc::close(wr);
+        if pid < 0 {
+            libc::close(rd);
+            return Err(ExecError::Io {
+                context: "fork the isolation probe".into(),
+                source: io::Error::last_os_error(),
+            });
+        }
+        let mut msg = [0i32; 2];
+        let n = libc::read(rd, msg.as_mut_ptr().cast(), std::mem::size_of_val(&msg));
+        libc::close(rd);
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+        (n, msg)
+    };
+    crate::group::unregister_leader(pid as u32);
+    if n != std::mem::size_of::<[i32; 2]>() as isize {
+        return Err(ExecError::IsolationUnavailable {
+            capability: "a working isolation probe".into(),
+            reason: "the probe process ended without reporting".into(),
+        });
+    }
+    match msg {
+        [0, _] => Ok(used),
+        [STEP_PROBE_IFACES, _] => Err(ExecError::IsolationUnavailable {
+            capability: "a network namespace containing only lo".into(),
+            reason: "other interfaces are present in the new namespace".into(),
+        }),
+        [STEP_PROBE_TCP, errno] => Err(ExecError::IsolationUnavailable {
+            capability: "loopback TCP inside the network namespace".into(),
+            reason: io::Error::from_raw_os_error(errno).to_string(),
+        }),
+        [step, errno] => Err(isolation_error(step, errno)),
+    }
+}
+
+const STEP_PROBE_IFACES: i32 = 7;
+const STEP_PROBE_TCP: i32 = 8;
+
+unsafe fn probe_child(plan: &NetPlan) -> Result<(), i32> {
+    setup_network(plan)?;
+    // Interfaces: every line of /proc/net/dev after the two headers must name `lo`.
+    let fd = libc::open(c"/proc/net/dev".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+    if fd < 0 {
+        return Err(STEP_PROBE_IFACES);
+    }
+    let mut buf = [0u8; 8192];
+    let mut len = 0usize;
+    loop {
+        let r = libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len);
+        if r <= 0 {
+            break;
+        }
+        len += r as usize;
+        if len == buf.len() {
+            break;
+        }
+    }
+    libc::close(fd);
+    let mut lo_seen = false;
+    for line in buf[..len].split(|b| *b == b'\n').skip(2) {
+        let Some(colon) = line.iter().position(|b| *b == b':') else {
+            continue;
+        };
+        let name = line[..colon].trim_ascii();
+        if name == b"lo" {
+            lo_seen = true;
+        } else {
+            return Err(STEP_PROBE_IFACES);
+        }
+    }
+    if !lo_seen {
+        return Err(STEP_PROBE_IFACES);
+    }
+    tcp_round_trip().map_err(|_| STEP_PROBE_TCP)
+}
+
+/// Listener on 127.0.0.1:0, a client connects, the server side sends `x`, the client reads it.
+unsafe fn tcp_round_trip() -> Result<(), ()> {
+    let l = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+    let c = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+    if l < 0 || c < 0 {
+        return Err(());
+    }
+    let mut addr: libc::sockaddr_in = std::mem::zeroed();
+    addr.sin_family = libc::AF_INET as libc::sa_family_t;
+    addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+    let alen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    if libc::bind(l, (&addr as *const libc::sockaddr_in).cast(), alen) != 0
+        || libc::listen(l, 1) != 0
+    {
+        return Err(());
+    }
+    let mut bound: libc::sockaddr_in = std::mem::zeroed();
+    let mut blen = alen;
+    if libc::getsockname(l, (&mut bound as *mut libc::sockaddr_in).cast(), &mut blen) != 0
+        || libc::connect(c, (&bound as *const libc::sockaddr_in).cast(), alen) != 0
+    {
+        return Err(());
+    }
+    let s = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
+    if s < 0 || libc::write(s, b"x".as_ptr().cast(), 1) != 1 {
+        return Err(());
+    }
+    let mut b = [0u8; 1];
+    if libc::read(c, b.as_mut_ptr().cast(), 1) != 1 || b[0] != b'x' {
+        return Err(());
+    }
+    libc::close(s);
+    libc::close(c);
+    libc::close(l);
     Ok(())
 }
 

@@ -22,3 +22,34 @@ fn echo() {
     assert_eq!(e.stderr.text_lossy(), "err\n");
     assert!(e.containment.clean);
 }
+
+#[test]
+fn isolation_probe_agrees_with_execution() {
+    let probe = probe_loopback_only();
+    let mut s = spec(&["cat", "/proc/net/dev"]);
+    s.network = NetworkPolicy::LoopbackOnly;
+    let run = execute(&s);
+    match probe {
+        Ok(isolation) => {
+            assert_ne!(isolation, NetworkIsolation::None);
+            let e = run.unwrap();
+            assert_eq!(e.containment.network, isolation);
+            let text = e.stdout.text_lossy();
+            let names: Vec<&str> = text
+                .lines()
+                .skip(2)
+                .filter_map(|l| l.split(':').next())
+                .map(str::trim)
+                .collect();
+            assert_eq!(names, ["lo"], "{text}");
+        }
+        Err(ExecError::IsolationUnavailable { capability, .. }) => {
+            eprintln!("isolation unavailable here: {capability}");
+            assert!(matches!(
+                run.unwrap_err(),
+                ExecError::IsolationUnavailable { .. }
+            ));
+        }
+        Err(other) => panic!("probe failed unexpectedly: {other}"),
+    }
+}

@@ -12,6 +12,12 @@ fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
+/// Makes a temporary directory usable by the unprivileged re-run (see the last test).
+fn open_dir(d: &tempfile::TempDir) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+}
+
 #[test]
 fn sleeper_past_deadline_is_terminated_with_sigterm() {
     let d = tmp();
@@ -335,4 +341,54 @@ fn evidence_serializes_as_tagged_outcomes() {
     assert!(m == "cgroup_v2" || m == "process_group_subreaper", "{m}");
     let back: qual_exec::Execution = serde_json::from_value(v).unwrap();
     assert_eq!(back.termination, e.termination);
+}
+
+/// Re-runs this whole suite as an unprivileged user (uid/gid 65534) when we are root and
+/// `setpriv` exists: no writable cgroup (process group + subreaper tracking) and a user
+/// namespace for the loopback-only network. Skips, saying why, elsewhere.
+#[test]
+fn whole_suite_passes_unprivileged() {
+    if std::env::var_os("KQ_UNPRIVILEGED_CHILD").is_some() {
+        return;
+    }
+    // SAFETY: trivial getter.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: not root, the suite already runs unprivileged");
+        return;
+    }
+    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    let Some(setpriv) = setpriv else {
+        eprintln!("skipped: setpriv not found");
+        return;
+    };
+    let me = std::env::current_exe().unwrap();
+    let d = tmp();
+    open_dir(&d);
+    let out = std::process::Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&me)
+        .args([
+            "--skip",
+            "whole_suite_passes_unprivileged",
+            "--test-threads",
+            "4",
+        ])
+        .env("KQ_UNPRIVILEGED_CHILD", "1")
+        .env("TMPDIR", d.path())
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if matches!(out.status.code(), Some(126 | 127)) || text.contains("Permission denied") {
+        eprintln!("skipped: uid 65534 cannot execute the test binary here: {text}");
+        return;
+    }
+    assert!(out.status.success(), "unprivileged run failed:\n{text}");
+    assert!(text.contains("test result: ok."), "{text}");
 }
