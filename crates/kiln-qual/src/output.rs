@@ -2,10 +2,13 @@
 
 use serde::Serialize;
 
-/// Prints a value as pretty JSON with a trailing newline on stdout.
+/// Prints a value as pretty JSON with a trailing newline on stdout. A closed pipe (e.g.
+/// `| head`) is not an error worth a panic: the output is simply cut.
 pub fn print_json<T: Serialize>(value: &T) {
+    use std::io::Write;
     let text = serde_json::to_string_pretty(value).expect("report serializes");
-    println!("{text}");
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
 }
 
 /// Renders rows as a left-aligned text table with a header line.
