@@ -38,6 +38,14 @@ fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     Some(cur)
 }
 
+/// Seconds with millisecond precision (`4.781 s`), or `-`.
+fn seconds(v: Option<&Value>) -> String {
+    match v.and_then(Value::as_f64) {
+        Some(f) => format!("{f:.3} s"),
+        None => "-".to_owned(),
+    }
+}
+
 fn bytes_text(v: Option<&Value>) -> Option<String> {
     let n = v?.as_f64()?;
     Some(format!("{:.1} GiB", n / (1024.0 * 1024.0 * 1024.0)))
@@ -148,10 +156,10 @@ pub fn receipt_summary(r: &Value) -> String {
     }
     let _ = writeln!(
         out,
-        "  run:       {} → {} ({} s)",
+        "  run:       {} → {} ({})",
         text(at(r, &["qualification", "started_at_utc"])),
         text(at(r, &["qualification", "finished_at_utc"])),
-        text(at(r, &["qualification", "duration_seconds"]))
+        seconds(at(r, &["qualification", "duration_seconds"]))
     );
 
     let results = r.get("results").and_then(Value::as_array);
@@ -166,7 +174,7 @@ pub fn receipt_summary(r: &Value) -> String {
                 text(res.get("id")),
                 if required { "required" } else { "optional" }.to_owned(),
                 text(res.get("status")),
-                format!("{} s", text(res.get("duration_seconds"))),
+                seconds(res.get("duration_seconds")),
             ]
         })
         .collect();
@@ -263,7 +271,11 @@ pub fn comparison_table(report: &ComparisonReport) -> String {
                     num_text(&e.candidate),
                     delta,
                     e.rule_text(),
-                    e.status.to_uppercase(),
+                    if e.required || e.status == "passed" {
+                        e.status.to_uppercase()
+                    } else {
+                        format!("{} (advisory)", e.status.to_uppercase())
+                    },
                 ]
             })
             .collect();
@@ -283,6 +295,11 @@ pub fn comparison_table(report: &ComparisonReport) -> String {
         line(header);
         for r in &rows {
             line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
+        }
+        for e in &report.metric_evaluations {
+            if let Some(reason) = &e.reason {
+                let _ = writeln!(out, "{}: {reason}", e.scope);
+            }
         }
     }
     out
