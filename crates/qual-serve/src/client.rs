@@ -132,6 +132,37 @@ pub async fn probe_models(addr: SocketAddr, timeout: Duration) -> Probe {
     Probe::Ready { body: bytes, ids }
 }
 
+/// Sends one non-streamed `GET` on `conn` and reads the whole body; returns the status and
+/// the body length. Used by the client-headroom benchmark (the same request `wrk` sends).
+pub async fn unary_get(
+    conn: &mut Connection,
+    addr: SocketAddr,
+    path: &str,
+) -> Result<(u16, usize), String> {
+    let req = hyper::Request::get(path)
+        .header(hyper::header::HOST, addr.to_string())
+        .body(FullBody::default())
+        .map_err(|e| e.to_string())?;
+    conn.sender
+        .ready()
+        .await
+        .map_err(|e| format!("connection not ready: {e}"))?;
+    let resp = conn
+        .sender
+        .send_request(req)
+        .await
+        .map_err(|e| format!("request: {e}"))?;
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
+    let mut n = 0;
+    while let Some(f) = next_frame(&mut body).await {
+        if let Ok(d) = f.map_err(|e| format!("read body: {e}"))?.into_data() {
+            n += d.len();
+        }
+    }
+    Ok((status, n))
+}
+
 /// Stream acceptance switches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamRules {
@@ -295,6 +326,13 @@ pub async fn stream_request(
             return false;
         }
     };
+    if let Err(e) = conn.sender.ready().await {
+        rec.end_ns = Some(ns(epoch));
+        rec.outcome = Outcome::Failed {
+            reason: format!("connection not ready: {e}"),
+        };
+        return false;
+    }
     conn.first_write.store(0, Ordering::Release);
     let sent = conn.sender.send_request(req).await;
     let wire = conn.first_write.load(Ordering::Acquire);

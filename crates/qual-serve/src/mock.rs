@@ -381,8 +381,11 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
         if ep == Endpoint::Chat {
             all.extend_from_slice(&plan.role_event());
         }
+        let (head, tail) = plan.content_frame();
         for k in 0..tokens {
-            all.extend_from_slice(&plan.content_event(k));
+            all.extend_from_slice(head.as_bytes());
+            all.extend_from_slice(token_text(k).as_bytes());
+            all.extend_from_slice(tail.as_bytes());
         }
         all.extend_from_slice(&plan.tail());
         EitherBody::Full(FullBody::new(all))
@@ -512,16 +515,33 @@ impl Plan {
         sse(&self.chunk(serde_json::json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null})))
     }
 
+    /// The text around a content event's token (JSON-escaped id and model), so that a
+    /// zero-delay stream of thousands of events costs one `format!` per event.
+    fn content_frame(&self) -> (String, &'static str) {
+        let q = |s: &str| serde_json::Value::from(s).to_string();
+        match self.ep {
+            Endpoint::Chat => (
+                format!(
+                    "data: {{\"id\":{},\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":{},\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"",
+                    q(&self.id),
+                    q(&self.model)
+                ),
+                "\"},\"finish_reason\":null}]}\n\n",
+            ),
+            Endpoint::Completions => (
+                format!(
+                    "data: {{\"id\":{},\"object\":\"text_completion\",\"created\":0,\"model\":{},\"choices\":[{{\"index\":0,\"text\":\"",
+                    q(&self.id),
+                    q(&self.model)
+                ),
+                "\",\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+            ),
+        }
+    }
+
     fn content_event(&self, k: u64) -> Bytes {
-        let choice = match self.ep {
-            Endpoint::Chat => {
-                serde_json::json!({"index": 0, "delta": {"content": token_text(k)}, "finish_reason": null})
-            }
-            Endpoint::Completions => {
-                serde_json::json!({"index": 0, "text": token_text(k), "logprobs": null, "finish_reason": null})
-            }
-        };
-        sse(&self.chunk(choice))
+        let (head, tail) = self.content_frame();
+        Bytes::from(format!("{head}{}{tail}", token_text(k)))
     }
 
     fn usage(&self) -> serde_json::Value {
@@ -568,6 +588,35 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_events_are_valid_json_with_escaped_fields() {
+        for ep in [Endpoint::Chat, Endpoint::Completions] {
+            let plan = Plan {
+                ep,
+                id: "mock-1".into(),
+                model: "m\"odel".into(),
+                tokens: 1,
+                finish: "length",
+                prompt_tokens: 1,
+                include_usage: true,
+            };
+            let ev = plan.content_event(7);
+            let text = std::str::from_utf8(&ev).unwrap();
+            let json = text
+                .strip_prefix("data: ")
+                .unwrap()
+                .strip_suffix("\n\n")
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_str(json).unwrap();
+            assert_eq!(v["model"], "m\"odel");
+            let got = match ep {
+                Endpoint::Chat => &v["choices"][0]["delta"]["content"],
+                Endpoint::Completions => &v["choices"][0]["text"],
+            };
+            assert_eq!(got, "tok7 ");
+        }
+    }
 
     #[test]
     fn flags_parse_and_reject_unknown() {
