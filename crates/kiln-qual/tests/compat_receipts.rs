@@ -128,7 +128,7 @@ fn assert_agreement(
     }
     println!("{corpus}: {agree}/{} verdicts agree", ours.len());
     for line in &unreasoned {
-        println!("DISAGREEMENT {line}");
+        println!("unexplained disagreement: {line}");
     }
     assert!(
         unreasoned.is_empty(),
