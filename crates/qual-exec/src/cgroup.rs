@@ -66,6 +66,8 @@ impl CaseCgroup {
             _ => {}
         }
         let made = own_cgroup_dir().and_then(|parent| {
+            static SWEPT: std::sync::Once = std::sync::Once::new();
+            SWEPT.call_once(|| sweep_stale(&parent));
             let n = COUNTER.fetch_add(1, Ordering::SeqCst);
             let dir = parent.join(format!("kiln-qual-{}-{n}", std::process::id()));
             fs::create_dir(&dir).ok()?;
@@ -141,6 +143,36 @@ impl CaseCgroup {
                 Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
                 Err(_) => return false,
             }
+        }
+    }
+}
+
+/// Removes sub-cgroups left by a previous process of ours that died without cleanup (e.g.
+/// killed with SIGKILL): `kiln-qual-<pid>-<n>` whose `<pid>` no longer exists. Their members
+/// are killed first. Best effort.
+fn sweep_stale(parent: &std::path::Path) {
+    let Ok(dir) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("kiln-qual-")) else {
+            continue;
+        };
+        let Some(owner) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if owner == std::process::id() || std::path::Path::new(&format!("/proc/{owner}")).exists() {
+            continue;
+        }
+        let path = entry.path();
+        let _ = OpenOptions::new()
+            .write(true)
+            .open(path.join("cgroup.kill"))
+            .and_then(|mut f| f.write_all(b"1"));
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while fs::remove_dir(&path).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 }

@@ -42,13 +42,14 @@ pub(crate) struct Started {
 }
 
 /// Spawns `argv` contained: own session, cgroup when usable, optional network namespace,
-/// stdout/stderr piped.
+/// stdout/stderr piped. `supervised` (for [`execute`]: the calling thread supervises the child
+/// until it is gone) adds die-with-parent and serializes fallback-mode executions.
 pub(crate) fn start(
     argv: &[String],
     cwd: &Path,
     env: &[(String, String)],
     network: NetworkPolicy,
-    serialize_fallback: bool,
+    supervised: bool,
 ) -> Result<(Started, Option<MutexGuard<'static, ()>>), ExecError> {
     spawn::validate(argv, env)?;
     if let Some(signal) = signals::interrupted() {
@@ -61,7 +62,7 @@ pub(crate) fn start(
         let cg = CaseCgroup::create();
         // Without a cgroup, orphans re-parented to us are attributed to the running execution,
         // so executions are serialized process-wide (see the crate docs).
-        let guard = (cg.is_none() && serialize_fallback)
+        let guard = (cg.is_none() && supervised)
             .then(|| FALLBACK_SERIAL.lock().unwrap_or_else(|p| p.into_inner()));
         let mut cmd = spawn::build_command(
             &program,
@@ -70,6 +71,7 @@ pub(crate) fn start(
             env,
             cg.as_ref().map(|c| c.procs_fd()),
             net_plan,
+            supervised,
         );
         let started_at = SystemTime::now();
         let t0 = Instant::now();

@@ -78,6 +78,8 @@ pub(crate) fn isolation_error(step: i32, errno: i32) -> ExecError {
 struct PreExec {
     cgroup_procs: Option<RawFd>,
     net: Option<NetPlan>,
+    /// Our pid, when the child must die with the spawning thread (PR_SET_PDEATHSIG).
+    die_with_parent: Option<libc::pid_t>,
 }
 
 #[derive(Clone, Copy)]
@@ -218,6 +220,7 @@ pub(crate) fn build_command(
     env: &[(String, String)],
     cgroup_procs: Option<RawFd>,
     net: Option<NetPlanPublic>,
+    die_with_parent: bool,
 ) -> Command {
     let mut cmd = Command::new(program);
     cmd.arg0(OsStr::from_bytes(argv[0].as_bytes()))
@@ -231,6 +234,8 @@ pub(crate) fn build_command(
     let plan = PreExec {
         cgroup_procs,
         net: net.map(|n| n.0),
+        // SAFETY: trivial getter.
+        die_with_parent: die_with_parent.then(|| unsafe { libc::getpid() }),
     };
     // SAFETY: the closure only performs async-signal-safe system calls on copied values.
     unsafe {
@@ -245,6 +250,21 @@ fn pre_exec(plan: &PreExec) -> io::Result<()> {
     unsafe {
         if libc::setsid() < 0 {
             return Err(tagged(STEP_SETSID));
+        }
+        if let Some(parent) = plan.die_with_parent {
+            // SIGKILL when the spawning thread dies (e.g. the runner is killed with -9); if the
+            // parent is already gone, do not start at all.
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+                || libc::getppid() != parent
+            {
+                return Err(tagged(STEP_SETSID));
+            }
         }
         if let Some(fd) = plan.cgroup_procs {
             if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
