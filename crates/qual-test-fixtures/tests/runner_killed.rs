@@ -53,7 +53,7 @@ fn case_dies_with_a_sigkilled_runner_and_escapees_are_swept_next_time() {
             *p != gc
                 && *p != runner_pid
                 && std::fs::read(format!("/proc/{p}/cmdline"))
-                    .map(|c| c.ends_with(b"sleep\0600\0"))
+                    .map(|c| c.ends_with(b"sleep\x00600\x00"))
                     .unwrap_or(false)
         });
         leader.is_some()
