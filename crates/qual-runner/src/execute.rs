@@ -1,6 +1,10 @@
 //! One case execution: argv and environment assembly, bounded execution through `qual-exec`,
 //! raw evidence files, output assertions and the case-result protocol.
 //!
+//! Files here are created with `O_EXCL` and not synced one by one; the orchestrator syncs the
+//! whole file system of the run directory once before it writes the receipt, so a receipt is
+//! only ever written after every artifact it names is durable.
+//!
 //! Layout per execution: `<run_dir>/cases/<iii>-<case_id>-r<rrr>/` with `stdout.log`,
 //! `stderr.log` (the kept head and tail of each stream, with a marker line where bytes were
 //! dropped), `command-result.json` (written by the command, when it does) and
@@ -94,7 +98,6 @@ fn create_new(path: &Path, bytes: &[u8]) -> Result<(), ExecStop> {
         .open(path)
         .map_err(|e| ExecStop::Io(format!("cannot create {}: {e}", path.display())))?;
     f.write_all(bytes)
-        .and_then(|_| f.sync_all())
         .map_err(|e| ExecStop::Io(format!("cannot write {}: {e}", path.display())))
 }
 
@@ -528,8 +531,7 @@ pub fn run_execution(
         }
     }
     let case_result_path = case_dir.join("case-result.json");
-    qual_receipt::write::create_exclusive(&case_result_path, text.as_bytes())
-        .map_err(|e| ExecStop::Io(e.to_string()))?;
+    create_new(&case_result_path, text.as_bytes())?;
     artifacts.push(artifact(
         ctx.root,
         "case_result",

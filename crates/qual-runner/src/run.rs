@@ -731,7 +731,9 @@ fn execute_run(
     }
     interrupted()?;
 
-    // Write the receipt last.
+    // Make every artifact durable (one syncfs for the run directory's file system), then
+    // write the receipt last.
+    sync_filesystem(run_dir).map_err(|e| aborted(format!("cannot sync run evidence: {e}")))?;
     let parent = receipt_path.parent().expect("receipt parent");
     std::fs::create_dir_all(parent)
         .map_err(|e| aborted(format!("cannot create receipt directory: {e}")))?;
@@ -739,4 +741,15 @@ fn execute_run(
     create_exclusive(receipt_path, to_pretty_json(&receipt.to_value()).as_bytes())
         .map_err(aborted)?;
     Ok(receipt)
+}
+
+/// `syncfs(2)` on the file system holding `dir`.
+fn sync_filesystem(dir: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(dir)?;
+    // SAFETY: `f` is an open descriptor for the duration of the call.
+    if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
