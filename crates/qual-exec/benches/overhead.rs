@@ -49,6 +49,14 @@ fn main() {
 
     let (ours, mechanism) = measure(&spec);
     report(baseline, ours, mechanism);
+    // What the runner uses for `network_access: forbidden`: a fresh network namespace per case.
+    let mut isolated = spec.clone();
+    isolated.network = NetworkPolicy::LoopbackOnly;
+    if qual_exec::probe_loopback_only().is_ok() {
+        println!("with NetworkPolicy::LoopbackOnly:");
+        let (ours, mechanism) = measure(&isolated);
+        report(baseline, ours, mechanism);
+    }
     if mechanism == Some(Mechanism::CgroupV2) {
         qual_exec::set_cgroup_policy(qual_exec::CgroupPolicy::Never);
         let (ours, mechanism) = measure(&spec);

@@ -2,40 +2,71 @@
 //! containment and residue evidence. Linux is the first-class platform.
 //!
 //! # What this crate owns
-//! - [`execute`]: run one command to completion under an [`ExecSpec`] and return the
-//!   [`Execution`] evidence. It always cleans up: when it returns, no process of the case is
-//!   alive, whatever the command did.
+//! - [`execute`] (and [`execute_observed`] / [`execute_watched`]): run one command to
+//!   completion under an [`ExecSpec`] and return the [`Execution`] evidence. It always cleans
+//!   up: when it returns, no process of the case is alive, whatever the command did.
 //! - [`OwnedProcess`]: a long-lived contained process (a server) with the same containment,
 //!   logs written to files under a byte bound, and a staged [`OwnedProcess::shutdown`].
 //! - [`signals`]: SIGINT/SIGTERM forwarding to running case groups.
+//! - [`probe_loopback_only`]: a preflight check that loopback-only isolation works here.
+//! - [`wrap`]: the rules of bounded tool wrappers (`kiln-qual cargo`).
 //!
 //! # Mechanisms
-//! - **argv only** (never a shell), `argv[0]` resolved on the `PATH` of the case environment;
-//!   the environment is exactly [`ExecSpec::env`] (nothing inherited); stdin is `/dev/null`.
+//! - **argv only** (never a shell), `argv[0]` resolved on the `PATH` of the case environment
+//!   (a name with `/` is a path, relative to `cwd`). The environment is exactly
+//!   [`ExecSpec::env`], nothing inherited (the child sees it sorted by name; for a repeated
+//!   name the last value wins); stdin is `/dev/null`.
 //! - Every child calls `setsid()` before `exec`: it leads a new session and process group
-//!   (pgid = pid), so it does not receive the terminal's signals and its group can be signalled.
-//! - **Containment** ([`Mechanism`]): a fresh cgroup v2 sub-tree per execution when this
-//!   process's cgroup accepts one (`cgroup_v2`; the child joins it before `exec`), else the
-//!   process group plus subreaper tracking (`process_group_subreaper`). In both cases this
-//!   process becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`), so a descendant that
-//!   escaped with `setsid` or a double fork is re-parented to us: found, killed and reaped.
+//!   (pgid = pid), so it does not receive the terminal's signals and its group can be
+//!   signalled as a whole. Children of [`execute`] also get `PR_SET_PDEATHSIG = SIGKILL`, so a
+//!   runner killed with SIGKILL takes its case leader with it.
+//! - **Containment** ([`Mechanism`]): a fresh cgroup v2 sub-tree `kiln-qual-<pid>-<n>` under
+//!   this process's own cgroup when that accepts one (`cgroup_v2`; the child joins it before
+//!   `exec`, so nothing is ever born outside it; availability is detected, never assumed:
+//!   the first refusal switches the process to the fallback), else the process group plus
+//!   subreaper tracking (`process_group_subreaper`). In both cases this process becomes a
+//!   child subreaper (`PR_SET_CHILD_SUBREAPER`), so a descendant that escaped with `setsid`
+//!   or a double fork is re-parented to us: found, killed and reaped. Sub-cgroups left by a
+//!   runner that died without cleanup are swept (members killed) by the next one.
+//! - **Membership**: with cgroups, `cgroup.procs`; without, the leader's subtree and the
+//!   subtrees of orphans re-parented to us, walked through `/proc/<pid>/task/*/children`
+//!   (a full `/proc` scan by group, session and ancestry where those files do not exist), and,
+//!   when the output pipes stay open after everything known is gone, every process holding
+//!   them. Processes are identified by pid *and* start time; signals go through pidfds.
+//!   Because fallback attribution of orphans is by "re-parented to us while the execution
+//!   runs", fallback-mode [`execute`] calls are serialized process-wide; an [`OwnedProcess`]
+//!   is not, so in fallback mode do not run one while unrelated children of this process are
+//!   orphaned (with cgroups there is no such ambiguity).
 //! - **Output**: stdout and stderr are read in one `poll` loop while the child runs; each keeps
 //!   a head and a tail ring ([`CaptureLimits`]) plus a total byte count; the pipes are always
-//!   drained, so memory stays bounded whatever the child writes.
+//!   drained, so memory stays bounded whatever the child writes. An [`Observer`] sees every
+//!   chunk live (pass-through, or a caller-owned output limit via [`Observer::watch`]).
 //! - **Deadline**: at `timeout`, SIGTERM to the group (and every tracked member), then after
-//!   `term_grace` SIGKILL; [`Termination::TimedOut`] records the signal that ended the leader.
-//! - **Settlement**: after a normal exit, members still alive get up to 1 s to finish; then
-//!   they are terminated with the same schedule and recorded as [`Residue`].
+//!   `term_grace` SIGKILL; [`Termination::TimedOut`] records the last signal we sent before
+//!   the leader ended. Interruption ([`signals`]) and [`Observer::watch`] use the same
+//!   schedule and end as `Interrupted` / `Aborted`.
+//! - **Settlement**: after the leader ends, members still alive get [`SETTLEMENT`] (1 s) to
+//!   finish (or to die of the signal they already received); whatever is still alive then is
+//!   [`Residue`]: terminated with the same schedule and recorded with the signal that ended
+//!   it. Processes that survive SIGKILL for 10 s (uninterruptible sleep) stop the wait and
+//!   make the execution unclean.
 //! - **Network**: [`NetworkPolicy::LoopbackOnly`] runs the child in a private network
 //!   namespace with only `lo`, brought up with `ioctl(SIOCSIFFLAGS)` (no `ip` binary); as a
-//!   non-root user a user namespace is created first. When the kernel refuses, the execution
-//!   fails closed with [`ExecError::IsolationUnavailable`] naming the missing capability.
+//!   non-root user a user namespace mapping our uid to root is created first. When the kernel
+//!   refuses, the execution fails closed with [`ExecError::IsolationUnavailable`] naming the
+//!   missing capability.
+//!
+//! Not implemented from the original runner's schedule: the "driver-first" SIGINT to leaf
+//! processes before the group SIGTERM (it exists for wrapper supervisors such as `bwrap`,
+//! which this crate does not interpose).
 //!
 //! # Invariants
-//! - `execute` never returns while a process of the case is alive; `Containment::clean` says
-//!   whether the case left anything behind that had to be killed after its leader finished.
-//! - Memory per execution is bounded by the capture limits plus a fixed read buffer.
+//! - `execute` never returns while a process of the case is alive (short of processes that
+//!   ignore SIGKILL, reported as not clean); `Containment::clean` says whether the case left
+//!   anything behind after its leader finished.
+//! - Memory per execution is bounded by the capture limits plus a fixed 64 KiB read buffer.
 //! - Wall time is measured with a monotonic clock; `started_at` is the wall-clock start.
+//! - The code between `fork` and `exec` only makes async-signal-safe system calls.
 
 mod capture;
 mod cgroup;

@@ -21,3 +21,26 @@
 //! | `touch-file PATH` | appends a line to PATH |
 //!
 //! Invariant: fixtures only ever address 127.0.0.1.
+//!
+//! Other crates' tests cannot use `env!("CARGO_BIN_EXE_...")` for a bin of this crate (and
+//! cargo does not build a dependency's binaries); they can call [`fixture_binary`] after
+//! `cargo build -p qual-test-fixtures --bins`, or put their integration tests here.
+
+use std::path::PathBuf;
+
+/// Locates a binary of this crate (`qual-fixture`, `qual-exec-run`) for tests of other crates:
+/// `$QUAL_FIXTURE_DIR/<name>` when that variable is set, else `<name>` in the directory of the
+/// running test executable or its parent (cargo puts test binaries in `target/<profile>/deps`
+/// and bins in `target/<profile>`). `None` when it has not been built.
+pub fn fixture_binary(name: &str) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("QUAL_FIXTURE_DIR") {
+        let p = PathBuf::from(dir).join(name);
+        return p.is_file().then_some(p);
+    }
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
