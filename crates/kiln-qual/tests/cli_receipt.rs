@@ -508,25 +508,167 @@ fn two_runner_receipts_of_one_environment_workload_compare_strictly() {
         v["workload_manifest"]["path"],
         json!("qualification/workloads/strict-env-v1.json")
     );
-    // Strict environment comparison compares the whole environment, and the runner records the
-    // device's momentary available memory, so two runs are equal except (usually) that leaf.
-    let rejected = v["compatibility"]["rejected_differences"]
+    // The runner records the device's momentary available memory; that observation is listed,
+    // not treated as an identity difference, so two runs on one host compare.
+    assert_eq!(v["ok"], json!(true), "{out}");
+    assert_eq!(code, 0);
+    for d in v["compatibility"]["allowed_differences"]
+        .as_array()
+        .unwrap()
+    {
+        assert_eq!(d["compatibility"], json!("environment_observation"), "{d}");
+    }
+}
+
+// ---- a declared A/B pair qualified by our runner -------------------------------------------
+
+/// The command of the A/B workload's case: this test binary, re-entered through libtest as
+/// the ignored test below, which writes a `qualification-case-result-v1` document echoing the
+/// variant's configuration and reporting the throughput given in its case environment.
+#[test]
+#[ignore = "driver side of runner_receipts_of_a_declared_ab_pair_compare"]
+fn ab_case_driver() {
+    let Ok(path) = std::env::var("KILN_QUALIFICATION_CASE_RESULT") else {
+        return;
+    };
+    let batch: i64 = std::env::var("DRIVER_MAX_BATCH").unwrap().parse().unwrap();
+    let tps: f64 = std::env::var("DRIVER_THROUGHPUT").unwrap().parse().unwrap();
+    let result = json!({
+        "schema_version": 1, "case_id": "main-case", "status": "passed", "duration_seconds": 0.01,
+        "effective_config": {"scheduler": {"max_batch": batch}},
+        "metrics": [{"name": "throughput_tps", "value": tps, "unit": "tok/s",
+                     "aggregation": "mean", "lower_is_better": false}],
+        "tolerances": [], "details": null
+    });
+    std::fs::write(path, serde_json::to_vec(&result).unwrap()).unwrap();
+}
+
+fn ab_variant(id: &str, batch: i64, tps: &str) -> Value {
+    json!({"id": id, "description": "scheduler batch", "backend": "cpu", "device_requirement": "none",
+        "skip_policy": "fail", "effective_config": {"scheduler": {"max_batch": batch}},
+        "cases": [{"id": "main-case", "description": "measured", "required": true,
+            "command": ["target/driver", "ab_case_driver", "--exact", "--ignored", "--quiet",
+                        "${seed}", "${model_path}"],
+            "working_directory": ".",
+            "environment": {"DRIVER_MAX_BATCH": batch.to_string(), "DRIVER_THROUGHPUT": tps},
+            "timeout_seconds": 60, "expected_exit_codes": [0], "output_assertions": [],
+            "result_protocol": {"format": "qualification-case-result-v1", "producer": "command",
+                "path_environment_variable": "KILN_QUALIFICATION_CASE_RESULT",
+                "declared_metrics": ["throughput_tps"]}}]})
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn runner_receipts_of_a_declared_ab_pair_compare() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let workload = json!({
+        "schema_version": 1, "workload_id": "runner-ab-v1", "kind": "performance",
+        "description": "Declared A/B of the scheduler batch size, measured by a test driver.",
+        "determinism": {"seed": 11, "seed_delivery": "argv", "repetitions": 1, "case_order": "declared",
+            "max_parallel_cases": 1, "network_access": "forbidden"},
+        "variables": [],
+        "variants": [ab_variant("batch-1", 1, "100.0"), ab_variant("batch-2", 2, "104.0")],
+        "comparison_policy": {"mode": "declared_ab_variants",
+            "variant_pairs": [{"baseline_variant_id": "batch-1", "candidate_variant_id": "batch-2",
+                "allowed_effective_config_differences": ["scheduler.max_batch"]}],
+            "backend_pairs": [],
+            "metric_rules": [{"scope": "result", "result_id": "main-case", "metric": "throughput_tps",
+                "metric_class": "performance", "unit": "tok/s", "aggregation": "mean",
+                "lower_is_better": false, "operator": "not_less", "absolute_tolerance": 0,
+                "relative_tolerance": 0.02, "required": true}]}
+    });
+    git(root, &["init", "-q"]);
+    std::fs::create_dir_all(root.join("qualification/workloads")).unwrap();
+    std::fs::write(
+        root.join("qualification/workloads/runner-ab-v1.json"),
+        serde_json::to_string_pretty(&workload).unwrap() + "\n",
+    )
+    .unwrap();
+    let fixtures =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../qualification/fixtures/tiny-model");
+    copy_dir(&fixtures, &root.join("qualification/fixtures/tiny-model"));
+    std::fs::write(root.join(".gitignore"), ".qualification/\ntarget/\n").unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "workload"]);
+    std::fs::create_dir_all(root.join("target")).unwrap();
+    std::fs::copy(std::env::current_exe().unwrap(), root.join("target/driver")).unwrap();
+
+    for (variant, out) in [("batch-1", "a.json"), ("batch-2", "b.json")] {
+        let output = format!(".qualification/receipts/{out}");
+        let (code, o, e) = kiln(
+            root,
+            &[
+                "run",
+                "qualification/workloads/runner-ab-v1.json",
+                "--variant",
+                variant,
+                "--host-id",
+                "ab-host",
+                "--model",
+                "qualification/fixtures/tiny-model",
+                "--output",
+                &output,
+            ],
+        );
+        assert_eq!(code, 0, "run {variant}:\n{o}\n{e}");
+        let (code, text) = strict_check(root, &output);
+        assert_eq!(code, 0, "{text}");
+    }
+    let m = "qualification/workloads/runner-ab-v1.json";
+    let (code, out, err) = kiln(
+        root,
+        &[
+            "compare",
+            ".qualification/receipts/a.json",
+            ".qualification/receipts/b.json",
+            "--workload-manifest",
+            m,
+            "--json",
+        ],
+    );
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}{err}"));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(v["mode"], json!("declared_ab_variants"));
+    let allowed = v["compatibility"]["allowed_differences"]
         .as_array()
         .unwrap();
-    if v["ok"] == json!(true) {
-        assert_eq!(code, 0);
-        assert!(rejected.is_empty());
-    } else {
-        assert_eq!(code, 1);
-        assert_eq!(rejected.len(), 1, "{out}");
-        assert_eq!(rejected[0]["compatibility"], json!("backend_environment"));
-        let b = &rejected[0]["baseline"]["environment"]["device"];
-        let c = &rejected[0]["candidate"]["environment"]["device"];
-        assert_ne!(b["memory_available_bytes"], c["memory_available_bytes"]);
-        let mut b_env = rejected[0]["baseline"].clone();
-        let mut c_env = rejected[0]["candidate"].clone();
-        b_env["environment"]["device"]["memory_available_bytes"] = json!(null);
-        c_env["environment"]["device"]["memory_available_bytes"] = json!(null);
-        assert_eq!(b_env, c_env, "only the available memory may differ");
+    assert_eq!(
+        allowed[..2],
+        [
+            json!({"compatibility": "workload_variant", "baseline": "batch-1", "candidate": "batch-2"}),
+            json!({"compatibility": "effective_config", "path": "scheduler.max_batch", "baseline": 1, "candidate": 2})
+        ]
+    );
+    // Anything else allowed is a momentary observation (free memory), listed, never hidden.
+    for d in &allowed[2..] {
+        assert_eq!(d["compatibility"], json!("environment_observation"), "{d}");
     }
+    let e = &v["metric_evaluations"][0];
+    assert_eq!(e["status"], json!("passed"));
+    assert_eq!(e["absolute_change"], json!(4.0));
+
+    // The reverse direction is not declared: refused before any delta.
+    let (code, out, _) = kiln(
+        root,
+        &[
+            "compare",
+            ".qualification/receipts/b.json",
+            ".qualification/receipts/a.json",
+            "--workload-manifest",
+            m,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["compatible"], json!(false));
+    assert_eq!(v["metric_deltas"], json!([]));
 }

@@ -14,6 +14,9 @@
 //!   verdict, a failed required result, a result outside the selected variant) means no metric
 //!   is evaluated either — so failed rows never contribute a delta;
 //! - "JSON equality" is canonical-JSON text equality, so `1`, `1.0` and `true` differ;
+//! - the environment identity excludes [`VOLATILE_ENVIRONMENT_LEAVES`] (momentary free memory,
+//!   temperatures, pressure); when those differ they are listed as allowed
+//!   `environment_observation` differences (a deliberate difference from the original);
 //! - a refusal to compare at all (unloadable or invalid input, a receipt bound to another
 //!   workload, a vacuous self-comparison, an unsupported mode) is a [`CompareError`] whose text
 //!   says what differed;
@@ -1118,10 +1121,82 @@ fn variant_difference(compatibility: &str, a: &str, b: &str) -> Difference {
     Difference::pair(compatibility, &Value::from(a), &Value::from(b))
 }
 
+/// Environment leaves that record a momentary observation of the machine (free memory, swap in
+/// use, temperatures, pressure), not the identity of the environment. Two runs on one host
+/// always differ there, so they are listed as allowed `environment_observation` differences
+/// instead of making every pair of real receipts incomparable. (Deliberate difference: the
+/// original compares them as identity.)
+pub const VOLATILE_ENVIRONMENT_LEAVES: [&str; 7] = [
+    "device.memory_available_bytes",
+    "platform.observations.gpu_temperature",
+    "platform.observations.host_temperatures",
+    "platform.observations.memory_pressure",
+    "platform.observations.metal_runtime.current_allocated_bytes",
+    "platform.observations.thermal_pressure",
+    "platform.observations.unified_memory.swap_used_bytes",
+];
+
+fn without(v: &Value, path: &[&str]) -> Value {
+    match (v, path) {
+        (Value::Object(o), [key]) => Value::Object(
+            o.iter()
+                .filter(|(k, _)| k.as_str() != *key)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        (Value::Object(o), [key, rest @ ..]) => Value::Object(
+            o.iter()
+                .map(|(k, v)| {
+                    let v = if k == key {
+                        without(v, rest)
+                    } else {
+                        v.clone()
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        _ => v.clone(),
+    }
+}
+
+/// The environment without its volatile observations.
+fn stable_environment(env: &Value) -> Value {
+    VOLATILE_ENVIRONMENT_LEAVES
+        .iter()
+        .fold(env.clone(), |acc, path| {
+            without(&acc, &path.split('.').collect::<Vec<_>>())
+        })
+}
+
+/// The volatile observations that differ, as allowed differences.
+fn volatile_differences(baseline: &Value, candidate: &Value) -> Vec<Difference> {
+    VOLATILE_ENVIRONMENT_LEAVES
+        .iter()
+        .filter_map(|path| {
+            let before = dot_value(baseline, path);
+            let after = dot_value(candidate, path);
+            let same = match (before, after) {
+                (Some(x), Some(y)) => json_eq(x, y),
+                (None, None) => true,
+                _ => false,
+            };
+            (!same).then(|| {
+                let mut d = env_allowed(path, before, after);
+                d.compatibility = "environment_observation".to_owned();
+                d
+            })
+        })
+        .collect()
+}
+
 fn backend_environment(receipt: &Value) -> Value {
     obj(vec![
         ("backend", at2(receipt, "qualification", "backend").clone()),
-        ("environment", at(receipt, "environment").clone()),
+        (
+            "environment",
+            stable_environment(at(receipt, "environment")),
+        ),
     ])
 }
 
@@ -1389,8 +1464,8 @@ pub fn compare(
                                     .map(s)
                                     .collect();
                             let (a, r, e) = allowed_environment_differences(
-                                at(b, "environment"),
-                                at(c, "environment"),
+                                &stable_environment(at(b, "environment")),
+                                &stable_environment(at(c, "environment")),
                                 &paths,
                             );
                             allowed.extend(a);
@@ -1413,6 +1488,10 @@ pub fn compare(
         }
     }
 
+    allowed.extend(volatile_differences(
+        at(b, "environment"),
+        at(c, "environment"),
+    ));
     let baseline_metrics = metrics_by_scope(b);
     let candidate_metrics = metrics_by_scope(c);
     if let Some(p) = policy {

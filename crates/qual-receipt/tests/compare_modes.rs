@@ -876,3 +876,38 @@ fn report_json_is_stable_and_sorted() {
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{text}");
     assert_eq!(text, serde_json::to_string(&run(&env, &env, None)).unwrap());
 }
+
+#[test]
+fn momentary_observations_are_listed_not_compared_as_identity() {
+    let env = common::environment_json();
+    let mut other = env.clone();
+    common::set(
+        &mut other,
+        "/receipt_id",
+        json!("test-environment-receipt-v2"),
+    );
+    common::set(
+        &mut other,
+        "/environment/device/memory_available_bytes",
+        json!(1024),
+    );
+    let report = run(&env, &other, None);
+    assert!(report.ok, "{:?}", report.errors);
+    let allowed = serde_json::to_value(&report.compatibility.allowed_differences).unwrap();
+    assert_eq!(
+        allowed,
+        json!([{"compatibility": "environment_observation", "path": "device.memory_available_bytes",
+                "baseline": null, "candidate": 1024, "baseline_present": false, "candidate_present": true}])
+    );
+    // Total memory is identity.
+    common::set(
+        &mut other,
+        "/environment/device/memory_bytes",
+        json!(2147483648u64),
+    );
+    let report = run(&env, &other, None);
+    assert!(has(
+        &report.errors,
+        "incompatible backend_environment identity"
+    ));
+}
