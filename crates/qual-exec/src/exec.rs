@@ -402,11 +402,13 @@ pub(crate) struct Supervisor<'a> {
     group_killed: bool,
     /// Whether SIGKILL was needed for anything.
     pub kill_sent: bool,
+    /// Last signal sent to the whole process group.
+    group_sig: Option<i32>,
 }
 
 impl<'a> Supervisor<'a> {
     pub(crate) fn new(st: &'a mut Started, timeout: Duration, grace: Duration) -> Self {
-        let deadline = st.t0 + timeout;
+        let deadline = later(st.t0, timeout);
         Supervisor {
             st,
             stage: Stage::Running,
@@ -422,6 +424,7 @@ impl<'a> Supervisor<'a> {
             sent: BTreeMap::new(),
             group_killed: false,
             kill_sent: false,
+            group_sig: None,
         }
     }
 
@@ -444,7 +447,7 @@ impl<'a> Supervisor<'a> {
         self.stage = Stage::Terminating {
             why,
             sig: libc::SIGTERM,
-            kill_at: Instant::now() + self.grace,
+            kill_at: later(Instant::now(), self.grace),
         };
         self.group_killed = true;
         self.send(&live, libc::SIGTERM);
@@ -465,7 +468,12 @@ impl<'a> Supervisor<'a> {
     }
 
     fn send(&mut self, live: &[Stat], sig: i32) {
-        let _ = sys::killpg(self.st.tracker.leader, sig);
+        // The group gets each signal once (a second SIGTERM means "force quit" to some
+        // programs); members that appear later get it individually.
+        if self.group_sig != Some(sig) {
+            self.group_sig = Some(sig);
+            let _ = sys::killpg(self.st.tracker.leader, sig);
+        }
         for m in live {
             if self.sent.get(&m.pid) == Some(&(m.start_time, sig)) {
                 continue;
@@ -513,7 +521,7 @@ impl<'a> Supervisor<'a> {
                         // Still alive after the leader ended and the settlement window.
                         self.record_residue(&live);
                     }
-                    if sig == libc::SIGKILL && now >= kill_at + KILL_GIVE_UP {
+                    if sig == libc::SIGKILL && now >= later(kill_at, KILL_GIVE_UP) {
                         // Unkillable (e.g. stuck in uninterruptible sleep): stop waiting; the
                         // final check reports it and the execution is not clean.
                         self.settled = true;
@@ -649,6 +657,12 @@ impl<'a> Supervisor<'a> {
             Some((Why::Residue | Why::Shutdown, _)) | None => exit_termination(status),
         }
     }
+}
+
+/// `t + d`, saturating at about a century ahead (a `Duration::MAX` timeout means "never").
+fn later(t: Instant, d: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    t.checked_add(d.min(CENTURY)).unwrap_or(t)
 }
 
 /// Maps a wait status of a leader that ended on its own.

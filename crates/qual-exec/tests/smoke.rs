@@ -53,3 +53,12 @@ fn isolation_probe_agrees_with_execution() {
         Err(other) => panic!("probe failed unexpectedly: {other}"),
     }
 }
+
+#[test]
+fn unbounded_durations_do_not_overflow() {
+    let mut s = spec(&["true"]);
+    s.timeout = Duration::MAX;
+    s.term_grace = Duration::MAX;
+    let e = execute(&s).unwrap();
+    assert_eq!(e.termination, Termination::Exited { code: 0 });
+}
