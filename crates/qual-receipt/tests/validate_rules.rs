@@ -716,3 +716,66 @@ fn strict_current_source_compares_the_recomputed_digest() {
         "failed to compute the current source tree hash: not a git repository",
     );
 }
+
+#[test]
+fn arrays_maps_and_identity_strings_are_closed() {
+    let mut r = environment_json();
+    set(&mut r, "/environment/runtime", json!({}));
+    set(&mut r, "/environment/compiler", json!({"rustc": ""}));
+    set(&mut r, "/qualification/command", json!([]));
+    set(&mut r, "/unsupported", json!(["", "gpu clocks"]));
+    set(&mut r, "/notes", json!("note"));
+    set(&mut r, "/source/tree_hash_format", json!("other-v1"));
+    set(&mut r, "/receipt_id", json!("Ab"));
+    let e = errors(&r);
+    assert_has(&e, "receipt.environment.runtime must be a non-empty object");
+    assert_has(
+        &e,
+        "receipt.environment.compiler.rustc must be a non-empty string",
+    );
+    assert_has(
+        &e,
+        "receipt.qualification.command must be a non-empty argv array",
+    );
+    assert_has(&e, "receipt.unsupported[0] must be a non-empty string");
+    assert_has(&e, "receipt.notes must be an array");
+    assert_has(
+        &e,
+        "receipt.source.tree_hash_format must be 'kiln-source-tree-v1'",
+    );
+    assert_has(&e, "receipt.receipt_id has invalid syntax");
+    assert_eq!(e.len(), 7, "{e:#?}");
+
+    // An empty result list is invalid on its own; a passed verdict then has no failures.
+    let mut r = environment_json();
+    set(&mut r, "/results", json!([]));
+    assert_eq!(errors(&r), ["receipt.results must be a non-empty array"]);
+}
+
+#[test]
+fn wsl2_host_temperatures_are_unique_named_and_bounded() {
+    let mut r = environment_json();
+    set(&mut r, "/environment/device/device_uuid", json!("GPU-1"));
+    set(&mut r, "/environment/platform", wsl2_platform());
+    set(
+        &mut r,
+        "/environment/platform/observations/host_temperatures",
+        json!([
+            {"source": "linux_hwmon", "name": "cpu", "temperature_millicelsius": 45000},
+            {"source": "linux_hwmon", "name": "cpu", "temperature_millicelsius": -60000},
+            {"source": "acpi", "name": "  ", "temperature_millicelsius": 1}
+        ]),
+    );
+    let e = errors(&r);
+    assert_has(
+        &e,
+        "host_temperatures contains duplicate source/name ('linux_hwmon', 'cpu')",
+    );
+    assert_has(&e, "host_temperatures[1].temperature_millicelsius must be an integer from -50000 through 200000");
+    assert_has(&e, "host_temperatures[2].source must be one of ['linux_hwmon', 'windows_formatted_thermal_zone']");
+    assert_has(
+        &e,
+        "host_temperatures[2].name must contain a non-whitespace character",
+    );
+    assert_eq!(e.len(), 4, "{e:#?}");
+}
