@@ -230,10 +230,10 @@ const ARTIFACT_KEYS: [&str; 5] = ["bytes", "kind", "location", "path", "sha256"]
 /// implementation's error text.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Violation {
-    /// Dotted path such as `receipt.results[0].metrics[2].value` (`receipt` is the root).
-    pub path: String,
     /// What is wrong, reading after the path: `must be finite numeric`.
     pub message: String,
+    /// Dotted path such as `receipt.results[0].metrics[2].value` (`receipt` is the root).
+    pub path: String,
 }
 
 impl fmt::Display for Violation {
