@@ -5,20 +5,19 @@
 //! placeholders; receipt output rule; receipt id and run directory rule; clean worktree; HEAD;
 //! repository policy and source-tree digest; model flags; network isolation probe (fail
 //! closed); source re-verification. A failure is a [`Refusal`] and leaves the filesystem as it
-//! was (the isolation probe runs `true` in a throw-away namespace and writes nothing).
+//! was (the isolation probe runs no program and writes nothing).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use qual_contract::variables::{resolve, ResolvedVariables};
 use qual_contract::{Kind, LoadedWorkload, Variant};
-use qual_exec::{CaptureLimits, ExecError, ExecSpec, NetworkPolicy};
+use qual_exec::ExecError;
 use qual_probe::git::Repo;
 use qual_probe::source_tree::{self, SourceTree};
 use qual_probe::RepoPolicy;
 use qual_receipt::model::{is_valid_host_id, is_valid_receipt_id};
 
-use crate::environment::host_base_environment;
 use crate::error::Refusal;
 use crate::paths;
 use crate::RunRequest;
@@ -115,30 +114,12 @@ fn parse_assignments(raw: &[String]) -> Result<Vec<(String, String)>, Refusal> {
     }
 }
 
-/// Probes loopback-only network isolation by running `true` inside it.
+/// Probes loopback-only network isolation (`qual_exec::probe_loopback_only`: a forked child
+/// brings up a private namespace with only `lo` and does a loopback round trip; nothing runs
+/// and nothing is written). Returns the mechanism id exported to cases.
 pub fn probe_network_isolation() -> Result<String, Refusal> {
-    let env: Vec<(String, String)> = host_base_environment()
-        .into_iter()
-        .filter(|(k, _)| k == "PATH")
-        .collect();
-    let spec = ExecSpec {
-        argv: vec!["true".into()],
-        cwd: PathBuf::from("/"),
-        env,
-        timeout: Duration::from_secs(15),
-        term_grace: Duration::from_secs(1),
-        capture: CaptureLimits {
-            head_bytes: 4096,
-            tail_bytes: 4096,
-        },
-        network: NetworkPolicy::LoopbackOnly,
-    };
-    match qual_exec::execute(&spec) {
-        Ok(e) if e.termination.success() => Ok(e.containment.network.mechanism_id().to_string()),
-        Ok(e) => Err(Refusal::Isolation(format!(
-            "the isolation probe did not succeed: {:?}",
-            e.termination
-        ))),
+    match qual_exec::probe_loopback_only() {
+        Ok(n) => Ok(n.mechanism_id().to_string()),
         Err(e @ ExecError::IsolationUnavailable { .. }) => Err(Refusal::Isolation(e.to_string())),
         Err(e) => Err(Refusal::Isolation(format!(
             "the isolation probe failed: {e}"

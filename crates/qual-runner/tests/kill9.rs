@@ -10,6 +10,7 @@ use common::*;
 
 const REPO_VAR: &str = "QUAL_RUNNER_KILL9_REPO";
 const ID_VAR: &str = "QUAL_RUNNER_KILL9_ID";
+const WORKLOAD_VAR: &str = "QUAL_RUNNER_KILL9_WORKLOAD";
 
 /// The child side: runs the workload in the repository named by the environment. Ignored so a
 /// normal test run skips it; the parent test starts it explicitly.
@@ -22,7 +23,11 @@ fn kill9_child_run() {
     let id = std::env::var(ID_VAR).unwrap();
     let req = qual_runner::RunRequest {
         cwd: root.clone().into(),
-        workload: "qualification/workloads/k-v1.json".into(),
+        workload: format!(
+            "qualification/workloads/{}",
+            std::env::var(WORKLOAD_VAR).unwrap_or_else(|_| "k-v1.json".into())
+        )
+        .into(),
         variant: "cpu".into(),
         host_id: "test-host".into(),
         output: Some(format!(".qualification/receipts/{id}.json").into()),
@@ -33,7 +38,9 @@ fn kill9_child_run() {
         term_grace_seconds: 0.5,
         command: vec!["kiln-qual".into()],
     };
-    let _ = qual_runner::run(&req);
+    let r = qual_runner::run(&req);
+    // Report the outcome for the interruption test.
+    println!("KILL9-CHILD-EXIT {}", qual_runner::exit_code(&r));
 }
 
 fn pseudo_random(seed: &mut u64) -> u64 {
@@ -113,4 +120,67 @@ fn killed_runners_never_leave_partial_receipts() {
         }
     }
     eprintln!("{completed} of 12 runs completed before their kill");
+}
+
+#[test]
+fn sigint_terminates_the_case_and_removes_the_run_directory() {
+    let cases = vec![
+        case(
+            "quick-case",
+            &[FIXTURE, "print", "x"],
+            "{}",
+            "",
+            runner_protocol(),
+        ),
+        case(
+            "sleep-case",
+            &[FIXTURE, "sleep", "60"],
+            "{}",
+            "",
+            runner_protocol(),
+        ),
+    ];
+    let repo = Repo::new(&[(
+        "i-v1.json",
+        workload("i-v1", "correctness", "[]", "{}", &cases, 1),
+    )]);
+    let exe = std::env::current_exe().unwrap();
+    let child = Command::new(&exe)
+        .args([
+            "--ignored",
+            "--exact",
+            "kill9_child_run",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(REPO_VAR, repo.root())
+        .env(ID_VAR, "interrupted-receipt-v1")
+        .env(WORKLOAD_VAR, "i-v1.json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run_dir = repo
+        .root()
+        .join(".qualification/runs/interrupted-receipt-v1");
+    let start = Instant::now();
+    while !run_dir.join("cases/002-sleep-case-r001").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the run did not reach the second case"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("KILL9-CHILD-EXIT 130"), "{text}");
+    assert!(start.elapsed() < Duration::from_secs(50));
+    assert!(!run_dir.exists(), "the run directory was not removed");
+    assert!(!repo
+        .root()
+        .join(".qualification/receipts/interrupted-receipt-v1.json")
+        .exists());
 }
