@@ -172,7 +172,16 @@ fn unary_requests_per_second(port: u16, seconds: f64) -> f64 {
 
 fn wrk_requests_per_second(port: u16) -> Option<f64> {
     let wrk = which("wrk")?;
-    let out = Command::new(wrk)
+    // Pinned to the same CPU as our client when taskset exists, so the ratio is per core.
+    let mut cmd = match which("taskset") {
+        Some(t) => {
+            let mut c = Command::new(t);
+            c.args(["-c", "0"]).arg(wrk);
+            c
+        }
+        None => Command::new(wrk),
+    };
+    let out = cmd
         .args([
             "-t1",
             "-c64",

@@ -51,6 +51,8 @@ pub struct MockConfig {
     pub ignore_sigterm: bool,
     /// Start a child process (same process group, SIGTERM ignored) that outlives the server.
     pub leave_child: bool,
+    /// Start a child that escapes into its own session (`setsid`) and outlives the server.
+    pub leave_escaped_child: bool,
 }
 
 impl Default for MockConfig {
@@ -69,6 +71,7 @@ impl Default for MockConfig {
             slow_shutdown: Duration::ZERO,
             ignore_sigterm: false,
             leave_child: false,
+            leave_escaped_child: false,
         }
     }
 }
@@ -129,6 +132,7 @@ pub fn parse_flags(args: &[String]) -> Result<MockConfig, String> {
             "--slow-shutdown-ms" => c.slow_shutdown = ms(it.next(), a)?,
             "--ignore-sigterm" => c.ignore_sigterm = true,
             "--leave-child" => c.leave_child = true,
+            "--leave-escaped-child" => c.leave_escaped_child = true,
             other => return Err(format!("unknown flag: {other}")),
         }
     }
@@ -169,7 +173,10 @@ pub fn run_blocking(cfg: MockConfig, on_bound: impl FnOnce(u16)) -> Result<(), M
             })?
             .port();
         if cfg.leave_child {
-            spawn_lingering_child()?;
+            spawn_lingering_child(false)?;
+        }
+        if cfg.leave_escaped_child {
+            spawn_lingering_child(true)?;
         }
         on_bound(bound);
         let state = Arc::new(State {
@@ -223,7 +230,7 @@ pub fn run_blocking(cfg: MockConfig, on_bound: impl FnOnce(u16)) -> Result<(), M
     })
 }
 
-fn spawn_lingering_child() -> Result<(), MockError> {
+fn spawn_lingering_child(escape: bool) -> Result<(), MockError> {
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().map_err(|source| MockError::Io {
         what: "find the current executable",
@@ -237,10 +244,13 @@ fn spawn_lingering_child() -> Result<(), MockError> {
         .arg("trap '' TERM; while :; do sleep 1; done")
         .arg(exe.as_os_str())
         .stdin(std::process::Stdio::null());
-    // SAFETY: only async-signal-safe libc::signal is called between fork and exec.
+    // SAFETY: only async-signal-safe calls (signal, setsid) run between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            if escape {
+                libc::setsid();
+            }
             Ok(())
         });
     }

@@ -69,6 +69,10 @@ impl SseParser {
 
     /// Consumes one read and appends every event it completes to `out`.
     pub fn push(&mut self, mut bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        // An empty read must not consume a pending CR: its LF may still come.
+        if bytes.is_empty() {
+            return Ok(());
+        }
         if self.pending_cr {
             self.pending_cr = false;
             if bytes.first() == Some(&b'\n') {
@@ -208,6 +212,12 @@ mod tests {
     fn crlf_split_between_reads_is_one_line_ending() {
         let ev = parse_all(&[b"data: a\r", b"\n\r", b"\ndata: b\r\r"]);
         assert_eq!(data(&ev), vec!["a", "b"]);
+    }
+
+    #[test]
+    fn empty_read_between_cr_and_lf_keeps_one_line_ending() {
+        let ev = parse_all(&[b"data: a\r", b"", b"\ndata: b\r\n\r\n"]);
+        assert_eq!(data(&ev), vec!["a\nb"]);
     }
 
     #[test]

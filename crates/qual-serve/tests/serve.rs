@@ -115,6 +115,36 @@ impl Case {
     }
 }
 
+/// Live (non-zombie) processes started by the mock's `--leave-child` injections.
+fn lingering_children() -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd);
+        if !(cmd.contains("trap '' TERM; while :; do sleep 1; done") && cmd.contains(MOCK)) {
+            continue;
+        }
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true);
+        if !zombie {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 fn check_result_shape(v: &qual_json::Value, status: &str) {
     let o = v.as_object().unwrap();
     let keys: std::collections::BTreeSet<&str> = o.keys().map(String::as_str).collect();
@@ -247,11 +277,11 @@ fn timing_attempt(concurrency: usize, requests: usize) -> (f64, f64) {
     // No --output-tokens: each request streams its max_tokens (8..=23), so concurrent streams
     // drift apart instead of arriving at the server in lock-step bursts.
     let case = Case::new(&["--ttft-ms", "20", "--itl-ms", "5"], 10.0, 5.0);
-    let out = campaign::run(
-        &case.options(Arrival::ClosedLoop { concurrency }, requests),
-        None,
-    )
-    .unwrap();
+    // Warmup opens every connection, so measured requests never include connection set-up
+    // bursts.
+    let mut opts = case.options(Arrival::ClosedLoop { concurrency }, requests);
+    opts.warmup = concurrency;
+    let out = campaign::run(&opts, None).unwrap();
     let m = out.metrics.expect("metrics");
     assert_eq!(m.failed_requests, 0, "{:?}", out.reasons);
     case.assert_nothing_left();
@@ -430,6 +460,27 @@ fn a_child_left_behind_fails_the_case() {
     assert!(
         d.contains("behind") || d.contains("SIGKILL was needed"),
         "{d}"
+    );
+}
+
+#[test]
+fn a_child_escaping_into_its_own_session_is_found_and_fails_the_case() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let case = Case::new(&["--leave-escaped-child"], 10.0, 1.0);
+    let r = run_failed(
+        &case,
+        case.options(Arrival::ClosedLoop { concurrency: 1 }, 2),
+        "",
+    );
+    let d = details(&r);
+    assert!(
+        d.contains("behind") || d.contains("SIGKILL was needed") || d.contains("not clean"),
+        "{d}"
+    );
+    assert!(
+        lingering_children().is_empty(),
+        "an escaped child survived: {:?}",
+        lingering_children()
     );
 }
 

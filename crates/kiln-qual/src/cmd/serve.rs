@@ -165,6 +165,9 @@ pub struct MockServerArgs {
     /// Injection: start a child that ignores SIGTERM and outlives the server.
     #[arg(long)]
     pub leave_child: bool,
+    /// Injection: start a child that escapes into its own session and outlives the server.
+    #[arg(long)]
+    pub leave_escaped_child: bool,
 }
 
 struct Bar(indicatif::ProgressBar);
@@ -323,6 +326,7 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
         slow_shutdown: a.slow_shutdown_ms,
         ignore_sigterm: a.ignore_sigterm,
         leave_child: a.leave_child,
+        leave_escaped_child: a.leave_escaped_child,
     };
     let r = qual_serve::mock::run_blocking(cfg, |port| {
         println!("listening on 127.0.0.1:{port}");
