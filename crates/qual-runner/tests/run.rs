@@ -327,3 +327,88 @@ fn model_drift_during_a_case_fails_the_receipt() {
         .unwrap();
     assert_eq!(out.trim(), m.to_str().unwrap());
 }
+
+#[test]
+fn initial_model_fingerprint_failure_retains_a_failed_receipt() {
+    let cases = vec![case(
+        "model-case",
+        &[FIXTURE, "print", "${model_path}"],
+        "{}",
+        "",
+        runner_protocol(),
+    )];
+    let repo = Repo::new(&[(
+        "m-v1.json",
+        workload("m-v1", "correctness", "[]", "{}", &cases, 1),
+    )]);
+    std::fs::create_dir_all(repo.root().join("models/broken")).unwrap();
+    std::fs::write(repo.root().join("models/broken/model.safetensors"), b"w").unwrap();
+    let mut req = repo.request("m-v1.json", "cpu");
+    req.model = Some("models/broken".into());
+    let r = run(&req);
+    assert_eq!(exit_code(&r), 1, "{r:?}");
+    let o = r.unwrap();
+    let v = validate(repo.root(), &o.receipt_path);
+    assert_eq!(v.get("model"), Some(&qual_json::Value::Null));
+    assert!(
+        details(&v, 0).contains("initial model fingerprint failed"),
+        "{}",
+        details(&v, 0)
+    );
+    let kinds: Vec<&str> = v
+        .get("artifacts")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.get("kind").unwrap().as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["environment_probes", "effective_run_config"]);
+    // No case ran.
+    assert!(!repo
+        .root()
+        .join(".qualification/runs/runner-test-receipt-v1/cases")
+        .exists());
+}
+
+#[test]
+fn repeated_command_metrics_are_averaged_and_skips_fail_under_skip_policy() {
+    let metric_case = case(
+        "metric-case",
+        &[FIXTURE, "result", "passed", "{}", "lat=3"],
+        r#"{"CASE_ID":"metric-case"}"#,
+        "",
+        &command_protocol(&["lat"]),
+    );
+    let skip_case = case(
+        "skip-case",
+        &[FIXTURE, "result", "skipped", "{}", "lat=1"],
+        r#"{"CASE_ID":"skip-case"}"#,
+        "",
+        &command_protocol(&["lat"]),
+    )
+    .replace("\"required\":true", "\"required\":false");
+    let repo = Repo::new(&[(
+        "r-v1.json",
+        workload(
+            "r-v1",
+            "correctness",
+            "[]",
+            "{}",
+            &[metric_case, skip_case],
+            2,
+        ),
+    )]);
+    let r = run(&repo.request("r-v1.json", "cpu"));
+    assert_eq!(exit_code(&r), 1, "{r:?}");
+    let v = validate(repo.root(), &r.unwrap().receipt_path);
+    let res = v.get("results").unwrap().as_array().unwrap();
+    let m = &res[0].get("metrics").unwrap().as_array().unwrap()[0];
+    assert_eq!(
+        qual_json::to_canonical_string(m),
+        r#"{"aggregation":"mean_of_2_p50","lower_is_better":true,"name":"lat","unit":"count","value":3}"#
+    );
+    assert_eq!(res[0].get("status").unwrap().as_str(), Some("failed"));
+    assert!(details(&v, 0).contains("variant skip_policy forbids skipped cases"));
+    assert_eq!(res[1].get("status").unwrap().as_str(), Some("skipped"));
+}
