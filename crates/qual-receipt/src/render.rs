@@ -201,6 +201,21 @@ pub fn receipt_summary(r: &Value) -> String {
         line([&row[0], &row[1], &row[2], &row[3]]);
     }
 
+    for res in results.into_iter().flatten() {
+        let status = res.get("status").and_then(Value::as_str).unwrap_or("-");
+        let details = res.get("details").and_then(Value::as_str).unwrap_or("");
+        if status != "passed" && !details.is_empty() {
+            let first = details.lines().next().unwrap_or("");
+            let shown: String = first.chars().take(200).collect();
+            let more = if shown.len() < details.len() {
+                " …"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "  {} {status}: {shown}{more}", text(res.get("id")));
+        }
+    }
+
     let _ = writeln!(out);
     if verdict == "passed" {
         let _ = writeln!(
