@@ -1,0 +1,216 @@
+//! `kiln-qual serve` and `kiln-qual mock-server` end to end through the binary: the case
+//! result lands at `$KILN_QUALIFICATION_CASE_RESULT`, passes the runner's own case-result
+//! validator with the emitted metric set as the declared set, and exit codes follow the
+//! documented contract (0 passed, 1 failed, 2 usage).
+
+use assert_cmd::Command;
+use std::path::Path;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kiln-qual");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn write_case(dir: &Path, port: u16, extra: &[&str]) {
+    let mut cmd = vec![
+        BIN.to_string(),
+        "mock-server".into(),
+        "--port".into(),
+        port.to_string(),
+        "--ttft-ms".into(),
+        "1".into(),
+        "--itl-ms".into(),
+        "0.5".into(),
+    ];
+    cmd.extend(extra.iter().map(|s| s.to_string()));
+    let recipe = serde_json::json!({
+        "schema": "kiln-qual.serve-launch.v1",
+        "id": "cli-serve-mock",
+        "command": cmd,
+        "working_directory": ".",
+        "port": port,
+        "log_directory": "logs",
+        "readiness_poll_interval_ms": 10,
+        "startup_timeout_seconds": 1,
+        "shutdown_timeout_seconds": 5,
+        "acceptable_exit_codes": [0],
+    });
+    std::fs::write(dir.join("launch.json"), recipe.to_string()).unwrap();
+    let mut corpus = String::new();
+    for i in 0..8 {
+        corpus.push_str(&format!(
+            "{{\"id\":\"c{i}\",\"endpoint\":\"chat\",\"prompt\":\"hello {i}\",\"max_tokens\":6}}\n"
+        ));
+    }
+    std::fs::write(dir.join("corpus.jsonl"), corpus).unwrap();
+}
+
+#[test]
+fn serve_writes_a_case_result_the_runner_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    write_case(dir.path(), port, &[]);
+    let result = dir.path().join("case").join("command-result.json");
+    std::fs::create_dir_all(result.parent().unwrap()).unwrap();
+    Command::new(BIN)
+        .current_dir(dir.path())
+        .env("KILN_QUALIFICATION_CASE_RESULT", &result)
+        .args([
+            "serve",
+            "--launch",
+            "launch.json",
+            "--corpus",
+            "corpus.jsonl",
+            "--seed",
+            "7",
+            "--concurrency",
+            "2",
+            "--effective-config",
+            r#"{"serving":{"concurrency":2}}"#,
+        ])
+        .assert()
+        .code(0);
+    let bytes = std::fs::read(&result).unwrap();
+    let v = qual_json::from_slice(&bytes).unwrap();
+    let names: Vec<String> = v
+        .get("metrics")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.get("name").unwrap().as_str().unwrap().to_string())
+        .collect();
+    assert!(names.contains(&"ttft_ms.p50".to_string()));
+    qual_runner::case_result::validate(&v, "cli-serve-mock", &names, true)
+        .expect("the runner accepts the case result");
+    assert!(dir
+        .path()
+        .join("case")
+        .join("command-result.serve-evidence.json")
+        .is_file());
+    // A second run refuses to replace the result.
+    Command::new(BIN)
+        .current_dir(dir.path())
+        .args([
+            "serve",
+            "--launch",
+            "launch.json",
+            "--corpus",
+            "corpus.jsonl",
+            "--seed",
+            "7",
+            "--result",
+        ])
+        .arg(&result)
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("refusing to replace"));
+}
+
+#[test]
+fn selected_metrics_are_exactly_the_emitted_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    write_case(dir.path(), port, &[]);
+    let result = dir.path().join("r.json");
+    Command::new(BIN)
+        .current_dir(dir.path())
+        .args([
+            "serve",
+            "--launch",
+            "launch.json",
+            "--corpus",
+            "corpus.jsonl",
+            "--seed",
+            "1",
+            "--metric",
+            "requests_failed",
+            "--metric",
+            "ttft_ms.p50",
+            "--result",
+        ])
+        .arg(&result)
+        .assert()
+        .code(0);
+    let v = qual_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+    let declared = vec!["requests_failed".to_string(), "ttft_ms.p50".to_string()];
+    qual_runner::case_result::validate(&v, "cli-serve-mock", &declared, true)
+        .expect("exactly the selected metrics");
+    // Selecting a percentile without enough samples fails the case, with the reason.
+    let result2 = dir.path().join("r2.json");
+    Command::new(BIN)
+        .current_dir(dir.path())
+        .args([
+            "serve",
+            "--launch",
+            "launch.json",
+            "--corpus",
+            "corpus.jsonl",
+            "--seed",
+            "1",
+            "--metric",
+            "ttft_ms.p99",
+            "--result",
+        ])
+        .arg(&result2)
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("metric ttft_ms.p99 has no value"));
+}
+
+#[test]
+fn a_server_that_never_becomes_ready_exits_1_with_a_failed_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    write_case(dir.path(), port, &["--never-ready"]);
+    let result = dir.path().join("r.json");
+    Command::new(BIN)
+        .current_dir(dir.path())
+        .args([
+            "serve",
+            "--launch",
+            "launch.json",
+            "--corpus",
+            "corpus.jsonl",
+            "--seed",
+            "1",
+            "--result",
+        ])
+        .arg(&result)
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("did not become ready"));
+    let v = qual_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+    assert_eq!(v.get("status").unwrap().as_str(), Some("failed"));
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+        "nothing listens any more"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    Command::new(BIN)
+        .args([
+            "serve", "--launch", "x.json", "--corpus", "c.jsonl", "--result", "r.json",
+        ])
+        .assert()
+        .code(2);
+    Command::new(BIN)
+        .args([
+            "serve", "--launch", "x.json", "--corpus", "c.jsonl", "--seed", "1",
+        ])
+        .env_remove("KILN_QUALIFICATION_CASE_RESULT")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("KILN_QUALIFICATION_CASE_RESULT"));
+    Command::new(BIN)
+        .args(["mock-server", "--port", "1", "--ttft-ms", "-3"])
+        .assert()
+        .code(2);
+}
