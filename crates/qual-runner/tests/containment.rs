@@ -162,3 +162,105 @@ fn forbidden_network_reaches_only_its_own_loopback() {
     assert_eq!(exit_code(&r), 0, "{r:?}");
     drop(listener);
 }
+
+#[test]
+fn a_hundred_megabyte_case_result_is_refused_and_discarded() {
+    let cases = vec![case(
+        "big-case",
+        &[FIXTURE, "big-result", "100000000"],
+        "{}",
+        "",
+        &command_protocol(&["lat"]),
+    )];
+    let repo = Repo::new(&[(
+        "b-v1.json",
+        workload("b-v1", "correctness", "[]", "{}", &cases, 1),
+    )]);
+    let r = run(&repo.request("b-v1.json", "cpu"));
+    assert_eq!(exit_code(&r), 1, "{r:?}");
+    let v = validate(repo.root(), &r.unwrap().receipt_path);
+    assert!(details(&v, 0).contains("byte limit"), "{}", details(&v, 0));
+    let case_dir = repo
+        .root()
+        .join(".qualification/runs/runner-test-receipt-v1/cases/001-big-case-r001");
+    assert!(!case_dir.join("command-result.json").exists());
+    let kinds: Vec<String> = v
+        .get("artifacts")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.get("kind").unwrap().as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !kinds.iter().any(|k| k == "command_case_result"),
+        "{kinds:?}"
+    );
+}
+
+#[test]
+fn death_by_signal_is_a_failed_exit_code() {
+    let cases = vec![case(
+        "signal-case",
+        &[FIXTURE, "raise", "9"],
+        "{}",
+        "",
+        runner_protocol(),
+    )];
+    let repo = Repo::new(&[(
+        "s-v1.json",
+        workload("s-v1", "correctness", "[]", "{}", &cases, 1),
+    )]);
+    let r = run(&repo.request("s-v1.json", "cpu"));
+    assert_eq!(exit_code(&r), 1, "{r:?}");
+    let v = validate(repo.root(), &r.unwrap().receipt_path);
+    assert!(
+        details(&v, 0).contains("exit code -9 not in [0]"),
+        "{}",
+        details(&v, 0)
+    );
+}
+
+#[test]
+fn two_hundred_lingering_children_are_killed_and_recorded() {
+    let cases = vec![case(
+        "fork-case",
+        &[FIXTURE, "fork-children", "200", "60"],
+        "{}",
+        "",
+        runner_protocol(),
+    )];
+    let repo = Repo::new(&[(
+        "c-v1.json",
+        workload("c-v1", "correctness", "[]", "{}", &cases, 1),
+    )]);
+    let t = Instant::now();
+    let r = run(&repo.request("c-v1.json", "cpu"));
+    assert!(t.elapsed() < Duration::from_secs(40));
+    assert_eq!(exit_code(&r), 1, "{r:?}");
+    let v = validate(repo.root(), &r.unwrap().receipt_path);
+    assert!(
+        details(&v, 0).contains("command left descendant processes running"),
+        "{}",
+        details(&v, 0)
+    );
+    let cfg = std::fs::read_to_string(
+        repo.root()
+            .join(".qualification/runs/runner-test-receipt-v1/run-config.json"),
+    )
+    .unwrap();
+    let v = qual_json::from_str(&cfg).unwrap();
+    let residue = v.get("cases").unwrap().as_array().unwrap()[0]
+        .get("containment")
+        .unwrap()
+        .get("residue")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(residue.len(), 200, "{residue:?}");
+    for r in residue {
+        let pid = r.get("pid").unwrap().as_int().unwrap().as_i64().unwrap() as i32;
+        assert!(!alive(pid), "child {pid} is still alive");
+    }
+}

@@ -14,7 +14,10 @@
 //! - `flood BYTES`: write BYTES bytes to stdout;
 //! - `net PORT`: try to connect to 127.0.0.1:PORT (must fail in a loopback-only namespace),
 //!   then do a loopback round trip inside; exit 0 only when the first fails and the second
-//!   works.
+//!   works;
+//! - `big-result BYTES`: write BYTES bytes of JSON-looking text to the case-result path;
+//! - `raise SIGNAL`: kill itself with SIGNAL;
+//! - `fork-children N SECS`: fork N children that each sleep SECS, then exit 0 at once.
 //!
 //! Exit code 64 is a usage error.
 
@@ -80,6 +83,26 @@ fn main() {
         Some("escape") => escape(&get(1), get(2).parse().unwrap_or(30.0)),
         Some("flood") => flood(get(1).parse().unwrap_or_else(|_| usage("bad bytes"))),
         Some("net") => net(get(1).parse().unwrap_or_else(|_| usage("bad port"))),
+        Some("big-result") => big_result(get(1).parse().unwrap_or_else(|_| usage("bad bytes"))),
+        Some("raise") => {
+            let sig: i32 = get(1).parse().unwrap_or_else(|_| usage("bad signal"));
+            // SAFETY: signalling ourselves.
+            unsafe { libc::raise(sig) };
+            std::thread::sleep(Duration::from_secs(5));
+        }
+        Some("fork-children") => {
+            let n: usize = get(1).parse().unwrap_or_else(|_| usage("bad count"));
+            let secs: f64 = get(2).parse().unwrap_or(30.0);
+            for _ in 0..n {
+                // SAFETY: single-threaded fixture; the child only sleeps and _exits.
+                unsafe {
+                    if libc::fork() == 0 {
+                        std::thread::sleep(Duration::from_secs_f64(secs));
+                        libc::_exit(0);
+                    }
+                }
+            }
+        }
         _ => usage("unknown mode"),
     }
 }
@@ -166,4 +189,22 @@ fn net(port: u16) {
     } else {
         1
     });
+}
+
+fn big_result(bytes: u64) {
+    use std::io::Write;
+    let path = std::env::var("KILN_QUALIFICATION_CASE_RESULT")
+        .unwrap_or_else(|_| usage("KILN_QUALIFICATION_CASE_RESULT is not set"));
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
+    let _ = f.write_all(b"{\"details\":\"");
+    let chunk = vec![b'a'; 1 << 16];
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        if f.write_all(&chunk[..n]).is_err() {
+            break;
+        }
+        left -= n as u64;
+    }
+    let _ = f.write_all(b"\"}");
 }
