@@ -103,3 +103,57 @@ fn missing_program_is_127_and_missing_args_is_usage() {
         .assert()
         .code(2);
 }
+
+#[test]
+fn sigint_to_the_wrapper_ends_the_wrapped_group_with_130() {
+    let marker = format!("kq-cargo-int-{}", std::process::id());
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kiln-qual"))
+        .args([
+            "cargo",
+            "--allow-env",
+            "KQ_TEST_MARKER",
+            "--term-grace-seconds",
+            "2",
+            "--cargo",
+            "sleep",
+            "--",
+            "120",
+        ])
+        .env("PATH", "/usr/bin:/bin")
+        .env("KQ_TEST_MARKER", &marker)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let wrapper = child.id();
+    // The wrapped `sleep` carries the marker (so does the wrapper, which is excluded).
+    let wrapped = || -> Vec<u32> {
+        let needle = format!("KQ_TEST_MARKER={marker}");
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| *pid != wrapper)
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+                    .unwrap_or(false)
+            })
+            .collect()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while wrapped().is_empty() {
+        assert!(
+            std::time::Instant::now() < until,
+            "wrapped program never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &wrapper.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(wrapped().is_empty(), "wrapped program survived");
+}
