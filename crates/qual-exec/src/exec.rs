@@ -43,7 +43,8 @@ pub(crate) struct Started {
 
 /// Spawns `argv` contained: own session, cgroup when usable, optional network namespace,
 /// stdout/stderr piped. `supervised` (for [`execute`]: the calling thread supervises the child
-/// until it is gone) adds die-with-parent and serializes fallback-mode executions.
+/// until it is gone) adds die-with-parent and serializes fallback-mode executions; an owned
+/// process gets die-with-parent only when spawned from the main thread.
 pub(crate) fn start(
     argv: &[String],
     cwd: &Path,
@@ -54,6 +55,12 @@ pub(crate) fn start(
     spawn::validate(argv, env)?;
     if let Some(signal) = signals::interrupted() {
         return Err(ExecError::Interrupted { signal });
+    }
+    if !cwd.is_dir() {
+        return Err(ExecError::Spawn {
+            program: argv[0].clone(),
+            reason: format!("working directory {} is not a directory", cwd.display()),
+        });
     }
     let program = spawn::resolve_program(&argv[0], cwd, env)?;
     sys::ensure_subreaper();
@@ -71,7 +78,7 @@ pub(crate) fn start(
             env,
             cg.as_ref().map(|c| c.procs_fd()),
             net_plan,
-            supervised,
+            supervised || on_main_thread(),
         );
         let started_at = SystemTime::now();
         let t0 = Instant::now();
@@ -657,6 +664,13 @@ impl<'a> Supervisor<'a> {
             Some((Why::Residue | Why::Shutdown, _)) | None => exit_termination(status),
         }
     }
+}
+
+/// Whether the calling thread is the process's main thread (whose end is the process's end,
+/// so PR_SET_PDEATHSIG, which fires when the *spawning thread* ends, is safe to use).
+fn on_main_thread() -> bool {
+    // SAFETY: trivial getters.
+    unsafe { libc::gettid() == libc::getpid() }
 }
 
 /// `t + d`, saturating at about a century ahead (a `Duration::MAX` timeout means "never").

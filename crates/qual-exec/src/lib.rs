@@ -18,8 +18,9 @@
 //!   name the last value wins); stdin is `/dev/null`.
 //! - Every child calls `setsid()` before `exec`: it leads a new session and process group
 //!   (pgid = pid), so it does not receive the terminal's signals and its group can be
-//!   signalled as a whole. Children of [`execute`] also get `PR_SET_PDEATHSIG = SIGKILL`, so a
-//!   runner killed with SIGKILL takes its case leader with it.
+//!   signalled as a whole. Children of [`execute`] (and owned processes spawned from the main
+//!   thread) also get `PR_SET_PDEATHSIG = SIGKILL`, so a runner killed with SIGKILL takes its
+//!   case leader with it.
 //! - **Containment** ([`Mechanism`]): a fresh cgroup v2 sub-tree `kiln-qual-<pid>-<n>` under
 //!   this process's own cgroup when that accepts one (`cgroup_v2`; the child joins it before
 //!   `exec`, so nothing is ever born outside it; availability is detected, never assumed:

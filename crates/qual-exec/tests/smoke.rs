@@ -62,3 +62,14 @@ fn unbounded_durations_do_not_overflow() {
     let e = execute(&s).unwrap();
     assert_eq!(e.termination, Termination::Exited { code: 0 });
 }
+
+#[test]
+fn missing_working_directory_is_a_spawn_error() {
+    let mut s = spec(&["true"]);
+    s.cwd = std::env::temp_dir().join("kq-no-such-dir-for-qual-exec");
+    let e = execute(&s).unwrap_err();
+    assert!(
+        matches!(&e, ExecError::Spawn { reason, .. } if reason.contains("working directory")),
+        "{e}"
+    );
+}
