@@ -194,6 +194,34 @@ mod tests {
         assert_eq!(c.text_lossy(), "ab\n[... 10 bytes omitted ...]\nyz");
     }
 
+    proptest::proptest! {
+        /// Any split of any stream keeps exactly the first `head` bytes and the last `tail`
+        /// bytes not already in the head, and counts everything.
+        #[test]
+        fn capture_matches_reference(
+            data in proptest::collection::vec(proptest::num::u8::ANY, 0..2000),
+            cuts in proptest::collection::vec(0usize..2000, 0..20),
+            head in 0usize..300,
+            tail in 0usize..300,
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(data.len())).collect();
+            cuts.sort();
+            let mut chunks = Vec::new();
+            let mut prev = 0;
+            for c in cuts.into_iter().chain([data.len()]) {
+                chunks.push(&data[prev..c]);
+                prev = c;
+            }
+            let got = run(lim(head, tail), &chunks);
+            let h = head.min(data.len());
+            let t = tail.min(data.len() - h);
+            proptest::prop_assert_eq!(&got.head, &data[..h].to_vec());
+            proptest::prop_assert_eq!(&got.tail, &data[data.len() - t..].to_vec());
+            proptest::prop_assert_eq!(got.total_bytes, data.len() as u64);
+            proptest::prop_assert_eq!(got.truncated, data.len() > h + t);
+        }
+    }
+
     #[test]
     fn zero_limits_only_count() {
         let c = run(lim(0, 0), &[b"abc", b"def"]);

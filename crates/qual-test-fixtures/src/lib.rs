@@ -12,6 +12,7 @@
 //! | `print TEXT` / `eprint TEXT` | writes TEXT and a newline to stdout / stderr |
 //! | `sleep SECS` | sleeps (past any short deadline) |
 //! | `ignore-term SECS` | ignores SIGTERM, prints `ready`, sleeps |
+//! | `slow-term SECS` | counts SIGTERMs; after the first, cleans up for SECS, prints `terms N`, exits 0 |
 //! | `escape PIDFILE [--keep-stdio] [--ignore-term]` | forks; the child calls `setsid` and forks again; the grandchild writes its pid to PIDFILE and keeps running; the leader exits 0 once the pid file exists |
 //! | `fork-children N SECS [--wait]` | forks N children that sleep SECS; the leader exits 0 (or waits with `--wait`) |
 //! | `flood BYTES` | writes BYTES bytes to stdout in 64 KiB chunks |

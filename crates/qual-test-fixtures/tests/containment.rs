@@ -57,6 +57,21 @@ fn sigterm_ignorer_is_killed_after_grace() {
 }
 
 #[test]
+fn a_slow_cleanup_gets_exactly_one_sigterm_and_its_grace() {
+    let d = tmp();
+    let c = case(&["slow-term", "1.5"], 1.0, 30.0, d.path());
+    let e = execute(&c.spec).unwrap();
+    assert_eq!(
+        e.termination,
+        Termination::TimedOut {
+            signal_used: libc::SIGTERM
+        }
+    );
+    assert_eq!(e.stdout.text_lossy(), "ready\nterms 1\n");
+    assert_nothing_left(&e, &c.marker);
+}
+
+#[test]
 fn setsid_double_fork_escapee_is_found_killed_and_recorded() {
     let d = tmp();
     let pidfile = d.path().join("grandchild.pid");

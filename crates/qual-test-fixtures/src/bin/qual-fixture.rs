@@ -65,6 +65,7 @@ fn main() {
             sleep_secs(arg(&args, 1, "SECS"));
         }
         "escape" => escape(&args),
+        "slow-term" => slow_term(arg(&args, 1, "SECS")),
         "fork-children" => fork_children(&args),
         "flood" => flood(arg(&args, 1, "BYTES")),
         "kill-self" => {
@@ -141,6 +142,31 @@ fn escape(args: &[String]) {
     // SAFETY: reaping our child.
     unsafe { libc::wait(&mut status) };
     println!("escaped");
+}
+
+static TERMS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+extern "C" fn count_term(_: libc::c_int) {
+    TERMS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Handles SIGTERM like a server with a slow cleanup: counts every SIGTERM, and once the first
+/// arrived, waits SECS before printing `terms N` and exiting 0.
+fn slow_term(secs: f64) {
+    // SAFETY: installing a handler that only touches an atomic.
+    unsafe {
+        libc::signal(
+            libc::SIGTERM,
+            count_term as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    while TERMS.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        sleep_secs(0.01);
+    }
+    sleep_secs(secs);
+    println!("terms {}", TERMS.load(std::sync::atomic::Ordering::SeqCst));
 }
 
 fn fork_children(args: &[String]) {
