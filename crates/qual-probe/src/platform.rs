@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use qual_json::{Object, Value};
+
 use crate::tool::run_tool;
 
 /// The text recorded for a value that could not be observed.
@@ -217,6 +219,82 @@ pub fn probe() -> Platform {
     }
 }
 
+/// WSL2 capability keys of `environment.platform` (receipt v1, exact).
+pub const WSL2_CAPABILITIES: [&str; 16] = [
+    "wsl_identity",
+    "windows_identity",
+    "driver_identity",
+    "cuda_driver_bridge",
+    "cuda_toolkit",
+    "cuda_runtime",
+    "nvml",
+    "filesystem_semantics",
+    "network_containment",
+    "process_containment",
+    "systemd_system",
+    "systemd_user_transient",
+    "cgroup_memory_delegation",
+    "memory_accounting",
+    "host_temperature",
+    "gpu_temperature",
+];
+
+/// The receipt's `environment.platform` for a WSL2 host, or `None` elsewhere.
+///
+/// Only what this implementation observes is `available`: `wsl_identity` (the kernel release
+/// names WSL2), `memory_accounting` (`/proc/meminfo` gave total and available memory), and
+/// `network_containment` / `process_containment` when the runner binds its containment
+/// `mechanism`. Every other capability is `unavailable`, and each is listed in the returned
+/// `unsupported` strings as `wsl2_<capability>: not collected by this runner`; observations
+/// are empty (`host_temperatures: []`, `gpu_temperature: null`).
+pub fn wsl2_platform(p: &Platform, mechanism: Option<&str>) -> Option<(Value, Vec<String>)> {
+    if !p.wsl2 {
+        return None;
+    }
+    let mut caps = Object::new();
+    let mut unsupported = Vec::new();
+    for key in WSL2_CAPABILITIES {
+        let available = match key {
+            "wsl_identity" => true,
+            "memory_accounting" => {
+                p.memory_total_bytes.is_some() && p.memory_available_bytes.is_some()
+            }
+            "network_containment" | "process_containment" => mechanism.is_some(),
+            _ => false,
+        };
+        if !available {
+            unsupported.push(format!("wsl2_{key}: not collected by this runner"));
+        }
+        caps.insert(
+            key,
+            Value::from(if available {
+                "available"
+            } else {
+                "unavailable"
+            }),
+        );
+    }
+    let mut details = Object::new();
+    details.insert("kernel_release", Value::from(p.os.kernel.as_str()));
+    if let Some(m) = mechanism {
+        details.insert(
+            "workload_containment",
+            Value::from(format!(
+                "{m}; loopback-only network namespace, own session and process group, cgroup v2 or subreaper descendant tracking, and TERM/KILL cleanup"
+            )),
+        );
+    }
+    let mut obs = Object::new();
+    obs.insert("host_temperatures", Value::Array(Vec::new()));
+    obs.insert("gpu_temperature", Value::Null);
+    let mut o = Object::new();
+    o.insert("kind", Value::from("wsl2"));
+    o.insert("capabilities", Value::Object(caps));
+    o.insert("details", Value::Object(details));
+    o.insert("observations", Value::Object(obs));
+    Some((Value::Object(o), unsupported))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,6 +332,34 @@ mod tests {
     fn wsl2_is_detected_from_the_kernel_release() {
         assert!(is_wsl2_kernel("6.6.87.2-microsoft-standard-WSL2"));
         assert!(!is_wsl2_kernel("6.1.0-30-amd64"));
+    }
+
+    #[test]
+    fn wsl2_platform_marks_only_observed_capabilities_available() {
+        let mut p = probe();
+        p.wsl2 = false;
+        assert!(wsl2_platform(&p, Some("m")).is_none());
+        p.wsl2 = true;
+        p.memory_total_bytes = Some(1);
+        p.memory_available_bytes = Some(1);
+        let (v, unsupported) = wsl2_platform(&p, Some("linux-netns-loopback-only-v1")).unwrap();
+        let caps = v.get("capabilities").unwrap().as_object().unwrap();
+        assert_eq!(caps.len(), 16);
+        let available: Vec<&str> = caps
+            .iter()
+            .filter(|(_, v)| v.as_str() == Some("available"))
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(
+            available,
+            [
+                "wsl_identity",
+                "network_containment",
+                "process_containment",
+                "memory_accounting"
+            ]
+        );
+        assert_eq!(unsupported.len(), 12);
     }
 
     #[test]

@@ -288,13 +288,18 @@ fn execute_run(
         kernel: plat.os.kernel.clone(),
         architecture: plat.os.architecture.clone(),
     };
+    let platform_object =
+        platform::wsl2_platform(&plat, Some(&p.network_mechanism)).map(|(v, u)| {
+            unsupported.extend(u);
+            v
+        });
     let environment = Environment {
         host_id: req.host_id.clone(),
         os: os.clone(),
         device: device.to_value(),
         runtime: runtime.clone(),
         compiler: compiler.clone(),
-        platform: None,
+        platform: platform_object.clone(),
     };
     {
         let mut env_obj = Object::new();
@@ -309,6 +314,9 @@ fn execute_run(
         e.insert("device", device.to_value());
         e.insert("runtime", string_map(&runtime));
         e.insert("compiler", string_map(&compiler));
+        if let Some(pv) = &platform_object {
+            e.insert("platform", pv.clone());
+        }
         env_obj.insert("environment", Value::Object(e));
         env_obj.insert(
             "probe_results",

@@ -412,3 +412,25 @@ fn repeated_command_metrics_are_averaged_and_skips_fail_under_skip_policy() {
     assert!(details(&v, 0).contains("variant skip_policy forbids skipped cases"));
     assert_eq!(res[1].get("status").unwrap().as_str(), Some("skipped"));
 }
+
+#[test]
+fn a_wsl2_platform_object_satisfies_the_receipt_validator() {
+    // Build a passing receipt here, then graft the WSL2 platform object this crate would emit
+    // on a WSL2 host, and validate the result structurally.
+    let repo = Repo::new(&[(
+        "p-v1.json",
+        workload("p-v1", "correctness", "[]", "{}", &smoke_cases(), 1),
+    )]);
+    let o = run(&repo.request("p-v1.json", "cpu")).unwrap();
+    let mut plat = qual_probe::platform::probe();
+    plat.wsl2 = true;
+    plat.memory_total_bytes = Some(1 << 30);
+    plat.memory_available_bytes = Some(1 << 29);
+    let (pv, unsupported) =
+        qual_probe::platform::wsl2_platform(&plat, Some("linux-netns-loopback-only-v1")).unwrap();
+    let mut receipt = o.receipt.clone();
+    receipt.environment.platform = Some(pv);
+    receipt.unsupported.extend(unsupported);
+    let errs = qual_receipt::validate::validate(&receipt.to_value());
+    assert!(errs.is_empty(), "{errs:?}");
+}
