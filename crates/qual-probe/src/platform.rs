@@ -90,8 +90,28 @@ pub fn parse_meminfo(text: &str) -> (Option<u64>, Option<u64>) {
     (field("MemTotal"), field("MemAvailable"))
 }
 
-/// Parses `/proc/cpuinfo` into `(model name, logical processor count)`.
+/// Parses `/proc/cpuinfo` into `(model name, logical processor count)`. Without a model name
+/// (typical on aarch64) the name is composed from the observed `CPU implementer` and
+/// `CPU part` codes, e.g. `arm cpu implementer 0x41 part 0xd0c`.
 pub fn parse_cpuinfo(text: &str) -> (Option<String>, Option<u64>) {
+    let (model, count) = parse_cpuinfo_named(text);
+    if model.is_some() {
+        return (model, count);
+    }
+    let field = |key: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == key && !v.trim().is_empty()).then(|| v.trim().to_string())
+        })
+    };
+    let composed = match (field("CPU implementer"), field("CPU part")) {
+        (Some(i), Some(p)) => Some(format!("arm cpu implementer {i} part {p}")),
+        _ => None,
+    };
+    (composed, count)
+}
+
+fn parse_cpuinfo_named(text: &str) -> (Option<String>, Option<u64>) {
     let mut model = None;
     let mut count = 0u64;
     for line in text.lines() {
@@ -326,6 +346,11 @@ mod tests {
             (Some("AMD EPYC 9654 96-Core Processor".into()), Some(2))
         );
         assert_eq!(parse_cpuinfo(""), (None, None));
+        let arm = "processor\t: 0\nBogoMIPS\t: 243.75\nFeatures\t: fp asimd\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: 0xd0c\nCPU revision\t: 1\n\nprocessor\t: 1\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c\n";
+        assert_eq!(
+            parse_cpuinfo(arm),
+            (Some("arm cpu implementer 0x41 part 0xd0c".into()), Some(2))
+        );
     }
 
     #[test]
