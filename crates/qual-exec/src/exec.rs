@@ -475,17 +475,29 @@ impl<'a> Supervisor<'a> {
     }
 
     fn send(&mut self, live: &[Stat], sig: i32) {
-        // The group gets each signal once (a second SIGTERM means "force quit" to some
-        // programs); members that appear later get it individually.
-        if self.group_sig != Some(sig) {
+        // Each process gets each signal once (a second SIGTERM means "force quit" to some
+        // programs): the group through killpg, other members (escaped into other groups, or
+        // born after the group signal) individually. SIGTERM is followed by SIGCONT so that a
+        // stopped process can act on it (as systemd does).
+        let leader = self.st.tracker.leader;
+        let group_now = self.group_sig != Some(sig);
+        if group_now {
             self.group_sig = Some(sig);
-            let _ = sys::killpg(self.st.tracker.leader, sig);
+            let _ = sys::killpg(leader, sig);
+            if sig == libc::SIGTERM {
+                let _ = sys::killpg(leader, libc::SIGCONT);
+            }
         }
         for m in live {
             if self.sent.get(&m.pid) == Some(&(m.start_time, sig)) {
                 continue;
             }
-            group::signal_one(m, sig);
+            if !(group_now && m.pgrp == leader) {
+                group::signal_one(m, sig);
+                if sig == libc::SIGTERM {
+                    group::signal_one(m, libc::SIGCONT);
+                }
+            }
             self.sent.insert(m.pid, (m.start_time, sig));
             if let Some(r) = self.residue.get_mut(&m.pid) {
                 if r.start_time == m.start_time {

@@ -69,6 +69,17 @@ fn a_slow_cleanup_gets_exactly_one_sigterm_and_its_grace() {
     );
     assert_eq!(e.stdout.text_lossy(), "ready\nterms 1\n");
     assert_nothing_left(&e, &c.marker);
+    // A worker in the same group receives the group SIGTERM too, finishes its own cleanup
+    // within the grace and is not residue.
+    let c = case(&["slow-term", "1.5", "--with-child"], 1.0, 30.0, d.path());
+    let e = execute(&c.spec).unwrap();
+    assert_eq!(e.stdout.text_lossy(), "ready\nchild terms 1\nterms 1\n");
+    assert!(
+        e.containment.residue.is_empty(),
+        "{:?}",
+        e.containment.residue
+    );
+    assert_nothing_left(&e, &c.marker);
 }
 
 #[test]

@@ -65,7 +65,7 @@ fn main() {
             sleep_secs(arg(&args, 1, "SECS"));
         }
         "escape" => escape(&args),
-        "slow-term" => slow_term(arg(&args, 1, "SECS")),
+        "slow-term" => slow_term(arg(&args, 1, "SECS"), flag(&args, "--with-child")),
         "fork-children" => fork_children(&args),
         "flood" => flood(arg(&args, 1, "BYTES")),
         "kill-self" => {
@@ -151,8 +151,9 @@ extern "C" fn count_term(_: libc::c_int) {
 }
 
 /// Handles SIGTERM like a server with a slow cleanup: counts every SIGTERM, and once the first
-/// arrived, waits SECS before printing `terms N` and exiting 0.
-fn slow_term(secs: f64) {
+/// arrived, waits SECS before printing `terms N` and exiting 0. With `--with-child` a forked
+/// worker in the same process group does the same and prints `child terms N`.
+fn slow_term(secs: f64, with_child: bool) {
     // SAFETY: installing a handler that only touches an atomic.
     unsafe {
         libc::signal(
@@ -160,13 +161,28 @@ fn slow_term(secs: f64) {
             count_term as extern "C" fn(libc::c_int) as libc::sighandler_t,
         );
     }
-    println!("ready");
-    let _ = std::io::stdout().flush();
+    let child = with_child && fork() == 0;
+    if !child {
+        println!("ready");
+        let _ = std::io::stdout().flush();
+    }
     while TERMS.load(std::sync::atomic::Ordering::SeqCst) == 0 {
         sleep_secs(0.01);
     }
     sleep_secs(secs);
-    println!("terms {}", TERMS.load(std::sync::atomic::Ordering::SeqCst));
+    let n = TERMS.load(std::sync::atomic::Ordering::SeqCst);
+    if child {
+        println!("child terms {n}");
+        let _ = std::io::stdout().flush();
+        // SAFETY: leaving the forked child without running the parent's exit handlers.
+        unsafe { libc::_exit(0) };
+    }
+    if with_child {
+        let mut status = 0;
+        // SAFETY: reaping our child.
+        unsafe { libc::wait(&mut status) };
+    }
+    println!("terms {n}");
 }
 
 fn fork_children(args: &[String]) {
