@@ -221,7 +221,7 @@ pub fn preflight(req: &RunRequest) -> Result<Prepared, Refusal> {
     // Source binding.
     let dirty = repo.status_lines().map_err(git_err)?;
     if !dirty.is_empty() {
-        let shown: Vec<&str> = dirty.iter().take(3).map(String::as_str).collect();
+        let shown: Vec<&str> = dirty.iter().take(3).map(|l| l.trim()).collect();
         let more = if dirty.len() > 3 {
             format!(" and {} more", dirty.len() - 3)
         } else {
