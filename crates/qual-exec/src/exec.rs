@@ -92,15 +92,7 @@ pub(crate) fn start(
                     }
                     None => Mechanism::ProcessGroupSubreaper,
                 };
-                let inodes = [
-                    child.stdout.as_ref().map(|p| p.as_raw_fd()),
-                    child.stderr.as_ref().map(|p| p.as_raw_fd()),
-                ]
-                .into_iter()
-                .flatten()
-                .filter_map(group::fd_inode)
-                .collect();
-                let tracker = Tracker::new(child.id(), cg, inodes);
+                let tracker = Tracker::new(child.id(), cg);
                 return Ok((
                     Started {
                         child,
@@ -244,14 +236,9 @@ pub fn execute_observed(
             }
             let give_up = *sup.pipe_wait_until.get_or_insert(now + PIPE_CLOSE_WAIT);
             if now >= give_up {
-                // Something we could not attribute holds the pipes: look for holders once.
-                if !sup.deep_checked {
-                    sup.deep_checked = true;
-                    if sup.hunt_pipe_holders() {
-                        sup.pipe_wait_until = Some(now + PIPE_CLOSE_WAIT);
-                        continue;
-                    }
-                }
+                // A process outside the case's tree holds the pipes (it received the
+                // descriptor from the case): stop reading and report the pipes open; never
+                // signal processes that are not the case's.
                 break Ok(());
             }
         }
@@ -402,7 +389,6 @@ pub(crate) struct Supervisor<'a> {
     settle_until: Option<Instant>,
     pub settled: bool,
     pub pipe_wait_until: Option<Instant>,
-    pub deep_checked: bool,
     residue: BTreeMap<u32, ResidueEntry>,
     /// Last signal sent to each member (pid -> (start, sig)), to avoid re-signalling.
     sent: BTreeMap<u32, (u64, i32)>,
@@ -426,7 +412,6 @@ impl<'a> Supervisor<'a> {
             settle_until: None,
             settled: false,
             pipe_wait_until: None,
-            deep_checked: false,
             residue: BTreeMap::new(),
             sent: BTreeMap::new(),
             group_killed: false,
@@ -558,23 +543,6 @@ impl<'a> Supervisor<'a> {
                 }
             }
         }
-    }
-
-    /// Deep search for processes holding the case pipes; terminates them as residue.
-    pub(crate) fn hunt_pipe_holders(&mut self) -> bool {
-        let holders: Vec<Stat> = self
-            .st
-            .tracker
-            .members(true)
-            .into_iter()
-            .filter(|s| !s.is_dead())
-            .collect();
-        if holders.is_empty() {
-            return false;
-        }
-        self.settled = false;
-        self.begin_termination(Why::Residue);
-        true
     }
 
     pub(crate) fn next_timeout(

@@ -2,12 +2,14 @@
 //!
 //! Membership, by mechanism:
 //! - `cgroup_v2`: exactly the processes in the execution's cgroup (nothing can leave it).
-//! - `process_group_subreaper`: the leader's process group and session, every process whose
-//!   parent chain reaches the leader or a known member, every process re-parented to us (we
-//!   are a child subreaper) that started after the leader and is not another leader this crate
-//!   registered, and every process that holds the write end of one of the case's output pipes.
-//!   Members are remembered by `(pid, start time)`, so a process seen once stays a member after
-//!   it moves to a new session, and a reused pid is never confused with it.
+//! - `process_group_subreaper`: the leader's subtree plus the subtrees of the processes
+//!   re-parented to us (we are a child subreaper) that started after the leader and are not
+//!   other leaders this crate registered, walked through `/proc/<pid>/task/*/children`. Every
+//!   descendant of the leader is in one of those subtrees, whatever `setsid` or double forks it
+//!   did. Where the kernel has no `children` files, a full `/proc` scan classifies processes
+//!   by group, session, ancestry and re-parenting instead. Members are remembered by
+//!   `(pid, start time)`, so a process seen once stays a member, and a reused pid is never
+//!   confused with it.
 //!
 //! Caveat of the fallback: a process that this program starts through another API while an
 //! execution is running, and that is orphaned and re-parented to us, would be attributed to
@@ -56,20 +58,17 @@ pub(crate) struct Tracker {
     pub cgroup: Option<CaseCgroup>,
     /// Members ever seen (pid -> start time), leader excluded.
     known: Mutex<HashMap<u32, u64>>,
-    /// Inodes of the case's output pipes (`pipe:[inode]`), for holder attribution.
-    pipe_inodes: Vec<u64>,
     self_pid: u32,
 }
 
 impl Tracker {
-    pub(crate) fn new(leader: u32, cgroup: Option<CaseCgroup>, pipe_inodes: Vec<u64>) -> Tracker {
+    pub(crate) fn new(leader: u32, cgroup: Option<CaseCgroup>) -> Tracker {
         let leader_start = procfs::stat(leader).map(|s| s.start_time).unwrap_or(0);
         Tracker {
             leader,
             leader_start,
             cgroup,
             known: Mutex::new(HashMap::new()),
-            pipe_inodes,
             self_pid: procfs::self_pid(),
         }
     }
@@ -78,7 +77,7 @@ impl Tracker {
     /// our children (re-parented orphans) are reaped on the way.
     pub(crate) fn live_members(&self) -> Vec<Stat> {
         let mut live = Vec::new();
-        for s in self.members(false) {
+        for s in self.members() {
             if s.is_dead() {
                 if s.ppid == self.self_pid {
                     sys::reap_nohang(s.pid);
@@ -90,9 +89,8 @@ impl Tracker {
         live
     }
 
-    /// Members other than the leader, zombies included; with `deep`, also processes holding
-    /// the case's pipes (an expensive scan of every `/proc/<pid>/fd`).
-    pub(crate) fn members(&self, deep: bool) -> Vec<Stat> {
+    /// Members other than the leader, zombies included.
+    pub(crate) fn members(&self) -> Vec<Stat> {
         let mut out: Vec<Stat> = Vec::new();
         let mut seen: HashSet<u32> = HashSet::new();
         let mut add = |s: Stat, out: &mut Vec<Stat>| {
@@ -172,13 +170,6 @@ impl Tracker {
                 }
             }
         }
-        if deep && !self.pipe_inodes.is_empty() {
-            for pid in pipe_holders(&self.pipe_inodes) {
-                if let Some(s) = procfs::stat(pid) {
-                    add(s, &mut out);
-                }
-            }
-        }
         let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
         for s in &out {
             known.insert(s.pid, s.start_time);
@@ -239,46 +230,4 @@ pub(crate) fn signal_one(m: &Stat, sig: i32) {
             }
         }
     }
-}
-
-/// Pids of processes holding a descriptor on one of the given pipe inodes.
-fn pipe_holders(inodes: &[u64]) -> Vec<u32> {
-    let wanted: Vec<String> = inodes.iter().map(|i| format!("pipe:[{i}]")).collect();
-    let me = procfs::self_pid();
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-            continue;
-        };
-        for fd in fds.flatten() {
-            if let Ok(target) = std::fs::read_link(fd.path()) {
-                if wanted.iter().any(|w| target.as_os_str() == w.as_str()) {
-                    out.push(pid);
-                    break;
-                }
-            }
-        }
-    }
-    out
-}
-
-/// The inode of a pipe descriptor.
-pub(crate) fn fd_inode(fd: std::os::fd::RawFd) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(format!("/proc/self/fd/{fd}"))
-        .ok()
-        .map(|m| m.ino())
 }

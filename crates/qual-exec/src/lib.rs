@@ -31,9 +31,10 @@
 //!   runner that died without cleanup are swept (members killed) by the next one.
 //! - **Membership**: with cgroups, `cgroup.procs`; without, the leader's subtree and the
 //!   subtrees of orphans re-parented to us, walked through `/proc/<pid>/task/*/children`
-//!   (a full `/proc` scan by group, session and ancestry where those files do not exist), and,
-//!   when the output pipes stay open after everything known is gone, every process holding
-//!   them. Processes are identified by pid *and* start time; signals go through pidfds.
+//!   (a full `/proc` scan by group, session and ancestry where those files do not exist).
+//!   Processes are identified by pid *and* start time; signals go through pidfds. A process
+//!   outside the tree that received the output pipes from the case is never signalled: the
+//!   pipes are then reported open (`pipes_closed: false`) after a 1 s wait.
 //!   Because fallback attribution of orphans is by "re-parented to us while the execution
 //!   runs", fallback-mode [`execute`] calls are serialized process-wide; an [`OwnedProcess`]
 //!   is not, so in fallback mode do not run one while unrelated children of this process are
@@ -257,7 +258,8 @@ pub struct Containment {
     /// Whether we sent any signal to the case's group (deadline, interruption, abort,
     /// residue).
     pub group_killed: bool,
-    /// The output pipes reached end-of-file after cleanup (no unknown holder kept them open).
+    /// The output pipes reached end-of-file within 1 s after every member was gone (false: a
+    /// process outside the case's tree holds them; reading stopped).
     pub pipes_closed: bool,
     /// Nothing was left behind: no residue, pipes closed, and the final check found no member
     /// alive.

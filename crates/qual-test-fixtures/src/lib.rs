@@ -20,6 +20,7 @@
 //! | `net-probe PORT` | tries to connect to 127.0.0.1:PORT (a listener outside), then a loopback round trip on 127.0.0.1:0; prints one JSON line; exits 0 when the outside connect failed and the round trip worked |
 //! | `write-case-result KIND [--case-id ID] [--metric NAME] [--config JSON] [--bytes N]` | writes a `qualification-case-result-v1` document to `$KILN_QUALIFICATION_CASE_RESULT`: `valid`, `oversized` (100 MB by default), `wrong-case-id`, `undeclared-metric`, `passed-nonzero-exit` (also exits 3) |
 //! | `touch-file PATH` | appends a line to PATH |
+//! | `send-stdout SOCKET` | passes its stdout descriptor to the listener on UNIX socket SOCKET (SCM_RIGHTS), prints `sent`, exits 0 |
 //!
 //! Invariant: fixtures only ever address 127.0.0.1.
 //!

@@ -128,6 +128,62 @@ fn escapee_ignoring_sigterm_and_keeping_pipes_is_killed() {
     assert_nothing_left(&e, &c.marker);
 }
 
+/// Receives one descriptor over a UNIX socket (SCM_RIGHTS).
+fn recv_fd(stream: &std::os::unix::net::UnixStream) -> std::os::fd::OwnedFd {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: receiving into local buffers; the descriptor received is ours to own.
+    unsafe {
+        let mut byte = [0u8];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let space = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as usize;
+        let mut control = vec![0u8; space];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        assert_eq!(
+            libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC),
+            1
+        );
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        assert!(!cmsg.is_null());
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+        std::os::fd::OwnedFd::from_raw_fd(fd)
+    }
+}
+
+#[test]
+fn a_pipe_handed_outside_the_tree_is_reported_not_hunted() {
+    let d = tmp();
+    let sock = d.path().join("fd.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let holder = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        recv_fd(&stream)
+    });
+    let c = case(
+        &["send-stdout", sock.to_str().unwrap()],
+        60.0,
+        1.0,
+        d.path(),
+    );
+    let e = execute(&c.spec).unwrap();
+    // This test process (outside the case's tree) held the write end: nothing was signalled,
+    // the pipes are reported open and the execution is not clean.
+    let held = holder.join().unwrap();
+    assert_eq!(e.termination, Termination::Exited { code: 0 });
+    assert!(!e.containment.pipes_closed);
+    assert!(!e.containment.clean);
+    assert!(e.containment.residue.is_empty());
+    assert_eq!(e.stdout.text_lossy(), "sent\n");
+    drop(held);
+    assert_nothing_left(&e, &c.marker);
+}
+
 #[test]
 fn two_hundred_children_left_behind_are_all_killed() {
     let d = tmp();

@@ -79,6 +79,7 @@ fn main() {
             std::process::exit(1);
         }
         "net-probe" => net_probe(arg(&args, 1, "PORT")),
+        "send-stdout" => send_stdout(&arg::<String>(&args, 1, "SOCKET")),
         "write-case-result" => write_case_result(&args),
         "touch-file" => {
             let path: String = arg(&args, 1, "PATH");
@@ -219,6 +220,44 @@ fn flood(bytes: u64) {
         left -= n as u64;
     }
     let _ = out.flush();
+}
+
+/// Hands our stdout descriptor to whoever listens on the UNIX socket SOCKET (SCM_RIGHTS),
+/// then exits: the pipe stays open in a process outside our tree.
+fn send_stdout(socket: &str) {
+    use std::os::fd::AsRawFd;
+    let stream = std::os::unix::net::UnixStream::connect(socket).unwrap_or_else(|e| {
+        eprintln!("qual-fixture: failed to connect to {socket}: {e}");
+        std::process::exit(1)
+    });
+    // SAFETY: building a one-descriptor SCM_RIGHTS message in local buffers.
+    unsafe {
+        let mut byte = [b'x'];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let space = libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as usize;
+        let mut control = vec![0u8; space];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), 1);
+        if libc::sendmsg(stream.as_raw_fd(), &msg, 0) != 1 {
+            eprintln!(
+                "qual-fixture: failed to send stdout: {}",
+                std::io::Error::last_os_error()
+            );
+            std::process::exit(1);
+        }
+    }
+    println!("sent");
 }
 
 fn net_probe(port: u16) {
