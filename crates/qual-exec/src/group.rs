@@ -24,6 +24,19 @@ use crate::sys;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
+static FORCE_FULL_SCAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes fallback membership use the full `/proc` scan even where `children` files exist (the
+/// path taken on kernels without CONFIG_PROC_CHILDREN), process-wide. For tests.
+#[doc(hidden)]
+pub fn force_full_proc_scan(on: bool) {
+    FORCE_FULL_SCAN.store(on, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn full_scan_forced() -> bool {
+    FORCE_FULL_SCAN.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Leaders spawned by this crate that are not yet reaped (excluded from orphan attribution).
 static LEADERS: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
 
@@ -114,7 +127,7 @@ impl Tracker {
                     }
                 }
             }
-        } else if let Some(children) = procfs::children_of_self() {
+        } else if let Some(children) = procfs::children_of_self().filter(|_| !full_scan_forced()) {
             // Every descendant of the leader is in the leader's subtree or, once orphaned,
             // in the subtree of one of our children (we are a subreaper).
             let mut roots: Vec<u32> = Vec::new();

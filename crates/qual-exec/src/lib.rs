@@ -86,6 +86,8 @@ pub mod signals;
 pub use capture::{CaptureLimits, Captured};
 pub use cgroup::{set_cgroup_policy, CgroupPolicy};
 pub use exec::{execute, execute_observed, execute_watched, Observer, OutputStream};
+#[doc(hidden)]
+pub use group::force_full_proc_scan;
 pub use owned::{OwnedProcess, OwnedSpec, Shutdown};
 pub use spawn::probe_loopback_only;
 pub use sys::signal_name;

@@ -13,7 +13,46 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn fallback() -> std::sync::MutexGuard<'static, ()> {
     let g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     set_cgroup_policy(CgroupPolicy::Never);
+    qual_exec::force_full_proc_scan(false);
     g
+}
+
+/// Fallback with the full `/proc` scan (group, session, ancestry, re-parenting), the path of
+/// kernels without `/proc/<pid>/task/*/children`.
+fn fallback_full_scan() -> std::sync::MutexGuard<'static, ()> {
+    let g = fallback();
+    qual_exec::force_full_proc_scan(true);
+    g
+}
+
+#[test]
+fn full_scan_finds_escapees_and_children() {
+    let _g = fallback_full_scan();
+    let d = tempfile::tempdir().unwrap();
+    let pidfile = d.path().join("gc.pid");
+    let c = case(&["escape", pidfile.to_str().unwrap()], 60.0, 5.0, d.path());
+    let e = execute(&c.spec).unwrap();
+    let gc: u32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
+    assert!(
+        e.containment.residue.iter().any(|r| r.pid == gc),
+        "{gc} not in {:?}",
+        e.containment.residue
+    );
+    assert_nothing_left(&e, &c.marker);
+    let c = case(&["fork-children", "50", "300"], 60.0, 5.0, d.path());
+    let e = execute(&c.spec).unwrap();
+    assert_eq!(e.containment.residue.len(), 50);
+    assert_nothing_left(&e, &c.marker);
+    let c = case(
+        &["fork-children", "20", "300", "--wait"],
+        1.0,
+        1.0,
+        d.path(),
+    );
+    let e = execute(&c.spec).unwrap();
+    assert!(matches!(e.termination, Termination::TimedOut { .. }));
+    assert_nothing_left(&e, &c.marker);
+    qual_exec::force_full_proc_scan(false);
 }
 
 #[test]
