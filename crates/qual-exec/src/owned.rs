@@ -80,6 +80,8 @@ pub struct OwnedProcess {
     st: Option<Started>,
     exited: Option<ExitStatus>,
     drains: Vec<JoinHandle<LogSummary>>,
+    /// The outcome of the first shutdown, returned again by later calls.
+    done: Option<Shutdown>,
 }
 
 impl std::fmt::Debug for OwnedProcess {
@@ -162,6 +164,7 @@ impl OwnedProcess {
             st: Some(st),
             exited: None,
             drains,
+            done: None,
         })
     }
 
@@ -186,7 +189,7 @@ impl OwnedProcess {
             return Ok(Some(exec::exit_termination(s)));
         }
         let Some(st) = self.st.as_mut() else {
-            return Ok(None);
+            return Ok(self.done.as_ref().map(|d| d.termination.clone()));
         };
         match st.child.try_wait()? {
             Some(status) => {
@@ -215,9 +218,13 @@ impl OwnedProcess {
     }
 
     /// SIGTERM to the group (and every member), up to `grace` for everything to end, SIGKILL
-    /// for what remains; members alive after the leader ended are recorded as residue.
+    /// for what remains; members alive after the leader ended are recorded as residue. A
+    /// second call returns the first outcome again.
     pub fn shutdown(&mut self, grace: Duration) -> Shutdown {
-        let mut st = self.st.take().expect("shutdown is called once");
+        if let Some(done) = &self.done {
+            return done.clone();
+        }
+        let mut st = self.st.take().expect("an owned process not yet shut down");
         let exited = self.exited;
         let pidfd = crate::sys::pidfd_open(st.child.id());
         let long = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -273,7 +280,7 @@ impl OwnedProcess {
                 logs[i] = h.join().unwrap_or_default();
             }
         }
-        Shutdown {
+        let done = Shutdown {
             used_kill,
             termination,
             residue: containment.residue,
@@ -282,7 +289,9 @@ impl OwnedProcess {
             network: containment.network,
             stdout: logs[0],
             stderr: logs[1],
-        }
+        };
+        self.done = Some(done.clone());
+        done
     }
 }
 

@@ -54,6 +54,9 @@ fn server_that_honours_sigterm_shuts_down_cleanly() {
     );
     assert!(s.residue.is_empty() && s.clean, "{s:?}");
     assert_gone(&[pid], &marker);
+    assert_eq!(p.shutdown(Duration::from_secs(1)), s);
+    assert_eq!(p.try_wait().unwrap(), Some(s.termination.clone()));
+    assert!(p.group_members().is_empty());
 }
 
 #[test]
