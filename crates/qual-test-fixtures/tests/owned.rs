@@ -131,3 +131,34 @@ fn dropping_an_owned_process_kills_it() {
     drop(p);
     assert_gone(&[pid], &marker);
 }
+
+#[test]
+fn owned_process_can_be_loopback_only() {
+    let d = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let (mut spec, marker) = owned(&["net-probe", &port], d.path(), 4096);
+    spec.network = NetworkPolicy::LoopbackOnly;
+    let mut p = match OwnedProcess::spawn(&spec) {
+        Err(qual_exec::ExecError::IsolationUnavailable { capability, .. }) => {
+            eprintln!("isolation unavailable here ({capability}): refusal verified");
+            return;
+        }
+        other => other.unwrap(),
+    };
+    assert_ne!(
+        p.network_isolation(),
+        Some(qual_exec::NetworkIsolation::None)
+    );
+    let pid = p.pid();
+    let until = Instant::now() + Duration::from_secs(60);
+    while p.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < until);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let s = p.shutdown(Duration::from_secs(5));
+    let log = std::fs::read_to_string(&spec.stdout_log).unwrap();
+    assert_eq!(s.termination, Termination::Exited { code: 0 }, "{log}");
+    assert!(log.contains("\"round_trip\":\"ok:x\""), "{log}");
+    assert_gone(&[pid], &marker);
+}
