@@ -11,6 +11,26 @@
 //! - [`probe_loopback_only`]: a preflight check that loopback-only isolation works here.
 //! - [`wrap`]: the rules of bounded tool wrappers (`kiln-qual cargo`).
 //!
+//! ```
+//! use qual_exec::{execute, CaptureLimits, ExecSpec, NetworkPolicy, Termination};
+//! use std::time::Duration;
+//!
+//! let spec = ExecSpec {
+//!     argv: vec!["echo".into(), "hi".into()],
+//!     cwd: std::env::temp_dir(),
+//!     env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+//!     timeout: Duration::from_secs(30),
+//!     term_grace: Duration::from_secs(5),
+//!     capture: CaptureLimits::default(),
+//!     network: NetworkPolicy::Inherit,
+//! };
+//! let e = execute(&spec)?;
+//! assert_eq!(e.termination, Termination::Exited { code: 0 });
+//! assert_eq!(e.stdout.text_lossy(), "hi\n");
+//! assert!(e.containment.clean);
+//! # Ok::<(), qual_exec::ExecError>(())
+//! ```
+//!
 //! # Mechanisms
 //! - **argv only** (never a shell), `argv[0]` resolved on the `PATH` of the case environment
 //!   (a name with `/` is a path, relative to `cwd`). The environment is exactly
