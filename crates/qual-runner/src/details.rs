@@ -11,7 +11,7 @@
 //! keeps a marker), then its largest unprotected fields are removed (`_truncation`, `error`
 //! and `milestones` are protected), so the result still parses as an object.
 
-use qual_json::{Number, Object, Value};
+use qual_json::{Object, Value};
 
 /// Largest `details` length in characters.
 pub const DETAILS_LIMIT: usize = 2048;
@@ -252,11 +252,6 @@ pub fn join_details<S: AsRef<str>>(parts: &[S]) -> Option<String> {
     }
     let text = qual_json::to_canonical_string(&Value::Object(env));
     Some(compact(&text, DETAILS_LIMIT))
-}
-
-/// An integer JSON value.
-pub fn int(v: i64) -> Number {
-    Number::Int(qual_json::Int::from(v))
 }
 
 #[cfg(test)]
