@@ -47,6 +47,9 @@ pub async fn connect(addr: SocketAddr) -> std::io::Result<Connection> {
     tokio::spawn(async move {
         let _ = conn.await;
     });
+    // Let the connection task run once so it is parked on its socket before the first
+    // request is handed to it.
+    tokio::task::yield_now().await;
     Ok(Connection {
         sender,
         first_write,
@@ -294,10 +297,23 @@ fn parse_usage(u: &serde_json::Value) -> Result<Usage, String> {
     Ok(usage)
 }
 
+/// How [`stream_request`] left the connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// The exchange happened (successfully or not); whether the connection may be reused.
+    Exchanged {
+        /// The connection can take another request.
+        reusable: bool,
+    },
+    /// The server had closed the keep-alive connection before any response arrived (the
+    /// keep-alive race): the request can be retried on a fresh connection.
+    Stale,
+}
+
 /// Sends one streaming request on `conn` and fills `rec`. `epoch` is the campaign clock's
 /// origin. `rec.send_ns` becomes the instant the request's first byte was written to the
 /// socket (so client-side queueing shows up as schedule lag, never as server latency).
-/// Returns whether the connection may be reused.
+/// Returns how the connection was left.
 pub async fn stream_request(
     conn: &mut Connection,
     addr: SocketAddr,
@@ -306,7 +322,7 @@ pub async fn stream_request(
     epoch: Instant,
     rules: StreamRules,
     rec: &mut RequestRecord,
-) -> bool {
+) -> SendOutcome {
     let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
     let req = match hyper::Request::post(path)
         .header(hyper::header::HOST, addr.to_string())
@@ -323,7 +339,7 @@ pub async fn stream_request(
             rec.outcome = Outcome::Failed {
                 reason: format!("build request: {e}"),
             };
-            return false;
+            return SendOutcome::Exchanged { reusable: false };
         }
     };
     if let Err(e) = conn.sender.ready().await {
@@ -331,7 +347,7 @@ pub async fn stream_request(
         rec.outcome = Outcome::Failed {
             reason: format!("connection not ready: {e}"),
         };
-        return false;
+        return SendOutcome::Stale;
     }
     conn.first_write.store(0, Ordering::Release);
     let sent = conn.sender.send_request(req).await;
@@ -350,7 +366,10 @@ pub async fn stream_request(
             rec.outcome = Outcome::Failed {
                 reason: format!("send request: {e}"),
             };
-            return false;
+            if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
+                return SendOutcome::Stale;
+            }
+            return SendOutcome::Exchanged { reusable: false };
         }
     };
     rec.response_head_ns = Some(ns(epoch));
@@ -389,7 +408,7 @@ pub async fn stream_request(
                 "response is not text/event-stream".into()
             },
         };
-        return ok;
+        return SendOutcome::Exchanged { reusable: ok };
     }
     let mut parser = SseParser::default();
     let mut events = Vec::new();
@@ -454,7 +473,7 @@ pub async fn stream_request(
     digest_input.push(0x1e);
     digest_input.extend_from_slice(st.content.as_bytes());
     rec.output_sha256 = Some(qual_json::sha256_prefixed(&digest_input));
-    reusable
+    SendOutcome::Exchanged { reusable }
 }
 
 fn finish(

@@ -19,7 +19,7 @@
 //! to one CPU), so its capacity is a per-core number. Invariant: every scheduled request
 //! yields exactly one record, in sequence order.
 
-use crate::client::{self, Connection, StreamRules};
+use crate::client::{self, Connection, SendOutcome, StreamRules};
 use crate::corpus::{self, Corpus, SplitMix64};
 use crate::pacer::Pacer;
 use crate::record::{Outcome, Phase, RequestRecord};
@@ -167,31 +167,55 @@ impl Ctx {
         rec.started_ns = Some(self.now_ns());
         let timeout = self.spec.request_timeout;
         let fut = async {
-            if conn.as_ref().is_none_or(|c| !c.is_usable()) {
-                match client::connect(self.spec.addr).await {
-                    Ok(c) => *conn = Some(c),
-                    Err(e) => {
-                        rec.end_ns = Some(self.now_ns());
-                        rec.outcome = Outcome::Failed {
-                            reason: format!("connect to {}: {e}", self.spec.addr),
-                        };
-                        return;
+            loop {
+                let mut fresh = false;
+                if conn.as_ref().is_none_or(|c| !c.is_usable()) {
+                    match client::connect(self.spec.addr).await {
+                        Ok(c) => {
+                            *conn = Some(c);
+                            fresh = true;
+                            rec.connected_ns = Some(self.now_ns());
+                        }
+                        Err(e) => {
+                            rec.end_ns = Some(self.now_ns());
+                            rec.outcome = Outcome::Failed {
+                                reason: format!("connect to {}: {e}", self.spec.addr),
+                            };
+                            return;
+                        }
                     }
                 }
-            }
-            let c = conn.as_mut().expect("connected");
-            let reusable = client::stream_request(
-                c,
-                self.spec.addr,
-                endpoint.path(),
-                self.bodies[ci].clone(),
-                self.epoch,
-                self.spec.rules,
-                &mut rec,
-            )
-            .await;
-            if !reusable {
-                *conn = None;
+                let c = conn.as_mut().expect("connected");
+                let sent = client::stream_request(
+                    c,
+                    self.spec.addr,
+                    endpoint.path(),
+                    self.bodies[ci].clone(),
+                    self.epoch,
+                    self.spec.rules,
+                    &mut rec,
+                )
+                .await;
+                match sent {
+                    SendOutcome::Exchanged { reusable } => {
+                        if !reusable {
+                            *conn = None;
+                        }
+                        return;
+                    }
+                    SendOutcome::Stale => {
+                        *conn = None;
+                        // A reused connection the server had already closed: retry once on a
+                        // fresh one. A fresh connection failing this way is a real failure.
+                        if fresh || rec.stale_connection_retries > 0 {
+                            return;
+                        }
+                        rec.stale_connection_retries += 1;
+                        rec.first_attempt_send_ns = rec.send_ns.take();
+                        rec.retry_started_ns = Some(self.now_ns());
+                        rec.end_ns = None;
+                    }
+                }
             }
         };
         if tokio::time::timeout(timeout, fut).await.is_err() {

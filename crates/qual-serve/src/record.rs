@@ -102,6 +102,9 @@ pub struct RequestRecord {
     pub scheduled_ns: u64,
     /// When the client began working on the request (connection set-up included).
     pub started_ns: Option<u64>,
+    /// When a new connection opened for this request was established (absent when an idle
+    /// keep-alive connection was reused).
+    pub connected_ns: Option<u64>,
     /// When the request's first byte was written to the socket: the "send" of every
     /// latency definition and of the schedule lag.
     pub send_ns: Option<u64>,
@@ -127,6 +130,15 @@ pub struct RequestRecord {
     pub finish_reason: Option<String>,
     /// `sha256:` of reasoning + U+001E + content (UTF-8).
     pub output_sha256: Option<String>,
+    /// Times the request was re-sent on a fresh connection because the server had closed
+    /// the reused keep-alive connection before answering (at most 1).
+    pub stale_connection_retries: u32,
+    /// The wire send of the attempt lost to a closed keep-alive connection.
+    pub first_attempt_send_ns: Option<u64>,
+    /// When the retry on a fresh connection began; schedule lag of a retried request is
+    /// measured from here (the time lost before it is the server's connection handling, kept
+    /// in `first_attempt_send_ns`, never the client's).
+    pub retry_started_ns: Option<u64>,
     /// How it ended.
     pub outcome: Outcome,
 }
@@ -147,6 +159,7 @@ impl RequestRecord {
             endpoint,
             scheduled_ns,
             started_ns: None,
+            connected_ns: None,
             send_ns: None,
             response_head_ns: None,
             first_byte_ns: None,
@@ -158,6 +171,9 @@ impl RequestRecord {
             output_tokens: None,
             finish_reason: None,
             output_sha256: None,
+            stale_connection_retries: 0,
+            first_attempt_send_ns: None,
+            retry_started_ns: None,
             outcome: Outcome::Failed {
                 reason: "request was never completed".into(),
             },
