@@ -434,3 +434,42 @@ fn a_wsl2_platform_object_satisfies_the_receipt_validator() {
     let errs = qual_receipt::validate::validate(&receipt.to_value());
     assert!(errs.is_empty(), "{errs:?}");
 }
+
+#[test]
+fn a_model_file_removed_mid_run_fails_the_final_fingerprint() {
+    let cases = vec![
+        case(
+            "model-case",
+            &[FIXTURE, "print", "${model_path}"],
+            "{}",
+            "",
+            runner_protocol(),
+        ),
+        case(
+            "remove-config",
+            &[FIXTURE, "remove", "models/m2/config.json"],
+            "{}",
+            "",
+            runner_protocol(),
+        ),
+    ];
+    let repo = Repo::new(&[(
+        "rm-v1.json",
+        workload("rm-v1", "correctness", "[]", "{}", &cases, 1),
+    )]);
+    let m = repo.root().join("models/m2");
+    std::fs::create_dir_all(&m).unwrap();
+    std::fs::write(m.join("config.json"), b"{}").unwrap();
+    std::fs::write(m.join("tokenizer.json"), b"{}").unwrap();
+    std::fs::write(m.join("model.safetensors"), b"w").unwrap();
+    let mut req = repo.request("rm-v1.json", "cpu");
+    req.model = Some(m.clone());
+    let r = run(&req);
+    assert_eq!(exit_code(&r), 1, "{r:?}");
+    let v = validate(repo.root(), &r.unwrap().receipt_path);
+    assert!(
+        details(&v, 0).contains("final model fingerprint failed"),
+        "{}",
+        details(&v, 0)
+    );
+}

@@ -3,6 +3,7 @@
 //! - `print TEXT`: print TEXT on stdout;
 //! - `exit CODE`: exit with CODE;
 //! - `copy FROM TO`: copy a file (used to modify tracked or model files mid-run);
+//! - `remove PATH`: remove a file;
 //! - `result STATUS CONFIG_JSON METRIC=VALUE...`: write a case result for `$CASE_ID` to
 //!   `$KILN_QUALIFICATION_CASE_RESULT` (metrics in the given order, unit `count`,
 //!   aggregation `p50`);
@@ -41,6 +42,12 @@ fn main() {
         Some("copy") => {
             if let Err(e) = std::fs::copy(get(1), get(2)) {
                 eprintln!("qual-runner-fixture: failed to copy: {e}");
+                std::process::exit(1);
+            }
+        }
+        Some("remove") => {
+            if let Err(e) = std::fs::remove_file(get(1)) {
+                eprintln!("qual-runner-fixture: failed to remove: {e}");
                 std::process::exit(1);
             }
         }
