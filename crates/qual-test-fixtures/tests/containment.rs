@@ -43,7 +43,7 @@ fn sleeper_past_deadline_is_terminated_with_sigterm() {
 #[test]
 fn sigterm_ignorer_is_killed_after_grace() {
     let d = tmp();
-    let c = case(&["ignore-term", "120"], 1.0, 1.0, d.path());
+    let c = case(&["ignore-term", "120"], 3.0, 1.0, d.path());
     let e = execute(&c.spec).unwrap();
     assert_eq!(
         e.termination,
@@ -52,14 +52,14 @@ fn sigterm_ignorer_is_killed_after_grace() {
         }
     );
     assert_eq!(e.stdout.text_lossy(), "ready\n");
-    assert!(e.wall >= Duration::from_secs(2), "{:?}", e.wall);
+    assert!(e.wall >= Duration::from_secs(4), "{:?}", e.wall);
     assert_nothing_left(&e, &c.marker);
 }
 
 #[test]
 fn a_slow_cleanup_gets_exactly_one_sigterm_and_its_grace() {
     let d = tmp();
-    let c = case(&["slow-term", "1.5"], 1.0, 30.0, d.path());
+    let c = case(&["slow-term", "1.5"], 3.0, 30.0, d.path());
     let e = execute(&c.spec).unwrap();
     assert_eq!(
         e.termination,
@@ -71,7 +71,7 @@ fn a_slow_cleanup_gets_exactly_one_sigterm_and_its_grace() {
     assert_nothing_left(&e, &c.marker);
     // A worker in the same group receives the group SIGTERM too, finishes its own cleanup
     // within the grace and is not residue.
-    let c = case(&["slow-term", "1.5", "--with-child"], 1.0, 30.0, d.path());
+    let c = case(&["slow-term", "1.5", "--with-child"], 3.0, 30.0, d.path());
     let e = execute(&c.spec).unwrap();
     assert_eq!(e.stdout.text_lossy(), "ready\nchild terms 1\nterms 1\n");
     assert!(

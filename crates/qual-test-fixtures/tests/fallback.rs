@@ -113,7 +113,7 @@ fn two_hundred_children_are_killed() {
 fn timed_out_sigterm_ignorer_is_killed() {
     let _g = fallback();
     let d = tempfile::tempdir().unwrap();
-    let c = case(&["ignore-term", "120"], 1.0, 1.0, d.path());
+    let c = case(&["ignore-term", "120"], 3.0, 1.0, d.path());
     let e = execute(&c.spec).unwrap();
     assert_eq!(
         e.termination,

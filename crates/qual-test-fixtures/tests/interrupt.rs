@@ -17,13 +17,15 @@ fn sigterm_to_the_runner_interrupts_the_running_case() {
     let marker = c.marker.clone();
     let spec = c.spec.clone();
     let runner = std::thread::spawn(move || execute(&spec));
-    // Wait until the case is running, then signal ourselves.
+    // Wait until the case runs and ignores SIGTERM, then signal ourselves.
     let until = Instant::now() + Duration::from_secs(60);
-    while processes_with_marker(&marker).is_empty() {
+    while !processes_with_marker(&marker)
+        .into_iter()
+        .any(ignores_sigterm)
+    {
         assert!(Instant::now() < until, "case never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(200));
     // SAFETY: sending SIGTERM to this process, whose handler is installed above.
     unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
     let e = runner.join().unwrap().unwrap();

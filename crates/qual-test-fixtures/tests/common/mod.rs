@@ -123,3 +123,15 @@ pub fn wait_for_file(path: &Path, limit: Duration) -> Option<String> {
     }
     None
 }
+
+/// Whether `pid` has SIGTERM in its ignored-signal mask (`SigIgn` of `/proc/<pid>/status`).
+pub fn ignores_sigterm(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))
+                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        })
+        .is_some_and(|mask| mask & (1 << (libc::SIGTERM - 1)) != 0)
+}
