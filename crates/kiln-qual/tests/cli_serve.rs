@@ -22,11 +22,10 @@ fn write_case(dir: &Path, port: u16, extra: &[&str]) {
         "mock-server".into(),
         "--port".into(),
         port.to_string(),
-        "--ttft-ms".into(),
-        "1".into(),
-        "--itl-ms".into(),
-        "0.5".into(),
     ];
+    if !extra.contains(&"--ttft-ms") {
+        cmd.extend(["--ttft-ms", "1", "--itl-ms", "0.5"].map(String::from));
+    }
     cmd.extend(extra.iter().map(|s| s.to_string()));
     let recipe = serde_json::json!({
         "schema": "kiln-qual.serve-launch.v1",
@@ -213,4 +212,66 @@ fn usage_errors_exit_2() {
         .args(["mock-server", "--port", "1", "--ttft-ms", "-3"])
         .assert()
         .code(2);
+}
+
+#[test]
+fn sigterm_stops_the_load_and_shuts_the_server_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // Every request would wait a minute for its first token.
+    write_case(dir.path(), port, &["--ttft-ms", "60000"]);
+    let result = dir.path().join("r.json");
+    let mut child = std::process::Command::new(BIN)
+        .current_dir(dir.path())
+        .args([
+            "serve",
+            "--launch",
+            "launch.json",
+            "--corpus",
+            "corpus.jsonl",
+            "--seed",
+            "1",
+            "--warmup",
+            "0",
+            "--result",
+        ])
+        .arg(&result)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the mock listens (the load has started or is about to).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "serve did not stop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(1));
+    let v = qual_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+    assert_eq!(v.get("status").unwrap().as_str(), Some("failed"));
+    let details = v.get("details").unwrap().as_str().unwrap().to_string();
+    assert!(details.contains("interrupted by signal 15"), "{details}");
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+        "nothing listens any more"
+    );
 }

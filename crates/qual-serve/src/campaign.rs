@@ -343,6 +343,11 @@ pub fn run(
             server.shutdown()
         }
     };
+    if let Some(sig) = qual_exec::signals::interrupted() {
+        reasons.push(format!(
+            "interrupted by signal {sig}; the server was shut down"
+        ));
+    }
     reasons.extend(lifecycle.failures.iter().cloned());
     let ran = load_spec.is_some() && !records.is_empty();
     let m = ran.then(|| metrics::compute(&records, o.slo));

@@ -283,6 +283,13 @@ impl OwnedServer {
         let addr = self.addr();
         let mut last = String::from("no probe completed");
         loop {
+            if let Some(sig) = qual_exec::signals::interrupted() {
+                self.fail(
+                    "readiness_failed",
+                    format!("interrupted by signal {sig} before the server became ready"),
+                );
+                return None;
+            }
             if let Some(t) = self.leader_exit() {
                 let tail = self.log_tail();
                 self.fail(

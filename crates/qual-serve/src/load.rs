@@ -382,20 +382,33 @@ pub fn run(
                 .enable_all()
                 .build()?;
             rt.block_on(async move {
-                let warm_c = match worker.spec.arrival {
-                    Arrival::ClosedLoop { concurrency } => concurrency,
-                    _ => 1,
-                };
-                let w = worker.spec.warmup;
-                if w > 0 {
-                    closed_loop(worker.clone(), 0..w, warm_c).await;
-                }
-                let range = w..worker.items.len();
-                match worker.spec.arrival {
-                    Arrival::ClosedLoop { concurrency } => {
-                        closed_loop(worker.clone(), range, concurrency).await
+                let work = async {
+                    let warm_c = match worker.spec.arrival {
+                        Arrival::ClosedLoop { concurrency } => concurrency,
+                        _ => 1,
+                    };
+                    let w = worker.spec.warmup;
+                    if w > 0 {
+                        closed_loop(worker.clone(), 0..w, warm_c).await;
                     }
-                    _ => open_loop(worker.clone(), range).await,
+                    let range = w..worker.items.len();
+                    match worker.spec.arrival {
+                        Arrival::ClosedLoop { concurrency } => {
+                            closed_loop(worker.clone(), range, concurrency).await
+                        }
+                        _ => open_loop(worker.clone(), range).await,
+                    }
+                };
+                // SIGINT/SIGTERM (when the caller installed qual-exec's forwarding) stops the
+                // load at once; dropping the runtime cancels every request still in flight.
+                let watch = async {
+                    while qual_exec::signals::interrupted().is_none() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                };
+                tokio::select! {
+                    _ = work => {}
+                    _ = watch => {}
                 }
             });
             Ok(())
@@ -412,7 +425,14 @@ pub fn run(
         .map(|(k, r)| {
             r.unwrap_or_else(|| {
                 let (ci, phase) = ctx.items[k];
-                RequestRecord::scheduled(k as u64, &ctx.ids[ci], phase, ctx.endpoints[ci], 0)
+                let mut rec =
+                    RequestRecord::scheduled(k as u64, &ctx.ids[ci], phase, ctx.endpoints[ci], 0);
+                if let Some(sig) = qual_exec::signals::interrupted() {
+                    rec.outcome = Outcome::Failed {
+                        reason: format!("not completed: interrupted by signal {sig}"),
+                    };
+                }
+                rec
             })
         })
         .collect())

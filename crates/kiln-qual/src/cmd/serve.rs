@@ -257,6 +257,12 @@ pub fn serve(a: ServeArgs) -> i32 {
         Arc::new(Bar(pb))
     });
     let sink: Option<Arc<dyn ProgressSink>> = bar.clone().map(|b| b as Arc<dyn ProgressSink>);
+    // SIGINT/SIGTERM stop the load and shut the owned server down (a failed case result is
+    // still written) instead of killing this process and orphaning the server.
+    if let Err(e) = qual_exec::signals::install_forwarding() {
+        eprintln!("kiln-qual: failed to install signal forwarding: {e}");
+        return exit::FAILED;
+    }
     let outcome = campaign::run(&opts, sink);
     if let Some(b) = bar {
         b.0.finish_and_clear();
