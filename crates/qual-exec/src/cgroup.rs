@@ -97,11 +97,16 @@ impl CaseCgroup {
         let _ = STATE.compare_exchange(UNKNOWN, USABLE, Ordering::SeqCst, Ordering::SeqCst);
     }
 
-    /// Member pids (live or exiting) listed in `cgroup.procs`.
+    /// Member pids (live or exiting) listed in `cgroup.procs` of this cgroup and of every
+    /// cgroup the case created beneath it (a case may nest cgroups, e.g. a nested runner).
     pub(crate) fn pids(&self) -> Vec<u32> {
-        fs::read_to_string(self.dir.join("cgroup.procs"))
-            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
-            .unwrap_or_default()
+        let mut out = Vec::new();
+        for dir in subtree(&self.dir) {
+            if let Ok(s) = fs::read_to_string(dir.join("cgroup.procs")) {
+                out.extend(s.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+            }
+        }
+        out
     }
 
     /// Whether `pid` belongs to this cgroup according to `/proc/<pid>/cgroup` (works for
@@ -110,10 +115,13 @@ impl CaseCgroup {
         let Some(rel) = self.relative_path() else {
             return false;
         };
+        let nested = format!("{rel}/");
         fs::read_to_string(format!("/proc/{pid}/cgroup"))
             .map(|s| {
-                s.lines()
-                    .any(|l| l.strip_prefix("0::") == Some(rel.as_str()))
+                s.lines().filter_map(|l| l.strip_prefix("0::")).any(|p| {
+                    let p = p.trim_end();
+                    p == rel || p.starts_with(&nested)
+                })
             })
             .unwrap_or(false)
     }
@@ -133,17 +141,46 @@ impl CaseCgroup {
             .is_ok()
     }
 
-    /// Removes the directory, retrying briefly while exiting members are released.
+    /// Removes the directory and any cgroups the case created beneath it, retrying briefly
+    /// while exiting members are released.
     pub(crate) fn remove(self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(2);
-        loop {
-            match fs::remove_dir(&self.dir) {
-                Ok(()) => return true,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
-                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-                Err(_) => return false,
+        remove_tree(&self.dir, Duration::from_secs(2))
+    }
+}
+
+/// `dir` and every cgroup directory beneath it, parents before children (bounded: a case
+/// cannot make us walk forever).
+fn subtree(dir: &std::path::Path) -> Vec<PathBuf> {
+    const MAX_DIRS: usize = 4096;
+    let mut out = vec![dir.to_path_buf()];
+    let mut i = 0;
+    while i < out.len() && out.len() < MAX_DIRS {
+        if let Ok(rd) = fs::read_dir(&out[i]) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    out.push(e.path());
+                }
             }
         }
+        i += 1;
+    }
+    out
+}
+
+/// Removes a cgroup directory tree bottom-up, retrying until `limit` has passed.
+fn remove_tree(dir: &std::path::Path, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        for d in subtree(dir).iter().rev() {
+            let _ = fs::remove_dir(d);
+        }
+        if !dir.exists() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -170,10 +207,7 @@ fn sweep_stale(parent: &std::path::Path) {
             .write(true)
             .open(path.join("cgroup.kill"))
             .and_then(|mut f| f.write_all(b"1"));
-        let deadline = Instant::now() + Duration::from_millis(500);
-        while fs::remove_dir(&path).is_err() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        remove_tree(&path, Duration::from_millis(500));
     }
 }
 

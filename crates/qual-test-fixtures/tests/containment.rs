@@ -185,6 +185,43 @@ fn a_pipe_handed_outside_the_tree_is_reported_not_hunted() {
 }
 
 #[test]
+fn a_child_in_a_nested_cgroup_is_found_and_the_tree_removed() {
+    let d = tmp();
+    let pidfile = d.path().join("nested.pid");
+    let c = case(
+        &["nest-cgroup", pidfile.to_str().unwrap()],
+        60.0,
+        2.0,
+        d.path(),
+    );
+    let e = execute(&c.spec).unwrap();
+    if e.termination == (Termination::Exited { code: 3 })
+        || e.containment.mechanism != qual_exec::Mechanism::CgroupV2
+    {
+        eprintln!(
+            "skipped: cgroups cannot be nested here ({:?}): {}",
+            e.containment.mechanism,
+            e.stdout.text_lossy()
+        );
+        assert_nothing_left(&e, &c.marker);
+        return;
+    }
+    assert_eq!(e.termination, Termination::Exited { code: 0 });
+    let nested = e.stdout.text_lossy().trim().to_string();
+    let child: u32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
+    assert!(
+        e.containment.residue.iter().any(|r| r.pid == child),
+        "{child} not in {:?}",
+        e.containment.residue
+    );
+    assert!(
+        !std::path::Path::new(&nested).exists(),
+        "{nested} was not removed"
+    );
+    assert_nothing_left(&e, &c.marker);
+}
+
+#[test]
 fn two_hundred_children_left_behind_are_all_killed() {
     let d = tmp();
     let c = case(&["fork-children", "200", "300"], 60.0, 5.0, d.path());

@@ -67,6 +67,7 @@ fn main() {
         "escape" => escape(&args),
         "slow-term" => slow_term(arg(&args, 1, "SECS"), flag(&args, "--with-child")),
         "fork-children" => fork_children(&args),
+        "nest-cgroup" => nest_cgroup(&arg::<String>(&args, 1, "PIDFILE")),
         "flood" => flood(arg(&args, 1, "BYTES")),
         "kill-self" => {
             let sig: i32 = arg(&args, 1, "SIGNAL");
@@ -184,6 +185,62 @@ fn slow_term(secs: f64, with_child: bool) {
         unsafe { libc::wait(&mut status) };
     }
     println!("terms {n}");
+}
+
+/// Creates a cgroup beneath its own (cgroup v2) and forks a child that moves into it and keeps
+/// running; prints the nested directory and exits 0 once the child wrote its pid to PIDFILE.
+/// Exits 3 (printing why) where its cgroup cannot be nested.
+fn nest_cgroup(pidfile: &str) {
+    let no = |why: String| -> ! {
+        println!("no-cgroup: {why}");
+        std::process::exit(3)
+    };
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mount = info
+        .lines()
+        .find_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            (post.split_whitespace().next() == Some("cgroup2"))
+                .then(|| pre.split_whitespace().nth(4).map(String::from))?
+        })
+        .unwrap_or_else(|| no("no cgroup2 mount".into()));
+    let own = std::fs::read_to_string("/proc/self/cgroup")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
+        .unwrap_or_else(|| no("no cgroup v2 membership".into()));
+    let nested = std::path::Path::new(&mount)
+        .join(own.trim_start_matches('/'))
+        .join(format!("nested-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir(&nested) {
+        no(format!("cannot create {}: {e}", nested.display()));
+    }
+    if fork() == 0 {
+        if std::fs::write(nested.join("cgroup.procs"), "0").is_err() {
+            // SAFETY: leaving the forked child.
+            unsafe { libc::_exit(3) };
+        }
+        let tmp = format!("{pidfile}.tmp");
+        std::fs::write(&tmp, std::process::id().to_string()).expect("write pid file");
+        std::fs::rename(&tmp, pidfile).expect("publish pid file");
+        loop {
+            sleep_secs(3600.0);
+        }
+    }
+    for _ in 0..6000 {
+        if std::path::Path::new(pidfile).exists() {
+            println!("{}", nested.display());
+            return;
+        }
+        let mut status = 0;
+        // SAFETY: non-blocking reap of our child, to notice that it failed.
+        if unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } > 0 {
+            let _ = std::fs::remove_dir(&nested);
+            no("the child could not join the nested cgroup".into());
+        }
+        sleep_secs(0.005);
+    }
+    no("the child never started".into());
 }
 
 fn fork_children(args: &[String]) {
