@@ -49,7 +49,8 @@
 //!   child subreaper (`PR_SET_CHILD_SUBREAPER`), so a descendant that escaped with `setsid`
 //!   or a double fork is re-parented to us: found, killed and reaped. Sub-cgroups left by a
 //!   runner that died without cleanup are swept (members killed) by the next one.
-//! - **Membership**: with cgroups, `cgroup.procs`; without, the leader's subtree and the
+//! - **Membership**: with cgroups, `cgroup.procs` of the case's cgroup and of every cgroup the
+//!   case nested beneath it (a nested runner does that; the tree is removed bottom-up); without, the leader's subtree and the
 //!   subtrees of orphans re-parented to us, walked through `/proc/<pid>/task/*/children`
 //!   (a full `/proc` scan by group, session and ancestry where those files do not exist).
 //!   Processes are identified by pid *and* start time; signals go through pidfds. A process
@@ -77,6 +78,11 @@
 //!   non-root user a user namespace mapping our uid to root is created first. When the kernel
 //!   refuses, the execution fails closed with [`ExecError::IsolationUnavailable`] naming the
 //!   missing capability.
+//!
+//! Known limit: a case running as root can write its pid into a cgroup *outside* its own
+//! sub-tree; with cgroups in use such a process is not a member any more (the subreaper still
+//! re-parents it to us when it is orphaned, but it is not attributed). Unprivileged cases
+//! cannot do this.
 //!
 //! Not implemented from the original runner's schedule: the "driver-first" SIGINT to leaf
 //! processes before the group SIGTERM (it exists for wrapper supervisors such as `bwrap`,
