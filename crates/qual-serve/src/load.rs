@@ -1,7 +1,7 @@
 //! The load generator: closed loop at a concurrency, open loop at a rate.
 //!
 //! Owns scheduling and the per-request record lifecycle. The request sequence comes from
-//! [`corpus::permutation`](crate::corpus::permutation) (warmup first, then measured). Warmup
+//! [`corpus::permutation`] (warmup first, then measured). Warmup
 //! runs to completion before measurement starts, as a closed loop at the measured
 //! concurrency (open loop: concurrency 1), and is recorded with phase `warmup`.
 //!
@@ -11,7 +11,7 @@
 //! * Open loop: request `i` is scheduled at `t0 + offset_i` (constant: `i / rate`; Poisson:
 //!   cumulative exponential gaps with mean `1 / rate`, drawn from SplitMix64 seeded with the
 //!   declared seed XOR `0x6f70656e5f6c6f6f`) and sent at that instant by the sub-millisecond
-//!   [`Pacer`](crate::pacer::Pacer) on an idle pooled connection or a new one. At most
+//!   [`Pacer`] on an idle pooled connection or a new one. At most
 //!   `max_in_flight` requests are outstanding; a request that has to wait for a slot is
 //!   still sent (late), never dropped, and its lag is recorded.
 //!

@@ -2,7 +2,7 @@
 //!
 //! Owns: `GET /v1/models`, `GET /health`, streaming and non-streaming
 //! `POST /v1/chat/completions` and `POST /v1/completions`, paced by the sub-millisecond
-//! [`Pacer`](crate::pacer::Pacer), and the error injections the failure-mode tests rely on.
+//! [`Pacer`], and the error injections the failure-mode tests rely on.
 //! It is the test target, the client-headroom roofline and the README's serving example.
 //!
 //! Timing contract of a stream (chat): a role-only event at once, content event `k`
