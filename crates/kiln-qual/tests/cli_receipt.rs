@@ -121,7 +121,10 @@ fn show_summarises_and_states_the_evidence_scope() {
     let (code, out, _) = kiln(d.path(), &["receipt", "show", &f]);
     assert_eq!(code, 0);
     assert!(out.contains("FAILED") && out.contains("never average failed rows"));
-    assert!(out.contains("device-probe failed: exit code 3 not in [0]"), "{out}");
+    assert!(
+        out.contains("device-probe failed: exit code 3 not in [0]"),
+        "{out}"
+    );
 
     let bad = write(d.path(), "bad.json", &invalid_receipt());
     let (code, out, err) = kiln(d.path(), &["receipt", "show", &bad]);

@@ -22,9 +22,7 @@ fn redact(s: &str) -> String {
             l.replace_range(i..end, "[DIGEST]");
         }
         if let Some(i) = l.find("/tmp/") {
-            let end = l[i..]
-                .find(|c: char| c == ' ' || c == ':')
-                .map_or(l.len(), |e| i + e);
+            let end = l[i..].find([' ', ':']).map_or(l.len(), |e| i + e);
             l.replace_range(i..end, "[TMP]");
         }
         out.push_str(&l);

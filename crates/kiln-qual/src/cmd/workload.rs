@@ -86,23 +86,20 @@ fn check_one(shown: &str, path: &Path) -> FileReport {
         }
     };
     let value = qual_json::from_slice_with(&bytes, qual_contract::workload_limits());
-    match &value {
-        Ok(v) => {
-            report.workload_id = v
-                .get("workload_id")
-                .and_then(|x| x.as_str())
-                .map(str::to_owned);
-            report.variants = v
-                .get("variants")
-                .and_then(|x| x.as_array())
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.get("id").and_then(|i| i.as_str()).map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-        }
-        Err(_) => {}
+    if let Ok(v) = &value {
+        report.workload_id = v
+            .get("workload_id")
+            .and_then(|x| x.as_str())
+            .map(str::to_owned);
+        report.variants = v
+            .get("variants")
+            .and_then(|x| x.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.get("id").and_then(|i| i.as_str()).map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
     }
     match qual_contract::check_bytes(&bytes) {
         Ok(_) => {
