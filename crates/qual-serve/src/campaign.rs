@@ -70,6 +70,8 @@ pub struct ServeOptions {
     pub metrics: Option<Vec<String>>,
     /// Model id to request (default: the first id of `/v1/models`).
     pub model: Option<String>,
+    /// Directory substituted for `${model_path}` in the launch recipe.
+    pub model_path: Option<PathBuf>,
     /// CPU to pin the load generator to.
     pub pin_cpu: Option<usize>,
 }
@@ -191,16 +193,25 @@ struct Inputs {
 
 fn read_inputs(o: &ServeOptions) -> Result<Inputs, (Option<String>, Vec<String>)> {
     let mut errs = Vec::new();
-    let recipe = recipe::load(&o.launch)
+    let loaded = recipe::load(&o.launch)
         .map_err(|e| errs.push(format!("failed to read the launch recipe: {e}")))
         .ok();
+    let recipe = loaded.as_ref().and_then(|r| {
+        let model = o
+            .model_path
+            .as_ref()
+            .map(|p| std::path::absolute(p).unwrap_or(p.clone()));
+        r.with_model_path(model.as_deref())
+            .map_err(|e| errs.push(format!("failed to apply the model path: {e}")))
+            .ok()
+    });
     let corpus = corpus::load(&o.corpus)
         .map_err(|e| errs.push(format!("failed to read the corpus: {e}")))
         .ok();
     let case_id = o
         .case_id
         .clone()
-        .or_else(|| recipe.as_ref().map(|r| r.id.clone()));
+        .or_else(|| loaded.as_ref().map(|r| r.id.clone()));
     match &case_id {
         Some(id) if !is_identifier(id) => errs.push(format!(
             "case id {id:?} must match ^[a-z0-9][a-z0-9._-]{{2,127}}$"
@@ -429,6 +440,7 @@ pub fn run(
             "canonical_sha256": inputs.recipe.canonical_sha256,
             "recipe": inputs.recipe.document.to_serde(),
         },
+        "model_path": o.model_path.as_ref().map(|p| p.display().to_string()),
         "corpus": {
             "path": o.corpus.display().to_string(),
             "sha256": inputs.corpus.sha256,

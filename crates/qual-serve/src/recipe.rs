@@ -18,12 +18,32 @@
 //! | `startup_timeout_seconds`, `shutdown_timeout_seconds` | finite numbers > 0, ≤ 172800 |
 //! | `acceptable_exit_codes` | 1..=16 unique, ascending integers in -255..=255 (a death by signal `s` is exit code `-s`) |
 //!
+//! `${model_path}` may appear in `command` elements after the first and in `environment`
+//! values, either as the whole value or as a `${model_path}/…` prefix; `kiln-qual serve
+//! --model-path DIR` substitutes the absolute directory (a workload passes the runner's
+//! fingerprinted `${model_path}` there). A recipe that uses it needs the flag, and the flag
+//! is refused for a recipe that does not use it. Any other `${` is a violation.
+//!
 //! Invariant: a [`LaunchRecipe`] only exists when the file had no violation at all.
 
 use qual_json::{Number, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The one placeholder a recipe may use.
+pub const MODEL_PATH: &str = "${model_path}";
+
+fn placeholder_ok(s: &str) -> bool {
+    match s.find("${") {
+        None => true,
+        Some(0) => {
+            (s == MODEL_PATH || s.starts_with("${model_path}/"))
+                && !s[MODEL_PATH.len()..].contains("${")
+        }
+        Some(_) => false,
+    }
+}
 
 /// The schema identifier of a launch recipe.
 pub const SCHEMA: &str = "kiln-qual.serve-launch.v1";
@@ -205,6 +225,9 @@ pub fn validate(
                 for (i, e) in a.iter().enumerate() {
                     match e.as_str() {
                         Some(s) if !s.is_empty() && !s.contains('\0') => {
+                            if !placeholder_ok(s) || (i == 0 && s.contains("${")) {
+                                v.push(format!("/command/{i}: the only placeholder is ${{model_path}} (the whole value or a ${{model_path}}/ prefix), never in element 0"));
+                            }
                             command.push(s.to_string())
                         }
                         _ => v.push(format!(
@@ -235,6 +258,9 @@ pub fn validate(
                     }
                     match val.as_str() {
                         Some(s) if !s.contains('\0') => {
+                            if !placeholder_ok(s) {
+                                v.push(format!("/environment/{k}: the only placeholder is ${{model_path}} (the whole value or a ${{model_path}}/ prefix)"));
+                            }
                             environment.insert(k.clone(), s.to_string());
                         }
                         _ => v.push(format!("/environment/{k}: must be a string without NUL")),
@@ -319,6 +345,45 @@ pub fn validate(
     })
 }
 
+impl LaunchRecipe {
+    /// Whether a command element or environment value uses `${model_path}`.
+    pub fn uses_model_path(&self) -> bool {
+        self.command.iter().any(|c| c.starts_with(MODEL_PATH))
+            || self.environment.values().any(|v| v.starts_with(MODEL_PATH))
+    }
+
+    /// The recipe with `${model_path}` replaced by `model` (which must be absolute). Refuses a
+    /// recipe that uses the placeholder without a model path, and a model path the recipe
+    /// does not use (no flag is ever silently ignored).
+    pub fn with_model_path(&self, model: Option<&Path>) -> Result<LaunchRecipe, String> {
+        match (self.uses_model_path(), model) {
+            (false, None) => Ok(self.clone()),
+            (true, None) => Err("the launch recipe uses ${model_path}: pass --model-path".into()),
+            (false, Some(_)) => Err(
+                "--model-path was given but the launch recipe does not use ${model_path}".into(),
+            ),
+            (true, Some(m)) => {
+                if !m.is_absolute() {
+                    return Err(format!("model path {} must be absolute", m.display()));
+                }
+                let m = m.display().to_string();
+                let sub = |s: &String| match s.strip_prefix(MODEL_PATH) {
+                    Some(rest) => format!("{m}{rest}"),
+                    None => s.clone(),
+                };
+                let mut r = self.clone();
+                r.command = self.command.iter().map(sub).collect();
+                r.environment = self
+                    .environment
+                    .iter()
+                    .map(|(k, v)| (k.clone(), sub(v)))
+                    .collect();
+                Ok(r)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,6 +405,28 @@ mod tests {
         assert_eq!(r.log_directory, PathBuf::from("/base/logs"));
         assert_eq!(r.shutdown_timeout, Duration::from_millis(2500));
         assert_eq!(r.log_limit_bytes, DEFAULT_LOG_LIMIT);
+    }
+
+    #[test]
+    fn model_path_placeholder_is_substituted_and_never_ignored() {
+        let text = GOOD.replace(r#""--port","8080""#, r#""--model","${model_path}/m.gguf""#);
+        let r = check(&text).unwrap();
+        assert!(r.uses_model_path());
+        let s = r.with_model_path(Some(Path::new("/models/tiny"))).unwrap();
+        assert_eq!(s.command[2], "/models/tiny/m.gguf");
+        assert!(r.with_model_path(None).is_err());
+        assert!(r.with_model_path(Some(Path::new("rel"))).is_err());
+        let plain = check(GOOD).unwrap();
+        assert!(plain.with_model_path(Some(Path::new("/m"))).is_err());
+        assert_eq!(plain.with_model_path(None).unwrap(), plain);
+        for bad in [
+            r#""x${model_path}""#,
+            r#""${other}""#,
+            r#""${model_path}${model_path}""#,
+        ] {
+            let t = GOOD.replace(r#""8080"]"#, &format!("{bad}]"));
+            assert!(check(&t).is_err(), "{bad} accepted");
+        }
     }
 
     #[test]

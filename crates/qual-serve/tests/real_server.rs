@@ -80,6 +80,7 @@ fn options(root: &std::path::Path, dir: &std::path::Path) -> ServeOptions {
         max_failed_requests: 0,
         metrics: None,
         model: Some("tiny".into()),
+        model_path: None,
         pin_cpu: None,
     }
 }

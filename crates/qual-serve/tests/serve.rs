@@ -83,6 +83,7 @@ impl Case {
             max_failed_requests: 0,
             metrics: None,
             model: None,
+            model_path: None,
             pin_cpu: None,
         }
     }
@@ -523,6 +524,34 @@ fn open_loop_keeps_a_constant_schedule() {
         );
     }
     case.assert_nothing_left();
+}
+
+#[test]
+fn model_path_is_substituted_into_the_server_argv() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The mock serves its --model value as the model id, so the substitution is visible.
+    let case = Case::new(&["--model", "${model_path}/served"], 10.0, 5.0);
+    let model_dir = case.dir.path().join("model");
+    let mut o = case.options(Arrival::ClosedLoop { concurrency: 1 }, 2);
+    o.model_path = Some(model_dir.clone());
+    let out = campaign::run(&o, None).unwrap();
+    assert_eq!(out.status, CaseStatus::Passed, "{:?}", out.reasons);
+    let ev = case.evidence();
+    assert_eq!(
+        ev["server"]["served_models"][0].as_str().unwrap(),
+        format!("{}/served", model_dir.display())
+    );
+    case.assert_nothing_left();
+    // Without --model-path the recipe is refused before anything is launched.
+    let case = Case::new(&["--model", "${model_path}"], 10.0, 5.0);
+    let out = campaign::run(
+        &case.options(Arrival::ClosedLoop { concurrency: 1 }, 2),
+        None,
+    )
+    .unwrap();
+    assert_eq!(out.status, CaseStatus::Failed);
+    assert!(details(&case.result()).contains("pass --model-path"));
+    assert!(case.evidence()["lifecycle"].is_null());
 }
 
 #[test]

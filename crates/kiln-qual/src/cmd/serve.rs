@@ -112,6 +112,10 @@ pub struct ServeArgs {
     /// Model id to request (default: the first id served by /v1/models).
     #[arg(long)]
     pub model: Option<String>,
+    /// Directory substituted for `${model_path}` in the launch recipe (a workload passes the
+    /// runner's `${model_path}` here). Refused when the recipe does not use it.
+    #[arg(long, value_name = "DIR")]
+    pub model_path: Option<PathBuf>,
     /// Pin the load generator thread to this CPU.
     #[arg(long)]
     pub pin_cpu: Option<usize>,
@@ -245,6 +249,7 @@ pub fn serve(a: ServeArgs) -> i32 {
         max_failed_requests: a.max_failed_requests,
         metrics: (!a.metrics.is_empty()).then_some(a.metrics),
         model: a.model,
+        model_path: a.model_path,
         pin_cpu: a.pin_cpu,
     };
     let bar = std::io::stderr().is_terminal().then(|| {
