@@ -1,0 +1,142 @@
+//! The serving example workload (`qualification/workloads/serving-mock-cpu-v1.json`) runs end
+//! to end through the runner in a fresh git repository: `kiln-qual run` executes
+//! `kiln-qual serve`, which owns the mock server, and the receipt validates.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn git(root: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), dst).unwrap();
+        }
+    }
+}
+
+#[test]
+fn serving_mock_workload_passes_and_its_receipt_validates() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let src = repo_root();
+    std::fs::create_dir_all(root.join("qualification/workloads")).unwrap();
+    std::fs::copy(
+        src.join("qualification/workloads/serving-mock-cpu-v1.json"),
+        root.join("qualification/workloads/serving-mock-cpu-v1.json"),
+    )
+    .unwrap();
+    copy_dir(
+        &src.join("qualification/serving/mock"),
+        &root.join("qualification/serving/mock"),
+    );
+    copy_dir(
+        &src.join("qualification/fixtures/tiny-model"),
+        &root.join("qualification/fixtures/tiny-model"),
+    );
+    std::fs::write(root.join(".gitignore"), ".qualification/\ntarget/\n").unwrap();
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "serving example"]);
+    std::fs::create_dir_all(root.join("target/debug")).unwrap();
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_kiln-qual"),
+        root.join("target/debug/kiln-qual"),
+    )
+    .unwrap();
+
+    let run = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .current_dir(root)
+        .args([
+            "run",
+            "qualification/workloads/serving-mock-cpu-v1.json",
+            "--variant",
+            "cpu",
+            "--host-id",
+            "test-host",
+            "--model",
+            "qualification/fixtures/tiny-model",
+            "--output",
+            ".qualification/receipts/serving.json",
+        ])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(run.status.code(), Some(0), "{text}");
+    let check = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .current_dir(root)
+        .args(["receipt", "check", ".qualification/receipts/serving.json"])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let receipt: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.join(".qualification/receipts/serving.json")).unwrap(),
+    )
+    .unwrap();
+    let result = &receipt["results"][0];
+    assert_eq!(result["id"], "mock-serving-c4");
+    assert_eq!(result["status"], "passed");
+    let names: Vec<&str> = result["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "itl_ms.p50",
+            "output_tokens_per_second",
+            "requests_failed",
+            "slo_attainment",
+            "ttft_ms.p50"
+        ]
+    );
+    // The serving evidence sits next to the command's case result in the run directory.
+    let runs = root.join(".qualification/runs");
+    let mut found = false;
+    for run_dir in std::fs::read_dir(&runs).unwrap() {
+        let cases = run_dir.unwrap().path().join("cases");
+        for case in std::fs::read_dir(cases).into_iter().flatten() {
+            found |= case
+                .unwrap()
+                .path()
+                .join("command-result.serve-evidence.json")
+                .is_file();
+        }
+    }
+    assert!(found, "serve evidence in the run directory");
+}
