@@ -273,6 +273,20 @@ pub fn run(
 ) -> Result<ServeOutcome, ServeError> {
     let epoch = Instant::now();
     let evidence_path = evidence_path_for(&o.result);
+    let parent = o
+        .result
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(ServeError::Write {
+            path: o.result.display().to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the result's directory does not exist",
+            ),
+        });
+    }
     for p in [&o.result, &evidence_path] {
         if p.exists() {
             return Err(ServeError::Write {
