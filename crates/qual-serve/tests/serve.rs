@@ -555,6 +555,52 @@ fn model_path_is_substituted_into_the_server_argv() {
 }
 
 #[test]
+fn open_loop_poisson_arrivals_follow_the_seeded_schedule() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let case = Case::new(&["--output-tokens", "2"], 10.0, 5.0);
+    let out = campaign::run(
+        &case.options(
+            Arrival::Poisson {
+                rate_per_second: 300.0,
+            },
+            90,
+        ),
+        None,
+    )
+    .unwrap();
+    let ev = case.evidence();
+    let reqs: Vec<&serde_json::Value> = ev["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["phase"] == "measured")
+        .collect();
+    assert_eq!(reqs.len(), 90, "no scheduled request is dropped");
+    assert!(
+        reqs.iter().all(|r| r["outcome"]["status"] == "succeeded"),
+        "{:?}",
+        out.reasons
+    );
+    // The schedule is exactly the seeded Poisson offsets (relative to the first send).
+    let sched: Vec<f64> = reqs
+        .iter()
+        .map(|r| r["scheduled_ns"].as_f64().unwrap())
+        .collect();
+    let expected = qual_serve::load::open_loop_offsets(
+        Arrival::Poisson {
+            rate_per_second: 300.0,
+        },
+        90,
+        17,
+    );
+    for (s, e) in sched.iter().zip(&expected) {
+        let got = (s - sched[0]) / 1e9;
+        assert!((got - e).abs() < 2e-6, "scheduled {got} s vs {e} s");
+    }
+    case.assert_nothing_left();
+}
+
+#[test]
 fn invalid_inputs_are_reported_without_launching() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let case = Case::new(&[], 5.0, 5.0);
