@@ -9,7 +9,8 @@
 //! client-headroom roofline.
 //!
 //! Modules: [`sse`] (incremental SSE parser), [`corpus`] (strict JSONL corpus, seeded order),
-//! [`recipe`] (strict launch recipe), [`client`] (one streamed request → one record),
+//! [`recipe`] (strict launch recipe), [`record`] (per-request records),
+//! [`client`] (one streamed request → one record),
 //! [`load`] (closed and open loop), [`metrics`] (definitions and percentiles),
 //! [`lifecycle`] (owned process group, readiness, listener ownership, shutdown, residue),
 //! [`campaign`] (the whole case), [`mock`], [`pacer`] and [`io`] (plumbing).

@@ -174,18 +174,26 @@ pub struct MockServerArgs {
     pub leave_escaped_child: bool,
 }
 
-struct Bar(indicatif::ProgressBar);
+/// The progress bar: requests done, errors, and the output-token rate over the last half
+/// second or more.
+struct Bar {
+    bar: indicatif::ProgressBar,
+    last: std::sync::Mutex<(Duration, u64, f64)>,
+}
 
 impl ProgressSink for Bar {
     fn update(&self, p: Progress) {
-        self.0.set_length(p.total);
-        self.0.set_position(p.done);
-        let secs = p.elapsed.as_secs_f64().max(1e-9);
-        self.0.set_message(format!(
-            "errors {} · {:.0} tokens/s",
-            p.failed,
-            p.output_tokens as f64 / secs
-        ));
+        self.bar.set_length(p.total);
+        self.bar.set_position(p.done);
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let dt = p.elapsed.saturating_sub(last.0).as_secs_f64();
+        if dt >= 0.5 {
+            last.2 = p.output_tokens.saturating_sub(last.1) as f64 / dt;
+            last.0 = p.elapsed;
+            last.1 = p.output_tokens;
+        }
+        self.bar
+            .set_message(format!("errors {} · {:.0} tokens/s", p.failed, last.2));
     }
 }
 
@@ -259,7 +267,10 @@ pub fn serve(a: ServeArgs) -> i32 {
         ) {
             pb.set_style(style.progress_chars("=> "));
         }
-        Arc::new(Bar(pb))
+        Arc::new(Bar {
+            bar: pb,
+            last: std::sync::Mutex::new((Duration::ZERO, 0, 0.0)),
+        })
     });
     let sink: Option<Arc<dyn ProgressSink>> = bar.clone().map(|b| b as Arc<dyn ProgressSink>);
     // SIGINT/SIGTERM stop the load and shut the owned server down (a failed case result is
@@ -270,7 +281,7 @@ pub fn serve(a: ServeArgs) -> i32 {
     }
     let outcome = campaign::run(&opts, sink);
     if let Some(b) = bar {
-        b.0.finish_and_clear();
+        b.bar.finish_and_clear();
     }
     let out = match outcome {
         Ok(o) => o,
