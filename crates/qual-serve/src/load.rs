@@ -5,6 +5,9 @@
 //! runs to completion before measurement starts, as a closed loop at the measured
 //! concurrency (open loop: concurrency 1), and is recorded with phase `warmup`.
 //!
+//! Idle keep-alive connections live in one pool shared by warmup and measurement, so warmup
+//! opens the connections the measured requests reuse.
+//!
 //! * Closed loop: `concurrency` workers, each with its own keep-alive connection; a worker
 //!   takes the next request the moment its previous one ends, which is the request's
 //!   scheduled time.
@@ -126,6 +129,9 @@ struct Ctx {
     tokens: AtomicU64,
     started: Instant,
     progress: Option<Arc<dyn ProgressSink>>,
+    /// Idle keep-alive connections, shared by warmup and measurement (so warmup opens the
+    /// connections the measurement uses).
+    pool: Mutex<Vec<Connection>>,
 }
 
 impl Ctx {
@@ -238,7 +244,7 @@ async fn closed_loop(ctx: Arc<Ctx>, range: std::ops::Range<usize>, concurrency: 
         let next = next.clone();
         let end = range.end;
         handles.push(tokio::spawn(async move {
-            let mut conn: Option<Connection> = None;
+            let mut conn: Option<Connection> = ctx.pool.lock().expect("pool").pop();
             loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 if k >= end {
@@ -247,6 +253,9 @@ async fn closed_loop(ctx: Arc<Ctx>, range: std::ops::Range<usize>, concurrency: 
                 let scheduled = ctx.now_ns();
                 let rec = ctx.one(&mut conn, k, scheduled).await;
                 ctx.record(k, rec);
+            }
+            if let Some(c) = conn.filter(|c| c.is_usable()) {
+                ctx.pool.lock().expect("pool").push(c);
             }
         }));
     }
@@ -280,7 +289,6 @@ pub fn open_loop_offsets(arrival: Arrival, n: usize, seed: u64) -> Vec<f64> {
 async fn open_loop(ctx: Arc<Ctx>, range: std::ops::Range<usize>) {
     let offsets = open_loop_offsets(ctx.spec.arrival, range.len(), ctx.spec.seed);
     let sem = Arc::new(tokio::sync::Semaphore::new(ctx.spec.max_in_flight.max(1)));
-    let pool: Arc<Mutex<Vec<Connection>>> = Arc::new(Mutex::new(Vec::new()));
     let pacer = Pacer::global();
     let t0 = Instant::now() + Duration::from_millis(20);
     let mut handles = Vec::new();
@@ -290,12 +298,11 @@ async fn open_loop(ctx: Arc<Ctx>, range: std::ops::Range<usize>) {
         let scheduled_ns = deadline.saturating_duration_since(ctx.epoch).as_nanos() as u64;
         let permit = sem.clone().acquire_owned().await.expect("semaphore open");
         let ctx = ctx.clone();
-        let pool = pool.clone();
         handles.push(tokio::spawn(async move {
-            let mut conn = pool.lock().expect("pool").pop();
+            let mut conn = ctx.pool.lock().expect("pool").pop();
             let rec = ctx.one(&mut conn, k, scheduled_ns).await;
             if let Some(c) = conn.filter(|c| c.is_usable()) {
-                pool.lock().expect("pool").push(c);
+                ctx.pool.lock().expect("pool").push(c);
             }
             ctx.record(k, rec);
             drop(permit);
@@ -370,6 +377,7 @@ pub fn run(
         tokens: AtomicU64::new(0),
         started: Instant::now(),
         progress,
+        pool: Mutex::new(Vec::new()),
     });
     let worker = ctx.clone();
     let handle = std::thread::Builder::new()
