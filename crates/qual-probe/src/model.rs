@@ -13,6 +13,9 @@
 //!   when present, else `model.safetensors`, else every `*.safetensors` entry (a bare
 //!   `.safetensors` is not a shard) sorted by raw file-name bytes; two shards that are the same
 //!   file (dev, inode) and empty shards are refused; `weight_files` are sorted by path;
+//! - extension beyond Kiln v1 (which only knows safetensors): a directory with no safetensors
+//!   at all fingerprints its `*.gguf` files instead (llama.cpp-style models), same rules;
+//!   Kiln's own model directories always hold safetensors, so their fingerprints are unchanged;
 //! - `config.json` and `tokenizer.json` are required; `chat_template_hash` hashes
 //!   `chat_template.jinja` (must be UTF-8) or else the `chat_template` string of
 //!   `tokenizer_config.json` (as UTF-8), or is null.
@@ -356,8 +359,20 @@ fn discover_shards(root: &Path) -> Result<Vec<String>, ModelError> {
         .collect();
     names.sort();
     if names.is_empty() {
+        names = std::fs::read_dir(root)
+            .map_err(|e| ModelError::Root {
+                path: root.display().to_string(),
+                reason: format!("cannot be listed: {e}"),
+            })?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().as_bytes().to_vec())
+            .filter(|n| n.len() > ".gguf".len() && n.ends_with(b".gguf"))
+            .collect();
+        names.sort();
+    }
+    if names.is_empty() {
         return Err(ModelError::Other(format!(
-            "no .safetensors files found in {}",
+            "no .safetensors (or .gguf) files found in {}",
             root.display()
         )));
     }
@@ -686,12 +701,28 @@ mod tests {
     }
 
     #[test]
+    fn gguf_only_directories_fingerprint_their_gguf_files() {
+        let d = model_dir();
+        std::fs::remove_file(d.path().join("model.safetensors")).unwrap();
+        std::fs::write(d.path().join("b.gguf"), b"GGUFb").unwrap();
+        std::fs::write(d.path().join("a.gguf"), b"GGUFa").unwrap();
+        let f = fingerprint(d.path(), None).unwrap();
+        let paths: Vec<&str> = f.weight_files.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(paths, ["a.gguf", "b.gguf"]);
+        // Safetensors win when both are present (Kiln's rule is unchanged).
+        std::fs::write(d.path().join("model.safetensors"), b"weights").unwrap();
+        let f = fingerprint(d.path(), None).unwrap();
+        assert_eq!(f.weight_files[0].path, "model.safetensors");
+        assert_eq!(f.weight_files.len(), 1);
+    }
+
+    #[test]
     fn glob_fallback_is_sorted_and_hidden_suffix_is_not_a_shard() {
         let d = model_dir();
         std::fs::remove_file(d.path().join("model.safetensors")).unwrap();
         std::fs::write(d.path().join(".safetensors"), b"x").unwrap();
         let e = fingerprint(d.path(), None).unwrap_err().to_string();
-        assert!(e.contains("no .safetensors files found"), "{e}");
+        assert!(e.contains("no .safetensors (or .gguf) files found"), "{e}");
         std::fs::write(d.path().join("b.safetensors"), b"b").unwrap();
         std::fs::write(d.path().join("a.safetensors"), b"a").unwrap();
         let f = fingerprint(d.path(), None).unwrap();

@@ -1,0 +1,184 @@
+//! The real-server example: `qualification/workloads/serving-llama-cpp-cpu-v1.json` runs end
+//! to end through `kiln-qual run` (which runs `kiln-qual serve`, which owns Debian's
+//! llama.cpp `llama-server` in its chroot), and the receipt passes `receipt check` with every
+//! strict flag.
+//!
+//! Needs what `scripts/setup-real-server` installs under `.cache/real-server/` (CI runs it
+//! first) and root (for `chroot`). Without either, the test says so and passes: it is a real
+//! third-party server, not something a mock can stand in for.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn git(root: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn copy(src: &Path, root: &Path, rel: &str) {
+    let to = root.join(rel);
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    std::fs::copy(src.join(rel), to).unwrap();
+}
+
+#[test]
+fn llama_server_workload_passes_and_its_receipt_validates() {
+    let src = repo_root();
+    let cache = src.join(".cache/real-server");
+    if !cache.join("root/usr/bin/llama-server").is_file() {
+        println!("skipped: llama-server is not installed (run scripts/setup-real-server)");
+        return;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or("");
+    if euid != "0" {
+        println!("skipped: chroot needs root");
+        return;
+    }
+    let model = cache.join("root/models/tiny");
+    let in_chroot = cache
+        .join("root")
+        .join(cache.join("root").strip_prefix("/").unwrap());
+    if std::fs::symlink_metadata(&in_chroot).is_err() {
+        println!("skipped: the chroot has no path link for this checkout (rerun scripts/setup-real-server)");
+        return;
+    }
+
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    for rel in [
+        "qualification/workloads/serving-llama-cpp-cpu-v1.json",
+        "qualification/serving/llama-cpp/launch-tiny-workload.json",
+        "qualification/serving/llama-cpp/corpus.jsonl",
+    ] {
+        copy(&src, root, rel);
+    }
+    std::fs::write(
+        root.join(".gitignore"),
+        ".qualification/\ntarget/\n.cache\n",
+    )
+    .unwrap();
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "serving example"]);
+    std::os::unix::fs::symlink(src.join(".cache"), root.join(".cache")).unwrap();
+    std::fs::create_dir_all(root.join("target/debug")).unwrap();
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_kiln-qual"),
+        root.join("target/debug/kiln-qual"),
+    )
+    .unwrap();
+
+    let receipt = ".qualification/receipts/llama.json";
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .args([
+            "run",
+            "qualification/workloads/serving-llama-cpp-cpu-v1.json",
+            "--variant",
+            "cpu",
+            "--host-id",
+            "ci-host",
+            "--model",
+        ])
+        .arg(&model)
+        .args(["--output", receipt, "--term-grace-seconds", "10"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let runs = root.join(".qualification/runs");
+    let evidence = walk(&runs)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".json"))
+        .map(|p| {
+            format!(
+                "{}:\n{}",
+                p.display(),
+                std::fs::read_to_string(&p)
+                    .unwrap_or_default()
+                    .chars()
+                    .take(3000)
+                    .collect::<String>()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{evidence}");
+    assert!(stderr.contains("verdict: passed"), "{stderr}");
+
+    let check = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .args([
+            "receipt",
+            "check",
+            "--require-current-source",
+            "--require-local-artifacts",
+            "--require-known-commit",
+            receipt,
+        ])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    // The receipt carries the server's measured metrics and the model identity.
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join(receipt)).unwrap()).unwrap();
+    let text = v.to_string();
+    assert!(text.contains("output_tokens_per_second"), "{text:.2000}");
+    assert!(text.contains("tiny.gguf"), "{text:.2000}");
+    // Nothing of the server is left: no llama-server process runs from this chroot.
+    let leftover = Command::new("pgrep")
+        .args(["-f", "llama-server-tiny-workload|/models/tiny/tiny.gguf"])
+        .output();
+    if let Ok(o) = leftover {
+        assert!(
+            o.stdout.is_empty(),
+            "leftover: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
