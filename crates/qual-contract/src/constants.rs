@@ -18,6 +18,25 @@ pub const VARIANT_ID_VARIABLE: &str = "KILN_QUALIFICATION_VARIANT_ID";
 pub const NETWORK_ISOLATION_VARIABLE: &str = "KILN_QUALIFICATION_NETWORK_ISOLATION";
 /// Environment keys a workload may not set.
 pub const RUNNER_OWNED_ENVIRONMENT: [&str; 2] = [RESULT_PATH_VARIABLE, VARIANT_ID_VARIABLE];
+/// Policy id of the closed case environment.
+pub const CASE_ENVIRONMENT_POLICY: &str = "closed-qualification-case-v1";
+/// Host variables a case inherits under `closed-qualification-case-v1` (when present); every
+/// other variable comes from the case's own `environment` or is runner-owned.
+pub const CASE_ENVIRONMENT_BASE: [&str; 13] = [
+    "CARGO_HOME",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LOGNAME",
+    "PATH",
+    "RUSTUP_HOME",
+    "SHELL",
+    "TMPDIR",
+    "USER",
+    "XDG_RUNTIME_DIR",
+];
 /// Placeholders the runner fills in; they cannot be declared as variables.
 pub const RESERVED_PLACEHOLDERS: [&str; 3] = ["seed", "model_path", "host_id"];
 /// Kinds whose every variant must consume `${model_path}`.

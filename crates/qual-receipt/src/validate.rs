@@ -38,8 +38,8 @@ pub const KINDS: [&str; 7] = [
 ];
 /// Kinds whose passed receipts must identify a model.
 pub const MODEL_KINDS: [&str; 5] = ["eval", "performance", "serving", "soak", "training"];
-/// Backends, sorted.
-pub const BACKENDS: [&str; 5] = ["cpu", "cuda", "metal", "rocm", "vulkan"];
+/// Backends, sorted (the workload contract's list).
+pub use qual_contract::constants::BACKENDS;
 /// Verdicts, sorted.
 pub const VERDICTS: [&str; 2] = ["failed", "passed"];
 /// Result statuses, sorted.

@@ -15,24 +15,10 @@ use std::collections::BTreeMap;
 use qual_json::{Object, Value};
 
 /// Policy id.
-pub const POLICY: &str = "closed-qualification-case-v1";
+pub use qual_contract::constants::CASE_ENVIRONMENT_POLICY as POLICY;
 
 /// Host variables a case may inherit.
-pub const BASE_ALLOW_LIST: [&str; 13] = [
-    "CARGO_HOME",
-    "DBUS_SESSION_BUS_ADDRESS",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "LOGNAME",
-    "PATH",
-    "RUSTUP_HOME",
-    "SHELL",
-    "TMPDIR",
-    "USER",
-    "XDG_RUNTIME_DIR",
-];
+pub use qual_contract::constants::CASE_ENVIRONMENT_BASE as BASE_ALLOW_LIST;
 
 /// Name fragments that mark a value as sensitive.
 pub const SENSITIVE_MARKERS: [&str; 8] = [
@@ -123,6 +109,14 @@ pub fn redacted(m: &BTreeMap<String, String>) -> Value {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cargo_wrapper_allow_list_starts_with_the_case_base() {
+        let cargo = qual_exec::wrap::CARGO_ENV_ALLOW;
+        assert_eq!(
+            &cargo[..super::BASE_ALLOW_LIST.len()],
+            &super::BASE_ALLOW_LIST[..]
+        );
+    }
     use super::*;
 
     #[test]
