@@ -4,6 +4,10 @@
 //! manifest; and the CLI pipeline (run → lock → strict check → tampering) in a real temporary
 //! git repository. Corpus tests skip, saying so, when the corpus is absent.
 
+mod common;
+
+use common::git;
+
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 
@@ -16,24 +20,6 @@ fn corpus() -> Option<PathBuf> {
         eprintln!("SKIP: legacy-latency corpus not present at {}", p.display());
         None
     }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn kq(dir: &Path, args: &[&str]) -> std::process::Output {

@@ -7,6 +7,10 @@
 //! first) and root (for `chroot`). Without either, the test says so and passes: it is a real
 //! third-party server, not something a mock can stand in for.
 
+mod common;
+
+use common::git;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -15,24 +19,6 @@ fn repo_root() -> PathBuf {
         .join("../..")
         .canonicalize()
         .unwrap()
-}
-
-fn git(root: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn copy(src: &Path, root: &Path, rel: &str) {
