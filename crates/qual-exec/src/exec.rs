@@ -533,6 +533,12 @@ impl<'a> Supervisor<'a> {
                     }
                 }
                 if sig != libc::SIGKILL && now >= kill_at {
+                    if leader_done {
+                        // Still alive after the leader ended and the whole grace: residue,
+                        // also when the grace ends before the settlement window (a member that
+                        // ignores SIGTERM, e.g. a daemon that escaped into its own session).
+                        self.record_residue(&live);
+                    }
                     if let Stage::Terminating { sig, .. } = &mut self.stage {
                         *sig = libc::SIGKILL;
                     }

@@ -71,7 +71,9 @@
 //! - **Settlement**: after the leader ends, members still alive get [`SETTLEMENT`] (1 s) to
 //!   finish (or to die of the signal they already received); whatever is still alive then is
 //!   [`Residue`]: terminated with the same schedule and recorded with the signal that ended
-//!   it. Processes that survive SIGKILL for 10 s (uninterruptible sleep) stop the wait and
+//!   it. When the group was being terminated (deadline, interruption, abort, owned-process
+//!   shutdown), a member that outlives the leader and the grace is residue too, even if the
+//!   grace ends before the settlement window. Processes that survive SIGKILL for 10 s (uninterruptible sleep) stop the wait and
 //!   make the execution unclean.
 //! - **Network**: [`NetworkPolicy::LoopbackOnly`] runs the child in a private network
 //!   namespace with only `lo`, brought up with `ioctl(SIOCSIFFLAGS)` (no `ip` binary); as a
@@ -280,8 +282,9 @@ pub struct Containment {
     /// Network isolation applied.
     pub network: NetworkIsolation,
     /// Processes other than the leader still alive after the leader ended (after the
-    /// settlement window for a normal exit), which we terminated; with the signal that ended
-    /// each.
+    /// settlement window for a normal exit; after the settlement window or the grace,
+    /// whichever ends first, when we were terminating the group), which we terminated; with the
+    /// signal that ended each.
     pub residue: Vec<Residue>,
     /// Whether we sent any signal to the case's group (deadline, interruption, abort,
     /// residue).

@@ -60,8 +60,8 @@ pub struct Shutdown {
     /// How the leader ended (`Exited`/`Signaled` as observed; SIGTERM from the shutdown shows
     /// as `Signaled { signal: 15 }` unless the process handled it and exited).
     pub termination: Termination,
-    /// Processes still alive after the leader ended (and the settlement window), terminated
-    /// by us.
+    /// Processes still alive after the leader ended and the settlement window (or the grace,
+    /// when that ends first), terminated by us: pid, command line, the signal that ended each.
     pub residue: Vec<Residue>,
     /// No residue, log pipes closed, nothing left alive.
     pub clean: bool,

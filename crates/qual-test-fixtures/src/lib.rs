@@ -13,7 +13,7 @@
 //! | `sleep SECS` | sleeps (past any short deadline) |
 //! | `ignore-term SECS` | ignores SIGTERM, prints `ready`, sleeps |
 //! | `slow-term SECS` | counts SIGTERMs; after the first, cleans up for SECS, prints `terms N`, exits 0 |
-//! | `escape PIDFILE [--keep-stdio] [--ignore-term]` | forks; the child calls `setsid` and forks again; the grandchild writes its pid to PIDFILE and keeps running; the leader exits 0 once the pid file exists |
+//! | `escape PIDFILE [--keep-stdio] [--ignore-term] [--stay SECS]` | forks; the child calls `setsid` and forks again; the grandchild writes its pid to PIDFILE and keeps running; the leader prints `escaped` once the pid file exists and exits 0 (with `--stay`, keeps running SECS first, like a server that started a daemon) |
 //! | `nest-cgroup PIDFILE` | creates a cgroup beneath its own, forks a child into it that keeps running, prints the nested directory, exits 0 (3 where cgroups cannot be nested) |
 //! | `fork-children N SECS [--wait]` | forks N children that sleep SECS; the leader exits 0 (or waits with `--wait`) |
 //! | `flood BYTES` | writes BYTES bytes to stdout in 64 KiB chunks |

@@ -128,6 +128,55 @@ fn escapee_ignoring_sigterm_and_keeping_pipes_is_killed() {
     assert_nothing_left(&e, &c.marker);
 }
 
+/// A leader that is terminated while it runs (here: a caller-owned abort, deterministic where a
+/// deadline would race the fixture's start-up) and whose escapee ignores SIGTERM: the escapee
+/// outlives the leader and is killed after the grace, so it is residue, also when the grace is
+/// shorter than the settlement window.
+#[test]
+fn escapee_of_a_terminated_leader_is_killed_and_recorded() {
+    for grace in [0.3, 2.0] {
+        let d = tmp();
+        let pidfile = d.path().join("grandchild.pid");
+        let c = case(
+            &[
+                "escape",
+                pidfile.to_str().unwrap(),
+                "--ignore-term",
+                "--stay",
+                "300",
+            ],
+            600.0,
+            grace,
+            d.path(),
+        );
+        let mut stop = || pidfile.exists().then(|| "stop requested".to_string());
+        let e = qual_exec::execute_watched(&c.spec, &mut stop).unwrap();
+        assert_eq!(
+            e.termination,
+            Termination::Aborted {
+                reason: "stop requested".into(),
+                signal_used: libc::SIGTERM
+            }
+        );
+        let gc: u32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
+        let r = e
+            .containment
+            .residue
+            .iter()
+            .find(|r| r.pid == gc)
+            .unwrap_or_else(|| {
+                panic!(
+                    "grace {grace}: escapee {gc} not in residue {:?}",
+                    e.containment
+                )
+            });
+        assert_eq!(r.signal, libc::SIGKILL);
+        assert!(r.cmdline.contains("escape"), "{}", r.cmdline);
+        assert!(!e.containment.clean);
+        assert_nothing_left(&e, &c.marker);
+    }
+}
+
 /// Receives one descriptor over a UNIX socket (SCM_RIGHTS).
 fn recv_fd(stream: &std::os::unix::net::UnixStream) -> std::os::fd::OwnedFd {
     use std::os::fd::{AsRawFd, FromRawFd};

@@ -123,3 +123,62 @@ fn timed_out_sigterm_ignorer_is_killed() {
     );
     assert_nothing_left(&e, &c.marker);
 }
+
+#[test]
+fn escapee_of_a_running_owned_process_is_residue() {
+    let _g = fallback();
+    let d = tempfile::tempdir().unwrap();
+    let pidfile = d.path().join("gc.pid");
+    let marker = marker();
+    let spec = qual_exec::OwnedSpec {
+        argv: [
+            FIXTURE,
+            "escape",
+            pidfile.to_str().unwrap(),
+            "--ignore-term",
+            "--stay",
+            "300",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        cwd: d.path().to_path_buf(),
+        env: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("KQ_TEST_MARKER".into(), marker.clone()),
+        ],
+        stdout_log: d.path().join("stdout.log"),
+        stderr_log: d.path().join("stderr.log"),
+        log_limit_bytes: 1024,
+        network: qual_exec::NetworkPolicy::Inherit,
+    };
+    let mut p = qual_exec::OwnedProcess::spawn(&spec).unwrap();
+    assert_eq!(p.mechanism(), Some(Mechanism::ProcessGroupSubreaper));
+    let leader = p.pid();
+    let gc: u32 = wait_for_file(&pidfile, std::time::Duration::from_secs(60))
+        .expect("the escapee started")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        wait_for_file(&spec.stdout_log, std::time::Duration::from_secs(60)).as_deref(),
+        Some("escaped\n")
+    );
+    let s = p.shutdown(std::time::Duration::from_millis(500));
+    assert!(s.used_kill, "{s:?}");
+    assert_eq!(
+        s.termination,
+        Termination::Signaled {
+            signal: libc::SIGTERM
+        }
+    );
+    let r = s
+        .residue
+        .iter()
+        .find(|r| r.pid == gc)
+        .unwrap_or_else(|| panic!("{gc} not in {:?}", s.residue));
+    assert_eq!(r.signal, libc::SIGKILL);
+    assert!(r.cmdline.contains("escape"), "{}", r.cmdline);
+    assert!(!s.clean);
+    assert!(processes_with_marker(&marker).is_empty());
+    assert!(!pid_exists(leader) && !pid_exists(gc));
+}

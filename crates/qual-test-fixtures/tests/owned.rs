@@ -162,3 +162,60 @@ fn owned_process_can_be_loopback_only() {
     assert!(log.contains("\"round_trip\":\"ok:x\""), "{log}");
     assert_gone(&[pid], &marker);
 }
+
+/// A running server that started a daemon (`setsid` + double fork, SIGTERM ignored): shutdown
+/// finds the escaped process, kills it and records it as residue (pid, command line, the signal
+/// that ended it), whether the grace ends before the settlement window (0.5 s) or after it.
+#[test]
+fn an_escaped_child_of_a_running_server_is_found_killed_and_recorded() {
+    for grace in [Duration::from_millis(500), Duration::from_secs(3)] {
+        let d = tempfile::tempdir().unwrap();
+        let pidfile = d.path().join("escaped.pid");
+        let (spec, marker) = owned(
+            &[
+                "escape",
+                pidfile.to_str().unwrap(),
+                "--ignore-term",
+                "--stay",
+                "300",
+            ],
+            d.path(),
+            1024,
+        );
+        let mut p = OwnedProcess::spawn(&spec).unwrap();
+        let pid = p.pid();
+        let gc: u32 = wait_for_file(&pidfile, Duration::from_secs(60))
+            .expect("the escapee started")
+            .parse()
+            .unwrap();
+        // `escaped` is printed once the intermediate child is reaped: the tree is now the
+        // leader plus the escapee in its own session.
+        assert_eq!(
+            wait_for_file(&spec.stdout_log, Duration::from_secs(60)).as_deref(),
+            Some("escaped\n")
+        );
+        assert!(ignores_sigterm(gc), "{gc} does not ignore SIGTERM");
+        let members = p.group_members();
+        assert!(
+            members.contains(&pid) && members.contains(&gc),
+            "{members:?}"
+        );
+        assert_eq!(p.try_wait().unwrap(), None);
+        let s = p.shutdown(grace);
+        assert_eq!(
+            s.termination,
+            Termination::Signaled {
+                signal: libc::SIGTERM
+            },
+            "{s:?}"
+        );
+        assert!(s.used_kill, "{s:?}");
+        assert_eq!(s.residue.len(), 1, "grace {grace:?}: {s:?}");
+        let r = &s.residue[0];
+        assert_eq!(r.pid, gc, "{s:?}");
+        assert_eq!(r.signal, libc::SIGKILL, "{s:?}");
+        assert!(r.cmdline.contains("escape"), "{}", r.cmdline);
+        assert!(!s.clean, "{s:?}");
+        assert_gone(&[pid, gc], &marker);
+    }
+}

@@ -144,6 +144,11 @@ fn escape(args: &[String]) {
     // SAFETY: reaping our child.
     unsafe { libc::wait(&mut status) };
     println!("escaped");
+    if let Some(secs) = opt(args, "--stay") {
+        // Like a server that started a daemon: keep running (SIGTERM ends it).
+        let _ = std::io::stdout().flush();
+        sleep_secs(secs.parse().unwrap_or_else(|_| usage("invalid --stay")));
+    }
 }
 
 static TERMS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
