@@ -28,11 +28,12 @@ fn with_timeout(c: String, secs: u64) -> String {
 
 #[test]
 fn deadline_and_ignored_sigterm_end_in_a_failed_receipt() {
+    let m = marker();
     let cases = vec![with_timeout(
         case(
             "stubborn",
             &[FIXTURE, "ignore-term", "60"],
-            "{}",
+            &marker_env(&m, ""),
             "",
             runner_protocol(),
         ),
@@ -59,16 +60,66 @@ fn deadline_and_ignored_sigterm_end_in_a_failed_receipt() {
     .unwrap();
     assert!(cfg.contains("\"status\": \"timed_out\""), "{cfg}");
     assert!(cfg.contains("\"signal_used\": 9"), "{cfg}");
+    assert_no_case_process(&m);
+}
+
+#[test]
+fn a_sleeper_past_its_deadline_gets_sigterm_and_a_failed_receipt() {
+    let m = marker();
+    let cases = vec![with_timeout(
+        case(
+            "sleeper",
+            &[FIXTURE, "sleep", "60"],
+            &marker_env(&m, ""),
+            "",
+            runner_protocol(),
+        ),
+        1,
+    )];
+    let repo = Repo::new(&[(
+        "d-v1.json",
+        workload("d-v1", "correctness", "[]", "{}", &cases, 1),
+    )]);
+    let req = repo.request("d-v1.json", "cpu");
+    let t = Instant::now();
+    let runner = std::thread::spawn(move || run(&req));
+    // Positive control: while the case runs, its process is visible through the marker, so
+    // the check after the run can fail.
+    while processes_with_marker(&m).is_empty() {
+        assert!(
+            !runner.is_finished() && t.elapsed() < Duration::from_secs(60),
+            "the case process was never seen"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let r = runner.join().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    assert_eq!(exit_code(&r), 1, "{r:?}");
+    let v = validate(repo.root(), &r.unwrap().receipt_path);
+    assert!(
+        details(&v, 0).contains("timed out after 1 seconds"),
+        "{}",
+        details(&v, 0)
+    );
+    let cfg = std::fs::read_to_string(
+        repo.root()
+            .join(".qualification/runs/runner-test-receipt-v1/run-config.json"),
+    )
+    .unwrap();
+    assert!(cfg.contains("\"status\": \"timed_out\""), "{cfg}");
+    assert!(cfg.contains("\"signal_used\": 15"), "{cfg}");
+    assert_no_case_process(&m);
 }
 
 #[test]
 fn an_escaped_setsid_grandchild_is_found_killed_and_recorded() {
     let repo_dir_probe = tempfile::tempdir().unwrap();
     let pidfile = repo_dir_probe.path().join("pid");
+    let m = marker();
     let cases = vec![case(
         "escape-case",
         &[FIXTURE, "escape", pidfile.to_str().unwrap(), "60"],
-        "{}",
+        &marker_env(&m, ""),
         "",
         runner_protocol(),
     )];
@@ -96,6 +147,7 @@ fn an_escaped_setsid_grandchild_is_found_killed_and_recorded() {
     )
     .unwrap();
     assert!(cfg.contains(&format!("\"pid\": {pid}")), "{cfg}");
+    assert_no_case_process(&m);
 }
 
 fn vm_hwm_kib() -> u64 {
@@ -109,10 +161,11 @@ fn vm_hwm_kib() -> u64 {
 
 #[test]
 fn a_one_gib_stdout_flood_is_bounded_and_drained() {
+    let m = marker();
     let cases = vec![case(
         "flood-case",
         &[FIXTURE, "flood", "1073741824"],
-        "{}",
+        &marker_env(&m, ""),
         "",
         runner_protocol(),
     )];
@@ -141,16 +194,18 @@ fn a_one_gib_stdout_flood_is_bounded_and_drained() {
     )
     .unwrap();
     assert!(cfg.contains("\"total_bytes\": 1073741824"), "{cfg}");
+    assert_no_case_process(&m);
 }
 
 #[test]
 fn forbidden_network_reaches_only_its_own_loopback() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
+    let m = marker();
     let cases = vec![case(
         "net-case",
         &[FIXTURE, "net", &port],
-        "{}",
+        &marker_env(&m, ""),
         r#"{"stream":"stdout","match":"required","pattern":"^outside: unreachable$"},{"stream":"stdout","match":"required","pattern":"^inside: round-trip$"}"#,
         runner_protocol(),
     )];
@@ -158,17 +213,41 @@ fn forbidden_network_reaches_only_its_own_loopback() {
         "n-v1.json",
         workload("n-v1", "correctness", "[]", "{}", &cases, 1),
     )]);
+    listener.set_nonblocking(true).unwrap();
     let r = run(&repo.request("n-v1.json", "cpu"));
     assert_eq!(exit_code(&r), 0, "{r:?}");
-    drop(listener);
+    let v = validate(repo.root(), &r.unwrap().receipt_path);
+    assert_eq!(
+        v.get("results").unwrap().as_array().unwrap()[0]
+            .get("status")
+            .unwrap()
+            .as_str(),
+        Some("passed")
+    );
+    let stdout = std::fs::read_to_string(
+        repo.root()
+            .join(".qualification/runs/runner-test-receipt-v1/cases/001-net-case-r001/stdout.log"),
+    )
+    .unwrap();
+    assert_eq!(stdout, "outside: unreachable\ninside: round-trip\n");
+    let cfg = std::fs::read_to_string(
+        repo.root()
+            .join(".qualification/runs/runner-test-receipt-v1/run-config.json"),
+    )
+    .unwrap();
+    assert!(cfg.contains("loopback-only-v1"), "{cfg}");
+    // The host listener never saw a connection from the case.
+    assert!(listener.accept().is_err());
+    assert_no_case_process(&m);
 }
 
 #[test]
 fn a_hundred_megabyte_case_result_is_refused_and_discarded() {
+    let m = marker();
     let cases = vec![case(
         "big-case",
         &[FIXTURE, "big-result", "100000000"],
-        "{}",
+        &marker_env(&m, ""),
         "",
         &command_protocol(&["lat"]),
     )];
@@ -196,14 +275,16 @@ fn a_hundred_megabyte_case_result_is_refused_and_discarded() {
         !kinds.iter().any(|k| k == "command_case_result"),
         "{kinds:?}"
     );
+    assert_no_case_process(&m);
 }
 
 #[test]
 fn death_by_signal_is_a_failed_exit_code() {
+    let m = marker();
     let cases = vec![case(
         "signal-case",
         &[FIXTURE, "raise", "9"],
-        "{}",
+        &marker_env(&m, ""),
         "",
         runner_protocol(),
     )];
@@ -219,14 +300,16 @@ fn death_by_signal_is_a_failed_exit_code() {
         "{}",
         details(&v, 0)
     );
+    assert_no_case_process(&m);
 }
 
 #[test]
 fn two_hundred_lingering_children_are_killed_and_recorded() {
+    let m = marker();
     let cases = vec![case(
         "fork-case",
         &[FIXTURE, "fork-children", "200", "60"],
-        "{}",
+        &marker_env(&m, ""),
         "",
         runner_protocol(),
     )];
@@ -263,4 +346,5 @@ fn two_hundred_lingering_children_are_killed_and_recorded() {
         let pid = r.get("pid").unwrap().as_int().unwrap().as_i64().unwrap() as i32;
         assert!(!alive(pid), "child {pid} is still alive");
     }
+    assert_no_case_process(&m);
 }

@@ -54,6 +54,23 @@ fn repo() -> Repo {
             workload("envkind-v1", "environment", "[]", "{}", &env_cases, 1),
         ),
         ("bad-v1.json", "{\"schema_version\": 1}\n".to_string()),
+        (
+            "needsmodel-v1.json",
+            workload(
+                "needsmodel-v1",
+                "correctness",
+                "[]",
+                "{}",
+                &[case(
+                    "model-case",
+                    &[FIXTURE, "print", "${model_path}"],
+                    "{}",
+                    "",
+                    runner_protocol(),
+                )],
+                1,
+            ),
+        ),
     ])
 }
 
@@ -238,5 +255,11 @@ fn model_flags_must_fit_the_kind() {
     assert_eq!(
         refused(&repo, &req).to_string(),
         "environment workloads do not accept --model"
+    );
+    // A case that uses ${model_path} needs --model.
+    let req = repo.request("needsmodel-v1.json", "cpu");
+    assert_eq!(
+        refused(&repo, &req).to_string(),
+        "--model is required for 'correctness' workloads"
     );
 }

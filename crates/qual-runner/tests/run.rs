@@ -206,6 +206,14 @@ fn command_results_are_checked_against_id_metrics_and_config() {
             "",
             &command_protocol(&["sample_value"]),
         ),
+        // Claims `passed` and exits 3: the runner's evidence wins.
+        case(
+            "passed-but-exit-3",
+            &[FIXTURE, "result", "passed", config, "sample_value=3"],
+            r#"{"CASE_ID":"passed-but-exit-3","RESULT_EXIT_CODE":"3"}"#,
+            "",
+            &command_protocol(&["sample_value"]),
+        ),
     ];
     let repo = Repo::new(&[(
         "lie-v1.json",
@@ -234,14 +242,28 @@ fn command_results_are_checked_against_id_metrics_and_config() {
         details(&v, 2)
     );
     assert!(details(&v, 3).contains("command did not create its case result"));
+    assert!(
+        details(&v, 4).contains("exit code 3 not in [0]"),
+        "{}",
+        details(&v, 4)
+    );
+    let results = v.get("results").unwrap().as_array().unwrap();
+    assert_eq!(results.len(), 5);
+    for r in results {
+        assert_eq!(r.get("status").unwrap().as_str(), Some("failed"), "{r:?}");
+    }
+    // The lying result was a usable document: its metric is kept, its status downgraded.
+    let m = results[4].get("metrics").unwrap().as_array().unwrap();
+    assert_eq!(m.len(), 1, "{m:?}");
 }
 
 #[test]
 fn source_drift_during_a_case_fails_the_receipt() {
+    let mk = marker();
     let cases = vec![case(
         "mutate-case",
         &[FIXTURE, "copy", "scratch/new.rs", "src/lib.rs"],
-        "{}",
+        &marker_env(&mk, ""),
         "",
         runner_protocol(),
     )];
@@ -276,10 +298,12 @@ fn source_drift_during_a_case_fails_the_receipt() {
         .unwrap()[0]
         .clone();
     assert_eq!(qual_json::to_canonical_string(m.get("value").unwrap()), "0");
+    assert_no_case_process(&mk);
 }
 
 #[test]
 fn model_drift_during_a_case_fails_the_receipt() {
+    let mk = marker();
     let cases = vec![
         case(
             "model-case",
@@ -296,7 +320,7 @@ fn model_drift_during_a_case_fails_the_receipt() {
                 "scratch/config.json",
                 "models/m1/config.json",
             ],
-            "{}",
+            &marker_env(&mk, ""),
             "",
             runner_protocol(),
         ),
@@ -326,6 +350,7 @@ fn model_drift_during_a_case_fails_the_receipt() {
         ))
         .unwrap();
     assert_eq!(out.trim(), m.to_str().unwrap());
+    assert_no_case_process(&mk);
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! - `remove PATH`: remove a file;
 //! - `result STATUS CONFIG_JSON METRIC=VALUE...`: write a case result for `$CASE_ID` to
 //!   `$KILN_QUALIFICATION_CASE_RESULT` (metrics in the given order, unit `count`,
-//!   aggregation `p50`);
+//!   aggregation `p50`), then exit with `$RESULT_EXIT_CODE` (default 0: a result can claim
+//!   `passed` while the command fails);
 //! - `env NAME`: print the value of NAME or `<unset>`;
 //! - `sleep SECS`: sleep;
 //! - `ignore-term SECS`: ignore SIGTERM, then sleep;
@@ -81,6 +82,12 @@ fn main() {
                 eprintln!("qual-runner-fixture: failed to write {path}: {e}");
                 std::process::exit(1);
             }
+            if let Ok(code) = std::env::var("RESULT_EXIT_CODE") {
+                std::process::exit(
+                    code.parse()
+                        .unwrap_or_else(|_| usage("bad RESULT_EXIT_CODE")),
+                );
+            }
         }
         Some("ignore-term") => {
             // SAFETY: setting a signal disposition.
@@ -132,8 +139,9 @@ fn escape(pidfile: &str, secs: f64) {
         let mut status = 0;
         libc::waitpid(pid, &mut status, 0);
     }
-    // Give the grandchild time to record itself.
-    for _ in 0..200 {
+    // Give the grandchild time to record itself (bounded generously: a loaded machine can be
+    // slow to schedule it, and the tests read the pid file).
+    for _ in 0..6000 {
         if std::fs::metadata(pidfile).is_ok_and(|m| m.len() > 0) {
             break;
         }

@@ -201,3 +201,60 @@ pub fn details(v: &qual_json::Value, i: usize) -> String {
         .unwrap_or("")
         .to_string()
 }
+
+/// A marker unique to one test, for a case's environment (see [`marker_env`]): every process
+/// the case starts inherits it, wherever it escapes to, so `/proc/<pid>/environ` finds them.
+pub fn marker() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "kq-runner-{}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+/// The case `environment` object carrying `marker`, plus `extra` (`"NAME":"VALUE"` pairs).
+pub fn marker_env(marker: &str, extra: &str) -> String {
+    if extra.is_empty() {
+        format!(r#"{{"KQ_TEST_MARKER":"{marker}"}}"#)
+    } else {
+        format!(r#"{{"KQ_TEST_MARKER":"{marker}",{extra}}}"#)
+    }
+}
+
+/// Pids of processes whose environment carries `marker` (a zombie's environment reads as
+/// empty, so only processes that still run are listed).
+pub fn processes_with_marker(marker: &str) -> Vec<u32> {
+    let needle = format!("KQ_TEST_MARKER={marker}");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Asserts that no process of the case is alive: `/proc` holds no process with its marker.
+pub fn assert_no_case_process(marker: &str) {
+    let left = processes_with_marker(marker);
+    assert!(
+        left.is_empty(),
+        "processes of the case still alive: {left:?}"
+    );
+}
