@@ -275,3 +275,151 @@ fn sigterm_stops_the_load_and_shuts_the_server_down() {
         "nothing listens any more"
     );
 }
+
+/// Writes a `kiln.serving-benchmark-server-launch.v1` recipe (with its `content_sha256`) that
+/// launches the mock on `port`, plus the usual corpus.
+fn write_kiln_case(dir: &Path, port: u16) {
+    write_case(dir, port, &[]);
+    let cmd = [
+        BIN,
+        "mock-server",
+        "--port",
+        &port.to_string(),
+        "--ttft-ms",
+        "1",
+        "--itl-ms",
+        "0.5",
+    ];
+    let mut recipe = serde_json::json!({
+        "schema": "kiln.serving-benchmark-server-launch.v1",
+        "id": "cli-serve-kiln-mock",
+        "command": cmd,
+        "working_directory": ".",
+        "log_directory": "kiln-logs",
+        "readiness_poll_interval_ms": 10,
+        "startup_timeout_seconds": 30,
+        "shutdown_timeout_seconds": 10,
+        "acceptable_exit_codes": [0],
+    });
+    let doc = qual_json::from_str(&recipe.to_string()).unwrap();
+    recipe["content_sha256"] = qual_serve::kiln_launch::content_digest(&doc).into();
+    std::fs::write(
+        dir.join("kiln-launch.json"),
+        serde_json::to_string_pretty(&recipe).unwrap(),
+    )
+    .unwrap();
+}
+
+fn serve_kiln(
+    dir: &Path,
+    launch: &str,
+    result: &Path,
+    extra: &[&str],
+) -> assert_cmd::assert::Assert {
+    Command::new(BIN)
+        .current_dir(dir)
+        .args([
+            "serve",
+            "--launch",
+            launch,
+            "--corpus",
+            "corpus.jsonl",
+            "--seed",
+            "3",
+        ])
+        .args(extra)
+        .arg("--result")
+        .arg(result)
+        .assert()
+}
+
+#[test]
+fn a_kiln_schema_recipe_runs_with_base_url_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    write_kiln_case(dir.path(), port);
+    let url = format!("http://127.0.0.1:{port}/");
+    let result = dir.path().join("r.json");
+    serve_kiln(
+        dir.path(),
+        "kiln-launch.json",
+        &result,
+        &["--base-url", &url, "--concurrency", "2"],
+    )
+    .code(0);
+    let v = qual_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+    assert_eq!(v.get("status").unwrap().as_str(), Some("passed"));
+    assert_eq!(
+        v.get("case_id").unwrap().as_str(),
+        Some("cli-serve-kiln-mock")
+    );
+    let ev: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.serve-evidence.json")).unwrap())
+            .unwrap();
+    let launch = &ev["launch"];
+    assert_eq!(
+        launch["recipe"]["schema"],
+        "kiln.serving-benchmark-server-launch.v1"
+    );
+    assert_eq!(
+        launch["canonical_sha256"],
+        launch["recipe"]["content_sha256"]
+    );
+    assert_eq!(
+        ev["lifecycle"]["base_url"],
+        format!("http://127.0.0.1:{port}")
+    );
+    assert_eq!(ev["lifecycle"]["passed"], true);
+    // Nothing is left: no listener on the port, no live member of the server's group.
+    assert!(qual_serve::lifecycle::listening_inodes(port).is_empty());
+    let pid = ev["lifecycle"]["pid"]
+        .as_u64()
+        .expect("the server was launched");
+    assert!(qual_serve::lifecycle::group_members_by_pgrp(pid as u32).is_empty());
+    assert!(std::fs::read_dir(dir.path().join("kiln-logs"))
+        .unwrap()
+        .next()
+        .is_some());
+}
+
+#[test]
+fn base_url_is_required_for_kiln_recipes_and_refused_for_kiln_qual_recipes() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    write_kiln_case(dir.path(), port);
+    let url = format!("http://127.0.0.1:{port}");
+    serve_kiln(
+        dir.path(),
+        "kiln-launch.json",
+        &dir.path().join("a.json"),
+        &[],
+    )
+    .code(1)
+    .stderr(predicates::str::contains("pass --base-url"));
+    serve_kiln(
+        dir.path(),
+        "launch.json",
+        &dir.path().join("b.json"),
+        &["--base-url", &url],
+    )
+    .code(1)
+    .stderr(predicates::str::contains("declares its own port"));
+    for bad in [
+        "http://10.0.0.1:8000",
+        "https://127.0.0.1:8000",
+        "http://127.0.0.1:8000/v1",
+        "http://u@127.0.0.1:8000",
+        "http://127.0.0.1:8000?q",
+    ] {
+        serve_kiln(
+            dir.path(),
+            "kiln-launch.json",
+            &dir.path().join("c.json"),
+            &["--base-url", bad],
+        )
+        .code(2);
+    }
+    // Nothing was launched by any of them.
+    assert!(qual_serve::lifecycle::listening_inodes(port).is_empty());
+    assert!(!dir.path().join("kiln-logs").exists());
+}

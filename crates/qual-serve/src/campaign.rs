@@ -24,10 +24,11 @@
 
 use crate::client::StreamRules;
 use crate::corpus::{self, Corpus};
+use crate::kiln_launch::{self, BaseUrl};
 use crate::lifecycle::{LifecycleRecord, OwnedServer};
 use crate::load::{self, Arrival, LoadSpec, ProgressSink};
 use crate::metrics::{self, MetricRow, ServingMetrics, Slo};
-use crate::recipe::{self, LaunchRecipe};
+use crate::recipe::LaunchRecipe;
 use crate::record::RequestRecord;
 use qual_json::Value;
 use std::io::Write;
@@ -191,9 +192,12 @@ struct Inputs {
     case_id: String,
 }
 
-fn read_inputs(o: &ServeOptions) -> Result<Inputs, (Option<String>, Vec<String>)> {
+fn read_inputs(
+    o: &ServeOptions,
+    base_url: Option<&BaseUrl>,
+) -> Result<Inputs, (Option<String>, Vec<String>)> {
     let mut errs = Vec::new();
-    let loaded = recipe::load(&o.launch)
+    let loaded = kiln_launch::load_launch(&o.launch, base_url)
         .map_err(|e| errs.push(format!("failed to read the launch recipe: {e}")))
         .ok();
     let recipe = loaded.as_ref().and_then(|r| {
@@ -271,6 +275,16 @@ pub fn run(
     o: &ServeOptions,
     progress: Option<Arc<dyn ProgressSink>>,
 ) -> Result<ServeOutcome, ServeError> {
+    run_with_base_url(o, None, progress)
+}
+
+/// [`run`] with the server URL of a `kiln.serving-benchmark-server-launch.v1` recipe (required
+/// for that schema, refused for `kiln-qual.serve-launch.v1`, which declares its port).
+pub fn run_with_base_url(
+    o: &ServeOptions,
+    base_url: Option<&BaseUrl>,
+    progress: Option<Arc<dyn ProgressSink>>,
+) -> Result<ServeOutcome, ServeError> {
     let epoch = Instant::now();
     let evidence_path = evidence_path_for(&o.result);
     let parent = o
@@ -298,7 +312,7 @@ pub fn run(
             });
         }
     }
-    let inputs = match read_inputs(o) {
+    let inputs = match read_inputs(o, base_url) {
         Ok(i) => i,
         Err((Some(case_id), errs)) => {
             let ev = serde_json::json!({"schema": "kiln-qual.serve-evidence.v1", "case_id": case_id, "status": "failed", "reasons": errs});
@@ -337,7 +351,7 @@ pub fn run(
             if let Some((body, ids)) = server.wait_ready(&rt) {
                 let model = o.model.clone().unwrap_or_else(|| ids[0].clone());
                 server_info = serde_json::json!({
-                    "base_url": format!("http://127.0.0.1:{}", inputs.recipe.port),
+                    "base_url": inputs.recipe.base_url(),
                     "model": model,
                     "served_models": ids,
                     "models_body_sha256": qual_json::sha256_prefixed(&body),

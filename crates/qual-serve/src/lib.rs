@@ -9,7 +9,8 @@
 //! client-headroom roofline.
 //!
 //! Modules: [`sse`] (incremental SSE parser), [`corpus`] (strict JSONL corpus, seeded order),
-//! [`recipe`] (strict launch recipe), [`record`] (per-request records),
+//! [`recipe`] (strict launch recipe), [`kiln_launch`] (Kiln's launch schema, the base URL,
+//! reading either schema), [`record`] (per-request records),
 //! [`client`] (one streamed request → one record),
 //! [`load`] (closed and open loop), [`metrics`] (definitions and percentiles),
 //! [`lifecycle`] (owned process group, readiness, listener ownership, shutdown, residue),
@@ -19,6 +20,7 @@ pub mod campaign;
 pub mod client;
 pub mod corpus;
 pub mod io;
+pub mod kiln_launch;
 pub mod lifecycle;
 pub mod load;
 pub mod metrics;

@@ -22,7 +22,7 @@ use crate::client::{self, Probe};
 use crate::recipe::LaunchRecipe;
 use qual_exec::{NetworkPolicy, OwnedProcess, OwnedSpec, Residue, Termination};
 use serde::Serialize;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -99,7 +99,7 @@ pub struct LifecycleRecord {
     pub mode: &'static str,
     /// Recipe id.
     pub recipe_id: String,
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>` (or `http://[::1]:<port>`).
     pub base_url: String,
     /// Leader pid (= process group id).
     pub pid: Option<u32>,
@@ -142,7 +142,7 @@ fn ns_since(epoch: Instant) -> u64 {
 impl OwnedServer {
     /// The server address.
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, self.recipe.port))
+        SocketAddr::new(self.recipe.host, self.recipe.port)
     }
 
     fn event(&mut self, step: &'static str, detail: Option<String>) {
@@ -169,7 +169,7 @@ impl OwnedServer {
             record: LifecycleRecord {
                 mode: "owned_process_group",
                 recipe_id: recipe.id.clone(),
-                base_url: format!("http://127.0.0.1:{}", recipe.port),
+                base_url: recipe.base_url(),
                 pid: None,
                 mechanism: None,
                 events: Vec::new(),

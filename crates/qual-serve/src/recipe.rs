@@ -24,10 +24,14 @@
 //! fingerprinted `${model_path}` there). A recipe that uses it needs the flag, and the flag
 //! is refused for a recipe that does not use it. Any other `${` is a violation.
 //!
+//! Kiln's own schema (`kiln.serving-benchmark-server-launch.v1`) is read by
+//! [`crate::kiln_launch`], which maps it onto the same [`LaunchRecipe`].
+//!
 //! Invariant: a [`LaunchRecipe`] only exists when the file had no violation at all.
 
 use qual_json::{Number, Value};
 use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -47,7 +51,8 @@ fn placeholder_ok(s: &str) -> bool {
 
 /// The schema identifier of a launch recipe.
 pub const SCHEMA: &str = "kiln-qual.serve-launch.v1";
-const DEFAULT_LOG_LIMIT: u64 = 8 * 1024 * 1024;
+/// The per-stream log bound when a recipe sets none.
+pub const DEFAULT_LOG_LIMIT: u64 = 8 * 1024 * 1024;
 const KEYS: [&str; 12] = [
     "schema",
     "id",
@@ -76,6 +81,11 @@ pub struct LaunchRecipe {
     pub environment: BTreeMap<String, String>,
     /// Loopback port.
     pub port: u16,
+    /// Loopback address the server is reached at (127.0.0.1 unless a Kiln-schema recipe's
+    /// base URL names `[::1]`).
+    pub host: IpAddr,
+    /// The schema the recipe was read from ([`SCHEMA`] or [`crate::kiln_launch::SCHEMA`]).
+    pub schema: &'static str,
     /// Resolved log directory.
     pub log_directory: PathBuf,
     /// Per-stream log bound.
@@ -109,6 +119,26 @@ pub enum RecipeError {
         path: String,
         /// `pointer: problem` lines.
         violations: Vec<String>,
+    },
+    /// A Kiln-schema recipe that is a symlink or not a regular file.
+    #[error(
+        "launch recipe {path} must be a regular file that is not a symlink ({})",
+        crate::kiln_launch::SCHEMA
+    )]
+    NotRegular {
+        /// The file.
+        path: String,
+    },
+    /// `--base-url` is missing for a Kiln-schema recipe or given for a kiln-qual one.
+    #[error("{0}")]
+    BaseUrl(String),
+    /// A valid Kiln-schema recipe that kiln-qual cannot execute.
+    #[error("launch recipe {path} is valid but cannot be executed: {reason}")]
+    Unrunnable {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
     },
 }
 
@@ -153,21 +183,21 @@ pub fn load(path: &Path) -> Result<LaunchRecipe, RecipeError> {
         ..Default::default()
     };
     let (doc, bytes) = qual_json::load_file(path, limits)?;
-    let base = path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let base = if base.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        base
-    };
+    let base = recipe_base(path);
     validate(&doc, &base, qual_json::sha256_prefixed(&bytes)).map_err(|violations| {
         RecipeError::Invalid {
             path: path.display().to_string(),
             violations,
         }
     })
+}
+
+/// The directory relative recipe paths resolve against: the recipe file's directory.
+pub fn recipe_base(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }
 
 /// Validates a parsed recipe; `base` resolves relative directories.
@@ -333,6 +363,8 @@ pub fn validate(
         working_directory,
         environment,
         port,
+        host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        schema: SCHEMA,
         log_directory,
         log_limit_bytes,
         readiness_poll_interval: poll,
@@ -346,6 +378,14 @@ pub fn validate(
 }
 
 impl LaunchRecipe {
+    /// `http://<host>:<port>` of the server.
+    pub fn base_url(&self) -> String {
+        match self.host {
+            IpAddr::V4(a) => format!("http://{a}:{}", self.port),
+            IpAddr::V6(a) => format!("http://[{a}]:{}", self.port),
+        }
+    }
+
     /// Whether a command element or environment value uses `${model_path}`.
     pub fn uses_model_path(&self) -> bool {
         self.command.iter().any(|c| c.starts_with(MODEL_PATH))
@@ -356,6 +396,16 @@ impl LaunchRecipe {
     /// recipe that uses the placeholder without a model path, and a model path the recipe
     /// does not use (no flag is ever silently ignored).
     pub fn with_model_path(&self, model: Option<&Path>) -> Result<LaunchRecipe, String> {
+        if self.schema == crate::kiln_launch::SCHEMA {
+            // Kiln's argv is literal: it has no placeholder to substitute.
+            return match model {
+                None => Ok(self.clone()),
+                Some(_) => Err(format!(
+                    "--model-path was given but a {} recipe has no ${{model_path}} placeholder (its argv is literal)",
+                    crate::kiln_launch::SCHEMA
+                )),
+            };
+        }
         match (self.uses_model_path(), model) {
             (false, None) => Ok(self.clone()),
             (true, None) => Err("the launch recipe uses ${model_path}: pass --model-path".into()),

@@ -10,6 +10,7 @@ use crate::output;
 use clap::Args;
 use qual_serve::campaign::{self, CaseStatus, ServeOptions};
 use qual_serve::client::StreamRules;
+use qual_serve::kiln_launch::BaseUrl;
 use qual_serve::load::{Arrival, Progress, ProgressSink};
 use qual_serve::metrics::Slo;
 use qual_serve::mock::MockConfig;
@@ -46,9 +47,15 @@ pub enum ArrivalKind {
 /// Arguments of `kiln-qual serve`.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Launch recipe (`kiln-qual.serve-launch.v1`).
+    /// Launch recipe: `kiln-qual.serve-launch.v1`, or Kiln's
+    /// `kiln.serving-benchmark-server-launch.v1` (then `--base-url` is required).
     #[arg(long, value_name = "RECIPE.json")]
     pub launch: PathBuf,
+    /// Server URL for a `kiln.serving-benchmark-server-launch.v1` recipe (which has no port):
+    /// origin-only loopback, `http://127.0.0.1|localhost|[::1][:PORT][/]`, port 80 by
+    /// default. Refused for `kiln-qual.serve-launch.v1` recipes, which declare their port.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<BaseUrl>,
     /// Request corpus (JSONL, one strict request object per line).
     #[arg(long, value_name = "CORPUS.jsonl")]
     pub corpus: PathBuf,
@@ -279,7 +286,7 @@ pub fn serve(a: ServeArgs) -> i32 {
         eprintln!("kiln-qual: failed to install signal forwarding: {e}");
         return exit::FAILED;
     }
-    let outcome = campaign::run(&opts, sink);
+    let outcome = campaign::run_with_base_url(&opts, a.base_url.as_ref(), sink);
     if let Some(b) = bar {
         b.bar.finish_and_clear();
     }
