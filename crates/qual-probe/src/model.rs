@@ -811,9 +811,21 @@ mod tests {
     fn a_change_during_the_read_is_detected() {
         let d = model_dir();
         let o = open_input(d.path(), "config.json").unwrap();
-        // Rewrite with identical size after the open: the ctime moves.
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        std::fs::write(d.path().join("config.json"), b"{\"a\":9}").unwrap();
+        // Rewrite with identical size after the open until the ctime has moved (timestamps
+        // advance in clock ticks; poll rather than guess how long a tick is here).
+        use std::os::unix::fs::MetadataExt;
+        let path = d.path().join("config.json");
+        let ctime = |m: &std::fs::Metadata| (m.ctime(), m.ctime_nsec());
+        let before = ctime(&std::fs::metadata(&path).unwrap());
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            std::fs::write(&path, b"{\"a\":9}").unwrap();
+            if ctime(&std::fs::metadata(&path).unwrap()) != before {
+                break;
+            }
+            assert!(std::time::Instant::now() < until, "ctime never moved");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let mut buf = vec![0u8; 64];
         let e = hash_one(&o, &mut buf).unwrap_err().to_string();
         assert!(

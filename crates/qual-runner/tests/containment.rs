@@ -37,7 +37,9 @@ fn deadline_and_ignored_sigterm_end_in_a_failed_receipt() {
             "",
             runner_protocol(),
         ),
-        1,
+        // Long enough for the fixture to start (in its own network namespace) and ignore
+        // SIGTERM on a loaded machine; a shorter deadline could kill it with SIGTERM first.
+        5,
     )];
     let repo = Repo::new(&[(
         "t-v1.json",
@@ -49,7 +51,7 @@ fn deadline_and_ignored_sigterm_end_in_a_failed_receipt() {
     assert_eq!(exit_code(&r), 1, "{r:?}");
     let v = validate(repo.root(), &r.unwrap().receipt_path);
     assert!(
-        details(&v, 0).contains("timed out after 1 seconds"),
+        details(&v, 0).contains("timed out after 5 seconds"),
         "{}",
         details(&v, 0)
     );
