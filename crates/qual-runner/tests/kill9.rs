@@ -124,6 +124,7 @@ fn killed_runners_never_leave_partial_receipts() {
 
 #[test]
 fn sigint_terminates_the_case_and_removes_the_run_directory() {
+    let m = marker();
     let cases = vec![
         case(
             "quick-case",
@@ -135,7 +136,7 @@ fn sigint_terminates_the_case_and_removes_the_run_directory() {
         case(
             "sleep-case",
             &[FIXTURE, "sleep", "60"],
-            "{}",
+            &marker_env(&m, ""),
             "",
             runner_protocol(),
         ),
@@ -171,7 +172,14 @@ fn sigint_terminates_the_case_and_removes_the_run_directory() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(200));
+    // The case is running (visible through its marker), so the signal interrupts it.
+    while processes_with_marker(&m).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the sleeping case never started"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
@@ -183,4 +191,5 @@ fn sigint_terminates_the_case_and_removes_the_run_directory() {
         .root()
         .join(".qualification/receipts/interrupted-receipt-v1.json")
         .exists());
+    assert_no_case_process(&m);
 }
