@@ -83,6 +83,44 @@ impl Report {
     }
 }
 
+/// The original's ordering rule for sorted lists: each item is compared with the previous
+/// valid one only; an equal neighbour is a duplicate, a smaller one an ordering error.
+struct Ascending<T> {
+    prev: Option<T>,
+    duplicate: bool,
+    descending: bool,
+}
+
+impl<T: PartialOrd> Ascending<T> {
+    fn new() -> Self {
+        Ascending {
+            prev: None,
+            duplicate: false,
+            descending: false,
+        }
+    }
+
+    fn push(&mut self, item: T) {
+        if let Some(p) = &self.prev {
+            if *p == item {
+                self.duplicate = true;
+            } else if *p > item {
+                self.descending = true;
+            }
+        }
+        self.prev = Some(item);
+    }
+
+    fn report(&self, r: &mut Report, ctx: &Ctx) {
+        if self.duplicate {
+            r.at(ctx, "contains duplicates");
+        }
+        if self.descending {
+            r.at(ctx, "must use ascending order");
+        }
+    }
+}
+
 static EMPTY: LazyLock<Object> = LazyLock::new(Object::new);
 
 fn object<'a>(r: &mut Report, v: Option<&'a Value>, ctx: &Ctx) -> &'a Object {
@@ -1042,35 +1080,19 @@ fn validate_case(
     let xctx = c.f("expected_exit_codes");
     match o.get("expected_exit_codes") {
         Some(Value::Array(codes)) if !codes.is_empty() => {
-            let mut prev: Option<u64> = None;
-            let mut dup = false;
-            let mut order = false;
+            let mut order = Ascending::new();
+            let mut seen = BTreeSet::new();
             for (k, code) in codes.iter().enumerate() {
                 match code.as_int().and_then(|i| i.as_u64()).filter(|v| *v <= 255) {
                     Some(v) => {
-                        if let Some(p) = prev {
-                            if v == p {
-                                dup = true;
-                            } else if v < p {
-                                order = true;
-                            }
-                        }
-                        prev = Some(v);
+                        // Non-adjacent repeats count as duplicates too.
+                        order.duplicate |= !seen.insert(v);
+                        order.push(v);
                     }
                     None => r.at(&xctx.i(k), "must be an integer from 0 through 255"),
                 }
             }
-            let valid: Vec<u64> = codes
-                .iter()
-                .filter_map(|v| v.as_int().and_then(|i| i.as_u64()).filter(|v| *v <= 255))
-                .collect();
-            let set: BTreeSet<u64> = valid.iter().copied().collect();
-            if dup || set.len() != valid.len() {
-                r.at(&xctx, "contains duplicates");
-            }
-            if order {
-                r.at(&xctx, "must use ascending order");
-            }
+            order.report(r, &xctx);
         }
         _ => r.at(&xctx, "must be a non-empty array"),
     }
@@ -1131,70 +1153,39 @@ fn validate_case(
     let mut metrics: Vec<String> = Vec::new();
     match p.get("declared_metrics") {
         Some(Value::Array(items)) => {
-            let mut prev: Option<&str> = None;
-            let mut dup = false;
-            let mut order = false;
+            let mut order = Ascending::new();
             for (k, item) in items.iter().enumerate() {
                 match item {
                     Value::String(s) if !s.is_empty() => {
                         if !METRIC_NAME.is_match(s) {
                             r.at(&mctx.i(k), "has invalid metric syntax");
                         }
-                        if let Some(pv) = prev {
-                            if pv == s.as_str() {
-                                dup = true;
-                            } else if pv > s.as_str() {
-                                order = true;
-                            }
-                        }
-                        prev = Some(s);
+                        order.push(s.as_str());
                         metrics.push(s.clone());
                     }
                     _ => r.at(&mctx.i(k), "must be a non-empty string"),
                 }
             }
-            if dup {
-                r.at(&mctx, "contains duplicates");
-            }
-            if order {
-                r.at(&mctx, "must use ascending order");
-            }
+            order.report(r, &mctx);
         }
         _ => r.at(&mctx, "must be an array"),
     }
     match producer {
         Some("runner") => {
-            let bad: BTreeSet<&str> = metrics
-                .iter()
-                .map(String::as_str)
-                .filter(|m| runner_metric(m).is_none())
-                .collect();
+            let bad = metric_names_where(&metrics, |m| runner_metric(m).is_none());
             if !bad.is_empty() {
-                r.at(
-                    &pctx,
-                    format!(
-                        "runner cannot produce metrics: {}",
-                        bad.into_iter().collect::<Vec<_>>().join(", ")
-                    ),
-                );
+                r.at(&pctx, format!("runner cannot produce metrics: {bad}"));
             }
             if !metrics.iter().any(|m| m == "case_pass") {
                 r.at(&pctx, "runner must declare the case_pass metric");
             }
         }
         Some("command") => {
-            let bad: BTreeSet<&str> = metrics
-                .iter()
-                .map(String::as_str)
-                .filter(|m| runner_metric(m).is_some())
-                .collect();
+            let bad = metric_names_where(&metrics, |m| runner_metric(m).is_some());
             if !bad.is_empty() {
                 r.at(
                     &pctx,
-                    format!(
-                        "command cannot declare runner-owned metrics: {}",
-                        bad.into_iter().collect::<Vec<_>>().join(", ")
-                    ),
+                    format!("command cannot declare runner-owned metrics: {bad}"),
                 );
             }
         }
@@ -1202,6 +1193,16 @@ fn validate_case(
     }
     out.contract.metrics = metrics.into_iter().collect();
     out
+}
+
+/// The sorted, unique names matching `pred`, joined by `, ` (empty when none).
+fn metric_names_where(metrics: &[String], pred: impl Fn(&str) -> bool) -> String {
+    let names: BTreeSet<&str> = metrics
+        .iter()
+        .map(String::as_str)
+        .filter(|m| pred(m))
+        .collect();
+    names.into_iter().collect::<Vec<_>>().join(", ")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1709,9 +1710,7 @@ fn dot_path_list(r: &mut Report, o: &Object, key: &str, c: &Ctx) -> Option<Vec<S
     };
     let mut out = Vec::new();
     let mut ok = true;
-    let mut prev: Option<&str> = None;
-    let mut dup = false;
-    let mut order = false;
+    let mut order = Ascending::new();
     for (k, item) in items.iter().enumerate() {
         match item {
             Value::String(s) if !s.is_empty() => {
@@ -1719,14 +1718,7 @@ fn dot_path_list(r: &mut Report, o: &Object, key: &str, c: &Ctx) -> Option<Vec<S
                     r.at(&lc.i(k), "has invalid dot-path syntax");
                     ok = false;
                 }
-                if let Some(p) = prev {
-                    if p == s.as_str() {
-                        dup = true;
-                    } else if p > s.as_str() {
-                        order = true;
-                    }
-                }
-                prev = Some(s);
+                order.push(s.as_str());
                 out.push(s.clone());
             }
             _ => {
@@ -1735,12 +1727,7 @@ fn dot_path_list(r: &mut Report, o: &Object, key: &str, c: &Ctx) -> Option<Vec<S
             }
         }
     }
-    if dup {
-        r.at(&lc, "contains duplicates");
-    }
-    if order {
-        r.at(&lc, "must use ascending order");
-    }
+    order.report(r, &lc);
     ok.then_some(out)
 }
 
