@@ -47,3 +47,31 @@ pub fn fixture_binary(name: &str) -> Option<PathBuf> {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
 }
+
+/// Pids of live processes whose environment carries `KQ_TEST_MARKER=<marker>`. Tests put a
+/// unique marker into a case's environment and then prove through `/proc` that nothing of the
+/// case is still alive (a zombie's environment reads as empty, so only running processes are
+/// listed).
+pub fn processes_with_marker(marker: &str) -> Vec<u32> {
+    let needle = format!("KQ_TEST_MARKER={marker}");
+    let mut out = Vec::new();
+    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in proc_dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}

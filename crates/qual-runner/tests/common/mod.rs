@@ -227,28 +227,7 @@ pub fn marker_env(marker: &str, extra: &str) -> String {
     }
 }
 
-/// Pids of processes whose environment carries `marker` (a zombie's environment reads as
-/// empty, so only processes that still run are listed).
-pub fn processes_with_marker(marker: &str) -> Vec<u32> {
-    let needle = format!("KQ_TEST_MARKER={marker}");
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
-}
+pub use qual_test_fixtures::processes_with_marker;
 
 /// Asserts that no process of the case is alive: `/proc` holds no process with its marker.
 pub fn assert_no_case_process(marker: &str) {

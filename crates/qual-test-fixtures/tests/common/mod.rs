@@ -51,27 +51,7 @@ pub fn case(args: &[&str], timeout_s: f64, grace_s: f64, cwd: &Path) -> Case {
     }
 }
 
-/// Pids of live (non-zombie) processes whose environment carries `marker`.
-pub fn processes_with_marker(marker: &str) -> Vec<u32> {
-    let needle = format!("KQ_TEST_MARKER={marker}");
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
-}
+pub use qual_test_fixtures::processes_with_marker;
 
 /// Whether `/proc/<pid>` exists at all (zombies included).
 pub fn pid_exists(pid: u32) -> bool {
