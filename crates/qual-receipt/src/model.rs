@@ -435,33 +435,19 @@ pub fn default_receipt_path(backend: &str, host_id: &str, receipt_id: &str) -> S
     format!("qualification/receipts/{backend}/{host_id}/{receipt_id}.json")
 }
 
-/// Civil date from days since 1970-01-01 (proleptic Gregorian).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-/// `(year, month, day, hour, minute, second, microsecond)` of a time in UTC.
+/// `(year, month, day, hour, minute, second, microsecond)` of a time in UTC (times before
+/// the epoch read as the epoch, like the rest of the receipt clock handling).
 fn utc_parts(t: SystemTime) -> (i64, u32, u32, u32, u32, u32, u32) {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
-    let secs = d.as_secs() as i64;
-    let (y, mo, da) = civil_from_days(secs.div_euclid(86_400));
-    let sod = secs.rem_euclid(86_400);
+    let u = time::OffsetDateTime::from_unix_timestamp(d.as_secs() as i64)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     (
-        y,
-        mo,
-        da,
-        (sod / 3600) as u32,
-        ((sod % 3600) / 60) as u32,
-        (sod % 60) as u32,
+        i64::from(u.year()),
+        u32::from(u8::from(u.month())),
+        u32::from(u.day()),
+        u32::from(u.hour()),
+        u32::from(u.minute()),
+        u32::from(u.second()),
         d.subsec_micros(),
     )
 }
