@@ -1,25 +1,30 @@
-//! Git facts the legacy pipeline binds, obtained from the real `git` binary.
+//! Git facts the legacy pipeline binds, obtained through `qual_git`, kiln-qual's one hardened
+//! git binding (closed environment, every repository-named program switched off, null stdin, a
+//! deadline; no filter driver, textconv, external diff, hook or fsmonitor ever runs).
 //!
-//! Invariant: every query runs `git -C <root>` with prompts disabled and never writes to the
-//! repository. `git_tracked_dirty` is true exactly when
-//! `git status --porcelain --untracked-files=all` prints anything after trimming: despite the
-//! name, new untracked files make a checkout dirty too; ignored files (raw logs) do not.
+//! Invariant: no query writes to the repository. `git_tracked_dirty` is true exactly when the
+//! binding reports any change ([`Repo::status_lines`]). The original's rule was "`git status
+//! --porcelain --untracked-files=all` prints anything after trimming": despite the name, new
+//! untracked files make a checkout dirty too; ignored files (raw logs) do not. On honest
+//! repositories the two agree; the deliberate difference is that a file whose committed bytes
+//! only match after a clean filter or end-of-line conversion (git-lfs, `text=auto` with CRLF)
+//! is dirty here, because kiln-qual never runs repository filters (see the `qual_git` docs).
 
-use crate::{is_git_commit, LegacyError, Result};
+use crate::{LegacyError, Result};
+use qual_git::GitError;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
 /// A repository root and the git queries made against it.
 #[derive(Clone, Debug)]
 pub struct Repo {
-    root: PathBuf,
+    git: qual_git::Repo,
 }
 
 impl Repo {
     /// A repository rooted at `root` (made absolute and resolved).
     pub fn new(root: impl AsRef<Path>) -> Repo {
         Repo {
-            root: crate::paths::resolve(root.as_ref()),
+            git: qual_git::Repo::new(crate::paths::resolve(root.as_ref())),
         }
     }
 
@@ -34,93 +39,68 @@ impl Repo {
 
     /// The repository that contains `dir` (`git rev-parse --show-toplevel`).
     pub fn discover_from(dir: &Path) -> Result<Repo> {
-        let out = git_in(dir, &["rev-parse", "--show-toplevel"])?;
-        if !out.status.success() {
-            return Err(LegacyError::Refused(format!(
+        let found = qual_git::Repo::discover(dir).map_err(|e| {
+            LegacyError::Refused(format!(
                 "{} is not inside a git repository: {}",
                 dir.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        let top = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        Ok(Repo::new(top))
+                detail(&e)
+            ))
+        })?;
+        Ok(Repo::new(found.root()))
     }
 
     /// The root directory.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.git.root()
     }
 
     /// A path relative to the root (absolute paths stay).
     pub fn join(&self, p: &str) -> PathBuf {
-        self.root.join(p)
+        self.root().join(p)
     }
 
-    fn git(&self, args: &[&str]) -> Result<Output> {
-        git_in(&self.root, args)
-    }
-
-    /// `git rev-parse HEAD`, checked against `^[0-9a-f]{40}$`.
+    /// HEAD, checked against `^[0-9a-f]{40}$`.
     pub fn head_commit(&self) -> Result<String> {
-        let out = self.git(&["rev-parse", "HEAD"])?;
-        let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        if !out.status.success() || !is_git_commit(&text) {
-            let shown = if out.status.success() {
-                text
-            } else {
-                String::from_utf8_lossy(&out.stderr).trim().to_owned()
-            };
-            return Err(LegacyError::Refused(format!(
-                "git rev-parse HEAD returned invalid commit: {shown}"
-            )));
-        }
-        Ok(text)
+        self.git.head_commit().map_err(|e| {
+            LegacyError::Refused(format!(
+                "git rev-parse HEAD returned invalid commit: {}",
+                detail(&e)
+            ))
+        })
     }
 
-    /// The raw `git status --porcelain --untracked-files=all` text.
-    pub fn status_porcelain(&self) -> Result<String> {
-        let out = self.git(&["status", "--porcelain", "--untracked-files=all"])?;
-        if !out.status.success() {
-            return Err(LegacyError::Refused(format!(
-                "git status failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    /// Every reason the checkout is dirty, one `<kind>: <path>` line each (empty when clean).
+    pub fn status_lines(&self) -> Result<Vec<String>> {
+        self.git
+            .status_lines()
+            .map_err(|e| LegacyError::Refused(format!("git status failed: {}", detail(&e))))
     }
 
     /// `git_tracked_dirty`: tracked changes *or* untracked, non-ignored files.
     pub fn tracked_dirty(&self) -> Result<bool> {
-        Ok(!self.status_porcelain()?.trim().is_empty())
+        Ok(!self.status_lines()?.is_empty())
     }
 
     /// Whether a path is tracked (`git ls-files --error-unmatch -- <path>` succeeds), whether
     /// or not it exists on disk.
     pub fn is_tracked(&self, path: &str) -> bool {
-        self.git(&["ls-files", "--error-unmatch", "--", path])
-            .map(|o| o.status.success())
-            .unwrap_or(false)
+        self.git.is_tracked(path).unwrap_or(false)
     }
 
     /// Whether git ignores a path (`git check-ignore -q -- <path>`; works for paths that do
     /// not exist yet).
     pub fn is_ignored(&self, path: &str) -> bool {
-        self.git(&["check-ignore", "-q", "--", path])
-            .map(|o| o.status.success())
-            .unwrap_or(false)
+        self.git.is_ignored(path).unwrap_or(false)
     }
 
-    /// Whether a commit exists locally (`git cat-file -e <c>^{commit}`).
+    /// Whether a commit exists locally.
     pub fn commit_exists(&self, commit: &str) -> bool {
-        self.git(&["cat-file", "-e", &format!("{commit}^{{commit}}")])
-            .map(|o| o.status.success())
-            .unwrap_or(false)
+        self.git.has_commit(commit).unwrap_or(false)
     }
 
-    /// The bytes of `path` at `commit` (`git show <commit>:<path>`), `None` when absent.
+    /// The stored bytes of `path` at `commit`, `None` when absent (or not a file).
     pub fn file_at_commit(&self, commit: &str, path: &str) -> Option<Vec<u8>> {
-        let out = self.git(&["show", &format!("{commit}:{path}")]).ok()?;
-        out.status.success().then_some(out.stdout)
+        self.git.blob_at(commit, path).ok().flatten()
     }
 
     /// SHA-256 of `path` at `commit`, `None` when the commit or file is absent.
@@ -131,35 +111,28 @@ impl Repo {
 
     /// `git rev-parse --abbrev-ref HEAD`, or `HEAD` on failure or empty output.
     pub fn abbrev_ref(&self) -> String {
-        match self.git(&["rev-parse", "--abbrev-ref", "HEAD"]) {
-            Ok(o) if o.status.success() => {
-                let s = String::from_utf8_lossy(&o.stdout).trim().to_owned();
-                if s.is_empty() {
-                    "HEAD".into()
-                } else {
-                    s
-                }
-            }
-            _ => "HEAD".into(),
-        }
+        self.git
+            .abbrev_ref()
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "HEAD".into())
     }
 
     /// `git config --get remote.origin.url`, when set.
     pub fn origin_url(&self) -> Option<String> {
-        let o = self.git(&["config", "--get", "remote.origin.url"]).ok()?;
-        let s = String::from_utf8_lossy(&o.stdout).trim().to_owned();
-        (o.status.success() && !s.is_empty()).then_some(s)
+        self.git
+            .config_value("remote.origin.url")
+            .ok()
+            .flatten()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
     }
 }
 
-fn git_in(dir: &Path, args: &[&str]) -> Result<Output> {
-    Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| LegacyError::Refused(format!("cannot run git: {e}")))
+/// git's own words for a failed query (its stderr), else the binding's message.
+fn detail(e: &GitError) -> String {
+    match e {
+        GitError::Failed { stderr, .. } if !stderr.is_empty() => stderr.clone(),
+        other => other.to_string(),
+    }
 }

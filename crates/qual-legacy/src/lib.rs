@@ -87,5 +87,5 @@ pub fn is_checksum(s: &str) -> bool {
 
 /// Whether a string is 40 lowercase hex digits (`GIT_COMMIT_RE`).
 pub fn is_git_commit(s: &str) -> bool {
-    s.len() == 40 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    qual_git::is_commit_id(s)
 }

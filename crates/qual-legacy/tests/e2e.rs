@@ -357,10 +357,10 @@ fn untracked_files_make_the_capture_dirty_but_ignored_logs_do_not() {
     assert!(!repo.tracked_dirty().unwrap());
     std::fs::write(repo.join(".backend-latency-writer-untracked-probe"), "x").unwrap();
     assert!(repo.tracked_dirty().unwrap());
-    assert!(repo
-        .status_porcelain()
-        .unwrap()
-        .contains("?? .backend-latency-writer-untracked-probe"));
+    assert_eq!(
+        repo.status_lines().unwrap(),
+        ["untracked: .backend-latency-writer-untracked-probe"]
+    );
     let report = run(&repo).unwrap();
     assert_eq!(
         report.artifact.get("git_tracked_dirty"),

@@ -1,7 +1,7 @@
 //! qual-probe: the facts a qualification run binds before it executes anything.
 //!
-//! - [`git`]: commit, clean worktree, committed bytes (`git show HEAD:path`), index listing,
-//!   using the real `git` binary;
+//! - [`git`]: commit, clean worktree, committed bytes at HEAD, index listing: a re-export of
+//!   `qual_git`, the one hardened git binding (no repository filter, hook or helper runs);
 //! - [`policy`]: the repository policy file `qualification/policy.json` (source-tree profile);
 //! - [`source_tree`]: the `kiln-source-tree-v1` digest, byte for byte under the `kiln`
 //!   profile, with a documented `generic` default;

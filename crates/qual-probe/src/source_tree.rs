@@ -269,6 +269,8 @@ mod tests {
     fn entry(mode: &str, path: &str) -> IndexEntry {
         IndexEntry {
             mode: mode.into(),
+            object: "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391".into(),
+            stage: 0,
             path: path.into(),
         }
     }

@@ -3,7 +3,7 @@
 //!
 //! This module owns: loading two receipts (strictly, validated, identified by the SHA-256 of
 //! their exact bytes), loading the workload manifest (it must resolve under
-//! `<root>/qualification/workloads/`, equal its `git show HEAD:` bytes and validate), binding
+//! `<root>/qualification/workloads/`, equal its committed bytes at HEAD and validate), binding
 //! each receipt to the manifest, selecting the comparison mode, the identity checks that produce
 //! rejected and allowed differences, the evidence checks, and the metric rules evaluated in
 //! exact decimal arithmetic.
@@ -117,27 +117,13 @@ impl LoadedManifest {
 
 fn committed_bytes(root: &Path, relative: &Path) -> Result<Vec<u8>, CompareError> {
     let rel = relative.to_string_lossy().replace('\\', "/");
-    let out = std::process::Command::new("git")
-        .arg("show")
-        .arg(format!("HEAD:{rel}"))
-        .current_dir(root)
-        .stdin(std::process::Stdio::null())
-        .output();
-    match out {
-        Ok(o) if o.status.success() => Ok(o.stdout),
-        Ok(o) => {
-            let detail = String::from_utf8_lossy(&o.stderr).trim().to_owned();
-            Err(refuse(format!(
-                "workload manifest must be committed at HEAD: {rel}{}",
-                if detail.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({detail})")
-                }
-            )))
-        }
+    match qual_git::Repo::new(root).show_head(&rel) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(refuse(format!(
+            "workload manifest must be committed at HEAD: {rel}"
+        ))),
         Err(e) => Err(refuse(format!(
-            "workload manifest must be committed at HEAD: {rel} (failed to run git: {e})"
+            "workload manifest must be committed at HEAD: {rel} (failed to read it: {e})"
         ))),
     }
 }

@@ -527,7 +527,7 @@ pub fn is_config_segment(s: &str) -> bool {
 }
 /// `^[0-9a-f]{40}$`
 pub fn is_commit(s: &str) -> bool {
-    s.len() == 40 && s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+    qual_git::is_commit_id(s)
 }
 
 /// Parses a receipt timestamp: ISO-8601 ending in `Z` (Python's `datetime.fromisoformat` after
@@ -1644,19 +1644,12 @@ pub fn hash_file(path: &Path) -> std::io::Result<(String, u64)> {
     Ok((format!("sha256:{}", hex::encode(hasher.finalize())), total))
 }
 
-/// `git cat-file -e <commit>^{commit}` in `root` (a malformed commit never exists).
+/// Whether `commit` names a commit object of the repository at `root`, asked through the
+/// hardened binding (`qual_git`); a malformed commit never exists, and a failed query counts
+/// as absent.
 pub fn git_commit_exists(root: &Path, commit: &str) -> bool {
-    if !is_commit(commit) {
-        return false;
-    }
-    std::process::Command::new("git")
-        .arg("cat-file")
-        .arg("-e")
-        .arg(format!("{commit}^{{commit}}"))
-        .current_dir(root)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    is_commit(commit)
+        && qual_git::Repo::new(root)
+            .has_commit(commit)
+            .unwrap_or(false)
 }

@@ -91,15 +91,8 @@ pub fn run(c: ReceiptCommand) -> i32 {
 
 fn default_root() -> PathBuf {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    std::process::Command::new("git")
-        .args(["rev-parse", "--show-toplevel"])
-        .current_dir(&cwd)
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| PathBuf::from(s.trim_end_matches(['\n', '\r'])))
+    qual_probe::git::Repo::discover(&cwd)
+        .map(|repo| repo.root().to_path_buf())
         .unwrap_or(cwd)
 }
 
