@@ -214,15 +214,11 @@ fn usage_errors_exit_2() {
         .code(2);
 }
 
-#[test]
-fn sigterm_stops_the_load_and_shuts_the_server_down() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    // Every request would wait a minute for its first token.
-    write_case(dir.path(), port, &["--ttft-ms", "60000"]);
-    let result = dir.path().join("r.json");
-    let mut child = std::process::Command::new(BIN)
-        .current_dir(dir.path())
+/// Starts `kiln-qual serve` on the case in `dir` (result `result`) and waits until the server
+/// listens on `port`.
+fn start_serve_and_wait(dir: &Path, port: u16, result: &Path) -> std::process::Child {
+    let child = std::process::Command::new(BIN)
+        .current_dir(dir)
         .args([
             "serve",
             "--launch",
@@ -235,19 +231,29 @@ fn sigterm_stops_the_load_and_shuts_the_server_down() {
             "0",
             "--result",
         ])
-        .arg(&result)
+        .arg(result)
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Wait until the mock listens (the load has started or is about to).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
             std::time::Instant::now() < deadline,
             "the server never listened"
         );
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
+    child
+}
+
+#[test]
+fn sigterm_stops_the_load_and_shuts_the_server_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // Every request would wait a minute for its first token.
+    write_case(dir.path(), port, &["--ttft-ms", "60000"]);
+    let result = dir.path().join("r.json");
+    let mut child = start_serve_and_wait(dir.path(), port, &result);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -422,4 +428,43 @@ fn base_url_is_required_for_kiln_recipes_and_refused_for_kiln_qual_recipes() {
     // Nothing was launched by any of them.
     assert!(qual_serve::lifecycle::listening_inodes(port).is_empty());
     assert!(!dir.path().join("kiln-logs").exists());
+}
+
+/// `kill -9` of `serve` itself, as soon as the server listens and during the load phase:
+/// within one second nothing of the server is alive (its box's init sees the death pipe of the
+/// dead `serve` close and takes the namespace with it) and nothing listens on the port.
+#[test]
+fn sigkill_of_serve_leaves_no_server_and_no_listener() {
+    for wait_ms in [0u64, 400] {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        write_case(dir.path(), port, &["--ttft-ms", "60000"]);
+        // Mark the server's processes so that /proc can prove they are gone.
+        let marker = format!("kq-serve-kill9-{}-{wait_ms}", std::process::id());
+        let mut recipe: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("launch.json")).unwrap())
+                .unwrap();
+        recipe["environment"] = serde_json::json!({ "KQ_TEST_MARKER": marker });
+        std::fs::write(dir.path().join("launch.json"), recipe.to_string()).unwrap();
+        let mut child = start_serve_and_wait(dir.path(), port, &dir.path().join("r.json"));
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        assert!(!qual_test_fixtures::processes_with_marker(&marker).is_empty());
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let killed = std::time::Instant::now();
+        // (A process that is exiting has dropped its memory — its environment reads empty —
+        // slightly before its descriptors: both conditions get the same one-second window.)
+        loop {
+            let alive = qual_test_fixtures::processes_with_marker(&marker);
+            let listening = std::net::TcpListener::bind(("127.0.0.1", port)).is_err();
+            if alive.is_empty() && !listening {
+                break;
+            }
+            assert!(
+                killed.elapsed() < std::time::Duration::from_secs(1),
+                "1 s after serve was killed: server processes alive {alive:?}, port {port} listening {listening}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
 }

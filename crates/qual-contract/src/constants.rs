@@ -22,9 +22,8 @@ pub const RUNNER_OWNED_ENVIRONMENT: [&str; 2] = [RESULT_PATH_VARIABLE, VARIANT_I
 pub const CASE_ENVIRONMENT_POLICY: &str = "closed-qualification-case-v1";
 /// Host variables a case inherits under `closed-qualification-case-v1` (when present); every
 /// other variable comes from the case's own `environment` or is runner-owned.
-pub const CASE_ENVIRONMENT_BASE: [&str; 13] = [
+pub const CASE_ENVIRONMENT_BASE: [&str; 11] = [
     "CARGO_HOME",
-    "DBUS_SESSION_BUS_ADDRESS",
     "HOME",
     "LANG",
     "LC_ALL",
@@ -35,7 +34,6 @@ pub const CASE_ENVIRONMENT_BASE: [&str; 13] = [
     "SHELL",
     "TMPDIR",
     "USER",
-    "XDG_RUNTIME_DIR",
 ];
 /// Placeholders the runner fills in; they cannot be declared as variables.
 pub const RESERVED_PLACEHOLDERS: [&str; 3] = ["seed", "model_path", "host_id"];

@@ -28,6 +28,7 @@ fn main() {
         term_grace: Duration::from_secs(5),
         capture: CaptureLimits::default(),
         network: NetworkPolicy::Inherit,
+        sandbox: Default::default(),
     };
     // Warm up both paths (page cache, cgroup detection).
     for _ in 0..5 {

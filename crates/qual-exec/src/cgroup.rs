@@ -29,22 +29,46 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 /// Which containment the crate may use for new processes (process-wide).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupPolicy {
-    /// Use a cgroup v2 sub-tree when one is writable, else process group + subreaper.
+    /// A writable cgroup v2 sub-tree is required: without one, executions are refused
+    /// ([`crate::ExecError::IsolationUnavailable`]). The default.
+    Required,
+    /// Use a cgroup v2 sub-tree when one is writable, else process group + subreaper
+    /// tracking (the PID namespace still kills everything at the end). For library callers
+    /// that accept the weaker, recorded mechanism.
     Auto,
     /// Never use cgroups: process group + subreaper tracking only.
     Never,
 }
 
-/// Sets the process-wide cgroup policy (default [`CgroupPolicy::Auto`]). Affects executions
-/// started afterwards.
+static REQUIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Sets the process-wide cgroup policy (default [`CgroupPolicy::Required`]). Affects
+/// executions started afterwards.
 pub fn set_cgroup_policy(policy: CgroupPolicy) {
+    REQUIRED.store(policy == CgroupPolicy::Required, Ordering::SeqCst);
     match policy {
         CgroupPolicy::Never => STATE.store(DISABLED, Ordering::SeqCst),
-        CgroupPolicy::Auto => {
+        CgroupPolicy::Auto | CgroupPolicy::Required => {
             let _ = STATE.compare_exchange(DISABLED, UNKNOWN, Ordering::SeqCst, Ordering::SeqCst);
         }
     }
 }
+
+/// Whether executions must be refused without a cgroup.
+pub(crate) fn required() -> bool {
+    REQUIRED.load(Ordering::SeqCst)
+}
+
+/// The refusal when no cgroup sub-tree can be created and one is required.
+pub(crate) fn unavailable_error() -> crate::ExecError {
+    crate::ExecError::IsolationUnavailable {
+        capability: "a writable cgroup v2 sub-tree below this process's cgroup".into(),
+        reason: "the cgroup file system refused a new sub-cgroup (read-only, not delegated, or not cgroup v2)".into(),
+    }
+}
+
+/// The pid limit written to `pids.max` of every execution's cgroup.
+pub const PIDS_MAX: u64 = 4096;
 
 pub(crate) fn mark_unusable() {
     let _ = STATE.compare_exchange(USABLE, UNUSABLE, Ordering::SeqCst, Ordering::SeqCst);
@@ -56,6 +80,19 @@ pub(crate) fn mark_unusable() {
 pub(crate) struct CaseCgroup {
     dir: PathBuf,
     procs: File,
+    /// The pid limit: in this cgroup (v2 `pids` controller) or in a v1 `pids` hierarchy.
+    pids: PidLimit,
+}
+
+/// Where `pids.max` is enforced for an execution.
+#[derive(Debug)]
+pub(crate) enum PidLimit {
+    /// `pids.max` of the v2 cgroup itself.
+    V2,
+    /// A sibling cgroup in the v1 `pids` hierarchy, joined through its own `cgroup.procs`.
+    V1 { dir: PathBuf, procs: File },
+    /// No pids controller is available (the reason).
+    Unavailable(&'static str),
 }
 
 impl CaseCgroup {
@@ -69,13 +106,17 @@ impl CaseCgroup {
             static SWEPT: std::sync::Once = std::sync::Once::new();
             SWEPT.call_once(|| sweep_stale(&parent));
             let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-            let dir = parent.join(format!("kiln-qual-{}-{n}", std::process::id()));
+            let name = format!("kiln-qual-{}-{n}", std::process::id());
+            let dir = parent.join(&name);
             fs::create_dir(&dir).ok()?;
             match OpenOptions::new()
                 .write(true)
                 .open(dir.join("cgroup.procs"))
             {
-                Ok(procs) => Some(CaseCgroup { dir, procs }),
+                Ok(procs) => {
+                    let pids = pid_limit(&dir, &name);
+                    Some(CaseCgroup { dir, procs, pids })
+                }
                 Err(_) => {
                     let _ = fs::remove_dir(&dir);
                     None
@@ -88,9 +129,22 @@ impl CaseCgroup {
         made
     }
 
-    /// The descriptor the child writes `0` to (inherited across fork, closed at exec).
-    pub(crate) fn procs_fd(&self) -> RawFd {
-        self.procs.as_raw_fd()
+    /// The descriptors the child writes `0` to (inherited across fork, closed at exec).
+    pub(crate) fn procs_fds(&self) -> Vec<RawFd> {
+        let mut fds = vec![self.procs.as_raw_fd()];
+        if let PidLimit::V1 { procs, .. } = &self.pids {
+            fds.push(procs.as_raw_fd());
+        }
+        fds
+    }
+
+    /// The pid limit in force and where (`cgroup_v2`, `cgroup_v1_pids`), or why none.
+    pub(crate) fn pid_limit(&self) -> (Option<u64>, &'static str) {
+        match &self.pids {
+            PidLimit::V2 => (Some(PIDS_MAX), "cgroup_v2"),
+            PidLimit::V1 { .. } => (Some(PIDS_MAX), "cgroup_v1_pids"),
+            PidLimit::Unavailable(why) => (None, why),
+        }
     }
 
     pub(crate) fn confirm_usable(&self) {
@@ -144,8 +198,80 @@ impl CaseCgroup {
     /// Removes the directory and any cgroups the case created beneath it, retrying briefly
     /// while exiting members are released.
     pub(crate) fn remove(self) -> bool {
+        if let PidLimit::V1 { dir, .. } = &self.pids {
+            remove_tree(dir, Duration::from_secs(2));
+        }
         remove_tree(&self.dir, Duration::from_secs(2))
     }
+}
+
+/// Sets `pids.max` for a new execution cgroup: in the v2 cgroup when its `pids` controller
+/// is enabled, else in a same-named cgroup of a writable v1 `pids` hierarchy.
+fn pid_limit(dir: &std::path::Path, name: &str) -> PidLimit {
+    let write = |p: PathBuf| {
+        OpenOptions::new()
+            .write(true)
+            .open(p)
+            .and_then(|mut f| f.write_all(PIDS_MAX.to_string().as_bytes()))
+            .is_ok()
+    };
+    if dir.join("pids.max").exists() {
+        return if write(dir.join("pids.max")) {
+            PidLimit::V2
+        } else {
+            PidLimit::Unavailable("pids.max of the execution cgroup is not writable")
+        };
+    }
+    let Some(parent) = v1_pids_dir() else {
+        return PidLimit::Unavailable("no pids controller (cgroup v2 or v1) is available");
+    };
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| sweep_stale(&parent));
+    let v1 = parent.join(name);
+    if fs::create_dir(&v1).is_err() {
+        return PidLimit::Unavailable("the v1 pids hierarchy is not writable");
+    }
+    let procs = OpenOptions::new().write(true).open(v1.join("cgroup.procs"));
+    match procs {
+        Ok(procs) if write(v1.join("pids.max")) => PidLimit::V1 { dir: v1, procs },
+        _ => {
+            let _ = fs::remove_dir(&v1);
+            PidLimit::Unavailable("the v1 pids hierarchy is not writable")
+        }
+    }
+}
+
+/// This process's cgroup directory in a mounted v1 `pids` hierarchy.
+fn v1_pids_dir() -> Option<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let (mount, root) = info.lines().find_map(|line| {
+        let (pre, post) = line.split_once(" - ")?;
+        let mut it = post.split_whitespace();
+        if it.next() != Some("cgroup") {
+            return None;
+        }
+        let opts = it.nth(1)?;
+        if !opts.split(',').any(|o| o == "pids") {
+            return None;
+        }
+        let f: Vec<&str> = pre.split_whitespace().collect();
+        (f.len() >= 5).then(|| (PathBuf::from(unescape(f[4])), unescape(f[3])))
+    })?;
+    let cg = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = cg.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let _ = parts.next()?;
+        let ctrls = parts.next()?;
+        let path = parts.next()?;
+        ctrls.split(',').any(|c| c == "pids").then_some(path)
+    })?;
+    let rel = if root == "/" {
+        path.to_string()
+    } else {
+        path.strip_prefix(root.as_str())?.to_string()
+    };
+    let dir = mount.join(rel.trim_start_matches('/'));
+    dir.is_dir().then_some(dir)
 }
 
 /// `dir` and every cgroup directory beneath it, parents before children (bounded: a case
@@ -229,7 +355,7 @@ fn v2_mount() -> Option<(PathBuf, String)> {
 }
 
 /// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape(s: &str) -> String {
+pub(crate) fn unescape(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

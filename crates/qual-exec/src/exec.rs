@@ -6,7 +6,8 @@ use crate::capture::Capture;
 use crate::cgroup::{self, CaseCgroup};
 use crate::group::{self, Tracker};
 use crate::procfs::Stat;
-use crate::spawn::{self, StepFailure};
+use crate::sandbox::{self, Plan, Sandbox, SandboxRecord, Step};
+use crate::spawn;
 use crate::{
     signals, sys, Containment, ExecError, ExecSpec, Execution, Mechanism, NetworkIsolation,
     NetworkPolicy, Residue, Termination, SETTLEMENT,
@@ -37,19 +38,23 @@ pub(crate) struct Started {
     pub tracker: Tracker,
     pub mechanism: Mechanism,
     pub network: NetworkIsolation,
+    pub sandbox: SandboxRecord,
     pub started_at: SystemTime,
     pub t0: Instant,
 }
 
-/// Spawns `argv` contained: own session, cgroup when usable, optional network namespace,
-/// stdout/stderr piped. `supervised` (for [`execute`]: the calling thread supervises the child
-/// until it is gone) adds die-with-parent and serializes fallback-mode executions; an owned
-/// process gets die-with-parent only when spawned from the main thread.
+/// Spawns `argv` contained: own session, cgroup (required unless the policy says
+/// otherwise), the box of [`crate::sandbox`], stdout/stderr piped. `supervised` (for
+/// [`execute`]: the calling thread supervises the child until it is gone) adds
+/// die-with-parent and serializes fallback-mode executions; an owned process gets
+/// die-with-parent only when spawned from the main thread (its namespace init dies with this
+/// process in every case).
 pub(crate) fn start(
     argv: &[String],
     cwd: &Path,
     env: &[(String, String)],
     network: NetworkPolicy,
+    sandbox: &Sandbox,
     supervised: bool,
 ) -> Result<(Started, Option<MutexGuard<'static, ()>>), ExecError> {
     spawn::validate(argv, env)?;
@@ -64,22 +69,28 @@ pub(crate) fn start(
     }
     let program = spawn::resolve_program(&argv[0], cwd, env)?;
     sys::ensure_subreaper();
-    let (net_plan, net_used) = spawn::plan_network(network);
+    let net_used = spawn::network_isolation(network);
     loop {
         let cg = CaseCgroup::create();
+        if cg.is_none() && cgroup::required() && !sandbox::enclosed() {
+            return Err(cgroup::unavailable_error());
+        }
         // Without a cgroup, orphans re-parented to us are attributed to the running execution,
         // so executions are serialized process-wide (see the crate docs).
         let guard = (cg.is_none() && supervised)
             .then(|| FALLBACK_SERIAL.lock().unwrap_or_else(|p| p.into_inner()));
-        let mut cmd = spawn::build_command(
-            &program,
-            argv,
-            cwd,
-            env,
-            cg.as_ref().map(|c| c.procs_fd()),
-            net_plan,
+        let plan = Plan::new(
+            sandbox,
+            network == NetworkPolicy::LoopbackOnly,
+            cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default(),
             supervised || on_main_thread(),
-        );
+        )?;
+        let (pid_limit, pid_limit_source) = cg
+            .as_ref()
+            .map(|c| c.pid_limit())
+            .unwrap_or((None, "no cgroup (process group + subreaper tracking)"));
+        let record = plan.record(pid_limit, pid_limit_source);
+        let mut cmd = spawn::build_command(&program, argv, cwd, env, plan);
         let started_at = SystemTime::now();
         let t0 = Instant::now();
         match cmd.spawn() {
@@ -99,6 +110,7 @@ pub(crate) fn start(
                         tracker,
                         mechanism,
                         network: net_used,
+                        sandbox: record,
                         started_at,
                         t0,
                     },
@@ -109,21 +121,22 @@ pub(crate) fn start(
                 if let Some(c) = cg {
                     c.remove();
                 }
-                match spawn::decode(&e) {
-                    Some(StepFailure::Cgroup(_)) => {
+                match sandbox::decode(&e) {
+                    Some(f) if f.step == Step::Cgroup => {
                         // The kernel refused the move: cgroups are not usable from here.
                         cgroup::mark_unusable();
                         continue;
                     }
-                    Some(StepFailure::Network { step, errno }) => {
-                        return Err(spawn::isolation_error(step, errno))
-                    }
-                    Some(StepFailure::Setsid(errno)) => {
+                    Some(f) if f.step == Step::Setsid => {
                         return Err(ExecError::Spawn {
                             program: argv[0].clone(),
-                            reason: format!("setsid: {}", std::io::Error::from_raw_os_error(errno)),
+                            reason: format!(
+                                "setsid: {}",
+                                std::io::Error::from_raw_os_error(f.errno)
+                            ),
                         })
                     }
+                    Some(f) => return Err(spawn::isolation_error(f, sandbox)),
                     None => {
                         return Err(ExecError::Spawn {
                             program: argv[0].clone(),
@@ -187,7 +200,14 @@ pub fn execute_observed(
     spec: &ExecSpec,
     observer: &mut dyn Observer,
 ) -> Result<Execution, ExecError> {
-    let (mut st, _serial) = start(&spec.argv, &spec.cwd, &spec.env, spec.network, true)?;
+    let (mut st, _serial) = start(
+        &spec.argv,
+        &spec.cwd,
+        &spec.env,
+        spec.network,
+        &spec.sandbox,
+        true,
+    )?;
     let out = st.child.stdout.take();
     let err = st.child.stderr.take();
     let mut streams = [
@@ -375,6 +395,8 @@ struct ResidueEntry {
     start_time: u64,
     cmdline: String,
     signal: i32,
+    session: u32,
+    box_pid: Option<u32>,
 }
 
 /// The termination schedule and evidence of one contained leader.
@@ -425,6 +447,19 @@ impl<'a> Supervisor<'a> {
         group::unregister_leader(self.st.child.id());
         if let Stage::Terminating { why, sig, .. } = &self.stage {
             self.leader_end = Some((why.clone(), *sig));
+            if *why == Why::Shutdown {
+                // A server's own shutdown: whatever left the leader's group and is still
+                // alive now was not stopped by the server. Residue, as in the runner's rule.
+                let leader = self.st.tracker.leader;
+                let escaped: Vec<Stat> = self
+                    .st
+                    .tracker
+                    .live_members()
+                    .into_iter()
+                    .filter(|m| m.pgrp != leader)
+                    .collect();
+                self.record_residue(&escaped);
+            }
         }
         // Members get the settlement window to finish (or to die of the signal they already
         // received) before whatever is still alive counts as residue.
@@ -442,7 +477,17 @@ impl<'a> Supervisor<'a> {
             kill_at: later(Instant::now(), self.grace),
         };
         self.group_killed = true;
-        self.send(&live, libc::SIGTERM);
+        if why_is_shutdown(&self.stage) {
+            // Only the server's own group is asked to stop; members that escaped it are
+            // judged when the leader has exited (see `on_leader_exit`).
+            let group: Vec<Stat> = live
+                .into_iter()
+                .filter(|m| m.pgrp == self.st.tracker.leader)
+                .collect();
+            self.send(&group, libc::SIGTERM);
+        } else {
+            self.send(&live, libc::SIGTERM);
+        }
     }
 
     fn record_residue(&mut self, live: &[Stat]) {
@@ -455,6 +500,8 @@ impl<'a> Supervisor<'a> {
                 start_time: m.start_time,
                 cmdline: crate::procfs::cmdline(m.pid),
                 signal: sig,
+                session: m.session,
+                box_pid: crate::procfs::innermost_pid(m.pid),
             });
         }
     }
@@ -543,6 +590,11 @@ impl<'a> Supervisor<'a> {
                         *sig = libc::SIGKILL;
                     }
                     self.send(&live, libc::SIGKILL);
+                } else if why_is_shutdown(&self.stage) && !leader_done {
+                    // Late forks of the server's group get the current signal too.
+                    let leader = self.st.tracker.leader;
+                    let group: Vec<Stat> = live.into_iter().filter(|m| m.pgrp == leader).collect();
+                    self.send(&group, sig);
                 } else {
                     // Late forks get the current signal too.
                     self.send(&live, sig);
@@ -615,6 +667,7 @@ impl<'a> Supervisor<'a> {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
+        self.st.tracker.settle_init(Duration::from_secs(2));
         if let Some(cg) = self.st.tracker.cgroup.take() {
             cg.remove();
         }
@@ -623,6 +676,8 @@ impl<'a> Supervisor<'a> {
             .iter()
             .map(|(pid, r)| Residue {
                 pid: *pid,
+                box_pid: r.box_pid,
+                session: r.session,
                 cmdline: r.cmdline.clone(),
                 signal: r.signal,
             })
@@ -631,6 +686,7 @@ impl<'a> Supervisor<'a> {
         Containment {
             mechanism: self.st.mechanism,
             network: self.st.network,
+            sandbox: self.st.sandbox.clone(),
             residue,
             group_killed: self.group_killed,
             pipes_closed,
@@ -650,6 +706,16 @@ impl<'a> Supervisor<'a> {
             Some((Why::Residue | Why::Shutdown, _)) | None => exit_termination(status),
         }
     }
+}
+
+fn why_is_shutdown(stage: &Stage) -> bool {
+    matches!(
+        stage,
+        Stage::Terminating {
+            why: Why::Shutdown,
+            ..
+        }
+    )
 }
 
 /// Whether the calling thread is the process's main thread (whose end is the process's end,

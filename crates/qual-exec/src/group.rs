@@ -86,8 +86,10 @@ impl Tracker {
         }
     }
 
-    /// Live (not zombie) members other than the leader, as of now. Zombie members that are
-    /// our children (re-parented orphans) are reaped on the way.
+    /// Live (not zombie) members other than the leader and the box's PID namespace init, as
+    /// of now. Zombie members that are our children (re-parented orphans, the init once its
+    /// leader is gone) are reaped on the way. The init is ours, not the case's: it ends by
+    /// itself when its namespace is empty, and takes the namespace with it when killed.
     pub(crate) fn live_members(&self) -> Vec<Stat> {
         let mut live = Vec::new();
         for s in self.members() {
@@ -95,11 +97,37 @@ impl Tracker {
                 if s.ppid == self.self_pid {
                     sys::reap_nohang(s.pid);
                 }
-            } else {
+            } else if !procfs::is_pidns_init(s.pid) {
                 live.push(s);
             }
         }
         live
+    }
+
+    /// Waits (up to `limit`) until every process of the case that became our child (the
+    /// box's init once its leader is gone, re-parented orphans) has ended and is reaped; call
+    /// after the group was killed. An exiting init is listed neither in the cgroup nor as a
+    /// zombie while it waits for its namespace to empty, so our children are checked directly.
+    pub(crate) fn settle_init(&self, limit: std::time::Duration) {
+        let until = std::time::Instant::now() + limit;
+        loop {
+            let mut pending = false;
+            for pid in procfs::children_of_self().unwrap_or_default() {
+                let Some(s) = procfs::stat(pid) else { continue };
+                if !(self.is_known(&s) || s.pgrp == self.leader) {
+                    continue;
+                }
+                if s.is_dead() {
+                    sys::reap_nohang(s.pid);
+                } else {
+                    pending = true;
+                }
+            }
+            if !pending || std::time::Instant::now() >= until {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// Members other than the leader, zombies included.

@@ -23,6 +23,7 @@
 //!     term_grace: Duration::from_secs(5),
 //!     capture: CaptureLimits::default(),
 //!     network: NetworkPolicy::Inherit,
+//!     sandbox: Default::default(),
 //! };
 //! let e = execute(&spec)?;
 //! assert_eq!(e.termination, Termination::Exited { code: 0 });
@@ -104,6 +105,8 @@ mod exec;
 mod group;
 mod owned;
 mod procfs;
+pub mod sandbox;
+mod seccomp;
 mod spawn;
 mod sys;
 
@@ -117,7 +120,8 @@ pub use exec::{execute, execute_observed, execute_watched, Observer, OutputStrea
 #[doc(hidden)]
 pub use group::force_full_proc_scan;
 pub use owned::{OwnedProcess, OwnedSpec, Shutdown};
-pub use spawn::probe_loopback_only;
+pub use sandbox::{Sandbox, SandboxRecord, SeccompRecord};
+pub use spawn::{probe_containment, probe_loopback_only};
 pub use sys::signal_name;
 
 use serde::{Deserialize, Serialize};
@@ -146,6 +150,8 @@ pub struct ExecSpec {
     pub capture: CaptureLimits,
     /// Network access of the child.
     pub network: NetworkPolicy,
+    /// Paths the child may not write (and exceptions below them); see [`sandbox`].
+    pub sandbox: Sandbox,
 }
 
 /// Network access of a child.
@@ -281,6 +287,9 @@ pub struct Containment {
     pub mechanism: Mechanism,
     /// Network isolation applied.
     pub network: NetworkIsolation,
+    /// The box the program ran in: namespaces, capabilities, seccomp, read-only paths, pid
+    /// limit.
+    pub sandbox: SandboxRecord,
     /// Processes other than the leader still alive after the leader ended (after the
     /// settlement window for a normal exit; after the settlement window or the grace,
     /// whichever ends first, when we were terminating the group), which we terminated; with the
@@ -301,8 +310,12 @@ pub struct Containment {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Residue {
-    /// Its pid.
+    /// Its pid (in this process's PID namespace).
     pub pid: u32,
+    /// Its pid inside the box's PID namespace (what the case itself saw), when it had one.
+    pub box_pid: Option<u32>,
+    /// Its session id (in this process's PID namespace).
+    pub session: u32,
     /// Its command line (bounded), or `[comm]`.
     pub cmdline: String,
     /// The last signal we sent it before it disappeared.
@@ -326,8 +339,9 @@ pub enum ExecError {
         /// OS error text or resolution failure.
         reason: String,
     },
-    /// Network isolation was requested and the kernel refused it (fail closed).
-    #[error("establish loopback-only network isolation: missing {capability}: {reason}")]
+    /// The kernel refused a mechanism of the box (namespaces, mounts, capabilities,
+    /// seccomp, cgroup): fail closed, never a weaker box.
+    #[error("establish the case box: missing {capability}: {reason}")]
     IsolationUnavailable {
         /// The capability that is missing.
         capability: String,

@@ -36,6 +36,8 @@ pub struct OwnedSpec {
     pub log_limit_bytes: u64,
     /// Network access.
     pub network: NetworkPolicy,
+    /// Paths the process may not write (and exceptions below them).
+    pub sandbox: crate::Sandbox,
 }
 
 /// What a log file received.
@@ -69,6 +71,8 @@ pub struct Shutdown {
     pub mechanism: Mechanism,
     /// Network isolation used.
     pub network: NetworkIsolation,
+    /// The box the process ran in.
+    pub sandbox: crate::SandboxRecord,
     /// Standard output log summary.
     pub stdout: LogSummary,
     /// Standard error log summary.
@@ -82,6 +86,8 @@ pub struct OwnedProcess {
     drains: Vec<JoinHandle<LogSummary>>,
     /// The outcome of the first shutdown, returned again by later calls.
     done: Option<Shutdown>,
+    /// The program inside the box was seen running (so an empty box means it has ended).
+    program_seen: bool,
 }
 
 impl std::fmt::Debug for OwnedProcess {
@@ -144,7 +150,14 @@ impl OwnedProcess {
                 return Err(e);
             }
         };
-        let mut st = match exec::start(&spec.argv, &spec.cwd, &spec.env, spec.network, false) {
+        let mut st = match exec::start(
+            &spec.argv,
+            &spec.cwd,
+            &spec.env,
+            spec.network,
+            &spec.sandbox,
+            false,
+        ) {
             Ok((st, _)) => st,
             Err(e) => {
                 let _ = std::fs::remove_file(&spec.stdout_log);
@@ -165,6 +178,7 @@ impl OwnedProcess {
             exited: None,
             drains,
             done: None,
+            program_seen: false,
         })
     }
 
@@ -176,6 +190,11 @@ impl OwnedProcess {
     /// The containment mechanism in use.
     pub fn mechanism(&self) -> Option<Mechanism> {
         self.st.as_ref().map(|s| s.mechanism)
+    }
+
+    /// The box the process runs in.
+    pub fn sandbox(&self) -> Option<&crate::SandboxRecord> {
+        self.st.as_ref().map(|s| &s.sandbox)
     }
 
     /// The network isolation in use (its id goes into the case environment).
@@ -191,7 +210,19 @@ impl OwnedProcess {
         let Some(st) = self.st.as_mut() else {
             return Ok(self.done.as_ref().map(|d| d.termination.clone()));
         };
-        match st.child.try_wait()? {
+        let mut status = st.child.try_wait()?;
+        let program_alive = status.is_none() && !st.tracker.live_members().is_empty();
+        self.program_seen |= program_alive;
+        if status.is_none() && !st.sandbox.enclosing_box && self.program_seen && !program_alive {
+            // The leader relays the program's end (the box's init reports it): when nothing
+            // but the leader is left, the program has ended and the relay is on its way.
+            let until = Instant::now() + Duration::from_secs(1);
+            while status.is_none() && Instant::now() < until {
+                std::thread::sleep(Duration::from_micros(200));
+                status = st.child.try_wait()?;
+            }
+        }
+        match status {
             Some(status) => {
                 self.exited = Some(status);
                 crate::group::unregister_leader(st.child.id());
@@ -217,9 +248,11 @@ impl OwnedProcess {
         v
     }
 
-    /// SIGTERM to the group (and every member), up to `grace` for everything to end, SIGKILL
-    /// for what remains; members alive after the leader ended are recorded as residue. A
-    /// second call returns the first outcome again.
+    /// SIGTERM to the leader's process group, up to `grace` for everything to end, SIGKILL
+    /// for what remains. Residue: a member outside the leader's group (it left with `setsid`
+    /// or `setpgid`, so only the server could have stopped it) still alive when the leader
+    /// has exited, and any member still alive after the settlement window. A second call
+    /// returns the first outcome again.
     pub fn shutdown(&mut self, grace: Duration) -> Shutdown {
         if let Some(done) = &self.done {
             return done.clone();
@@ -287,6 +320,7 @@ impl OwnedProcess {
             clean: containment.clean,
             mechanism: containment.mechanism,
             network: containment.network,
+            sandbox: containment.sandbox,
             stdout: logs[0],
             stderr: logs[1],
         };

@@ -116,7 +116,32 @@ fn read_children(task_dir: &str) -> Option<Vec<u32>> {
     any.then_some(out)
 }
 
-/// Our own process start time, used to compare with descendants' start times.
+/// Whether `pid` is the init (pid 1) of a PID namespace nested below ours: its `NSpid` line
+/// in `/proc/<pid>/status` has more than one entry and ends with `1`.
+pub(crate) fn is_pidns_init(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("NSpid:"))?;
+            let ids: Vec<&str> = line["NSpid:".len()..].split_whitespace().collect();
+            Some(ids.len() > 1 && ids.last() == Some(&"1"))
+        })
+        .unwrap_or(false)
+}
+
+/// The pid of `pid` in its innermost PID namespace (last `NSpid` entry), when that is
+/// nested below ours.
+pub(crate) fn innermost_pid(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("NSpid:"))?;
+    let ids: Vec<u32> = line["NSpid:".len()..]
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    (ids.len() > 1).then(|| *ids.last().expect("non-empty"))
+}
+
+/// Our own pid.
 pub(crate) fn self_pid() -> u32 {
     std::process::id()
 }

@@ -1,134 +1,50 @@
 //! Starting a contained child: program resolution on the *case* `PATH`, a closed
-//! environment, stdin null, and the steps run in the forked child before `exec`:
-//! `setsid()` (new session and process group), the move into the execution's cgroup, and for
-//! [`NetworkPolicy::LoopbackOnly`] a private network namespace with `lo` brought up through
-//! `ioctl(SIOCSIFFLAGS)` (no `ip` binary needed).
+//! environment, stdin null, and the box of [`crate::sandbox`] set up between the fork and
+//! `exec` (own session, cgroup, namespaces, an init tied to us, read-only paths, no
+//! capabilities, seccomp, stdio only).
 //!
-//! The code between fork and exec only makes async-signal-safe system calls on values
-//! prepared before the fork (no allocation, no locks). A failing step reports itself through
-//! the errno that `std` carries back from the child, tagged with the step number, so the
-//! parent can tell "the kernel refused a namespace" from "the program could not be executed".
+//! A failing pre-exec step reports itself through the errno that `std` carries back from the
+//! child, tagged with the step, so the caller can tell "the kernel refused a mechanism" (a
+//! fail-closed refusal naming it) from "the program could not be executed".
 
+use crate::sandbox::{self, Plan, Sandbox, Step, StepFailure};
 use crate::{ExecError, NetworkIsolation, NetworkPolicy};
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-const TAG: i32 = 0x4b51_0000;
-const TAG_MASK: i32 = 0x7fff_0000;
-const STEP_SHIFT: i32 = 12;
-const STEP_SETSID: i32 = 1;
-const STEP_CGROUP: i32 = 2;
-const STEP_USERNS: i32 = 3;
-const STEP_NETNS: i32 = 4;
-const STEP_LO_UP: i32 = 5;
-const STEP_IDMAP: i32 = 6;
-
-fn tagged(step: i32) -> io::Error {
-    let errno = io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EINVAL);
-    io::Error::from_raw_os_error(TAG | (step << STEP_SHIFT) | (errno & 0xfff))
-}
-
-/// A pre-exec step failure decoded from a spawn error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StepFailure {
-    Setsid(i32),
-    Cgroup(i32),
-    Network { step: i32, errno: i32 },
-}
-
-pub(crate) fn decode(e: &io::Error) -> Option<StepFailure> {
-    let code = e.raw_os_error()?;
-    if code & TAG_MASK != TAG {
-        return None;
+/// The network isolation a policy gets here.
+pub(crate) fn network_isolation(policy: NetworkPolicy) -> NetworkIsolation {
+    // SAFETY: trivial getter.
+    let root = unsafe { libc::geteuid() } == 0;
+    match (policy, root) {
+        (NetworkPolicy::Inherit, _) => NetworkIsolation::None,
+        (NetworkPolicy::LoopbackOnly, true) => NetworkIsolation::LinuxNetNamespaceLoopbackOnly,
+        (NetworkPolicy::LoopbackOnly, false) => NetworkIsolation::LinuxUserNetNamespaceLoopbackOnly,
     }
-    let step = (code & 0xf000) >> STEP_SHIFT;
-    let errno = code & 0xfff;
-    Some(match step {
-        STEP_SETSID => StepFailure::Setsid(errno),
-        STEP_CGROUP => StepFailure::Cgroup(errno),
-        s => StepFailure::Network { step: s, errno },
-    })
 }
 
-/// Turns a network step failure into the fail-closed refusal naming the capability.
-pub(crate) fn isolation_error(step: i32, errno: i32) -> ExecError {
-    let reason = io::Error::from_raw_os_error(errno).to_string();
-    let capability = match step {
-        STEP_USERNS => "unprivileged user namespaces (unshare CLONE_NEWUSER)",
-        STEP_IDMAP => "user namespace id mapping (/proc/self/uid_map)",
-        STEP_NETNS => "CAP_SYS_ADMIN to create a network namespace (unshare CLONE_NEWNET)",
-        _ => "CAP_NET_ADMIN in the new network namespace to bring up lo (SIOCSIFFLAGS)",
+/// Turns a step failure into the fail-closed refusal naming the missing mechanism.
+pub(crate) fn isolation_error(f: StepFailure, sandbox: &Sandbox) -> ExecError {
+    let reason = io::Error::from_raw_os_error(f.errno).to_string();
+    let path = match f.step {
+        Step::BindReadOnly | Step::SetReadOnly => sandbox.read_only.get(f.index),
+        Step::BindWritable => sandbox.writable.get(f.index),
+        _ => None,
+    };
+    let reason = match path {
+        Some(p) => format!("{reason} (path {})", p.display()),
+        None => reason,
     };
     ExecError::IsolationUnavailable {
-        capability: capability.to_string(),
+        capability: f.step.mechanism().to_string(),
         reason,
     }
 }
-
-/// Everything the forked child needs, prepared before the fork.
-#[derive(Clone, Copy)]
-struct PreExec {
-    cgroup_procs: Option<RawFd>,
-    net: Option<NetPlan>,
-    /// Our pid, when the child must die with the spawning thread (PR_SET_PDEATHSIG).
-    die_with_parent: Option<libc::pid_t>,
-}
-
-#[derive(Clone, Copy)]
-struct NetPlan {
-    user_ns: bool,
-    uid_map: [u8; 32],
-    uid_map_len: usize,
-    gid_map: [u8; 32],
-    gid_map_len: usize,
-}
-
-fn fmt_map(id: u32) -> ([u8; 32], usize) {
-    let s = format!("0 {id} 1\n");
-    let mut buf = [0u8; 32];
-    buf[..s.len()].copy_from_slice(s.as_bytes());
-    (buf, s.len())
-}
-
-/// Chooses how to build the loopback-only namespace: as root (or with CAP_SYS_ADMIN) a plain
-/// network namespace; otherwise a user namespace mapping our uid to root first.
-pub(crate) fn plan_network(policy: NetworkPolicy) -> (Option<NetPlanPublic>, NetworkIsolation) {
-    match policy {
-        NetworkPolicy::Inherit => (None, NetworkIsolation::None),
-        NetworkPolicy::LoopbackOnly => {
-            // SAFETY: trivial getters.
-            let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
-            let user_ns = euid != 0;
-            let (uid_map, uid_map_len) = fmt_map(euid);
-            let (gid_map, gid_map_len) = fmt_map(egid);
-            let plan = NetPlan {
-                user_ns,
-                uid_map,
-                uid_map_len,
-                gid_map,
-                gid_map_len,
-            };
-            let used = if user_ns {
-                NetworkIsolation::LinuxUserNetNamespaceLoopbackOnly
-            } else {
-                NetworkIsolation::LinuxNetNamespaceLoopbackOnly
-            };
-            (Some(NetPlanPublic(plan)), used)
-        }
-    }
-}
-
-/// Opaque network plan handed from [`plan_network`] to [`build_command`].
-#[derive(Clone, Copy)]
-pub(crate) struct NetPlanPublic(NetPlan);
 
 /// Resolves `argv[0]`: a name containing `/` is a path (relative to `cwd`); a bare name is
 /// searched on the `PATH` of the case environment (never ours).
@@ -211,16 +127,13 @@ pub(crate) fn validate(argv: &[String], env: &[(String, String)]) -> Result<(), 
     }
 }
 
-/// Builds the command: closed environment, null stdin, stdout/stderr piped, and the
-/// pre-exec containment steps.
+/// Builds the command: closed environment, null stdin, stdout/stderr piped, and the box.
 pub(crate) fn build_command(
     program: &Path,
     argv: &[String],
     cwd: &Path,
     env: &[(String, String)],
-    cgroup_procs: Option<RawFd>,
-    net: Option<NetPlanPublic>,
-    die_with_parent: bool,
+    plan: Plan,
 ) -> Command {
     let mut cmd = Command::new(program);
     cmd.arg0(OsStr::from_bytes(argv[0].as_bytes()))
@@ -231,159 +144,48 @@ pub(crate) fn build_command(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let plan = PreExec {
-        cgroup_procs,
-        net: net.map(|n| n.0),
-        // SAFETY: trivial getter.
-        die_with_parent: die_with_parent.then(|| unsafe { libc::getpid() }),
-    };
-    // SAFETY: the closure only performs async-signal-safe system calls on copied values.
+    // SAFETY: the closure only performs async-signal-safe system calls on values prepared
+    // before the fork (see the sandbox module).
     unsafe {
-        cmd.pre_exec(move || pre_exec(&plan));
+        cmd.pre_exec(move || sandbox::run_chain(&plan));
     }
     cmd
 }
 
-fn pre_exec(plan: &PreExec) -> io::Result<()> {
-    // SAFETY (whole function): raw system calls in the forked child on values prepared before
-    // the fork; no allocation.
-    unsafe {
-        if libc::setsid() < 0 {
-            return Err(tagged(STEP_SETSID));
-        }
-        if let Some(parent) = plan.die_with_parent {
-            // SIGKILL when the spawning thread dies (e.g. the runner is killed with -9); if the
-            // parent is already gone, do not start at all.
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-                || libc::getppid() != parent
-            {
-                return Err(tagged(STEP_SETSID));
+/// Checks, without running any program, that the whole box can be established here: the
+/// namespaces, the init, the mounts (with `sandbox`'s paths), capabilities, `no_new_privs`,
+/// the seccomp filters, and for [`NetworkPolicy::LoopbackOnly`] that the only interface is
+/// `lo` and a TCP round trip on 127.0.0.1 works. Use it in a preflight before creating
+/// anything. Returns the network isolation executions will use, or the fail-closed refusal
+/// naming the missing mechanism.
+pub fn probe_containment(
+    policy: NetworkPolicy,
+    sandbox: &Sandbox,
+) -> Result<NetworkIsolation, ExecError> {
+    let new_net = policy == NetworkPolicy::LoopbackOnly;
+    if crate::cgroup::required() && !sandbox::enclosed() {
+        match crate::cgroup::CaseCgroup::create() {
+            Some(cg) => {
+                cg.remove();
             }
-        }
-        if let Some(fd) = plan.cgroup_procs {
-            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                return Err(tagged(STEP_CGROUP));
-            }
-        }
-        if let Some(net) = &plan.net {
-            if let Err(step) = setup_network(net) {
-                return Err(tagged(step));
-            }
+            None => return Err(crate::cgroup::unavailable_error()),
         }
     }
-    Ok(())
+    sandbox::probe(sandbox, new_net).map_err(|f| isolation_error(f, sandbox))?;
+    Ok(network_isolation(policy))
 }
 
-/// Enters a new network namespace (after a user namespace when unprivileged) and brings `lo`
-/// up; on failure returns the step, with errno left set.
-unsafe fn setup_network(net: &NetPlan) -> Result<(), i32> {
-    if net.user_ns {
-        if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
-            return Err(STEP_USERNS);
-        }
-        if !write_file(b"/proc/self/setgroups\0", b"deny")
-            || !write_file(b"/proc/self/uid_map\0", &net.uid_map[..net.uid_map_len])
-            || !write_file(b"/proc/self/gid_map\0", &net.gid_map[..net.gid_map_len])
-        {
-            return Err(STEP_IDMAP);
-        }
-    } else if libc::unshare(libc::CLONE_NEWNET) != 0 {
-        return Err(STEP_NETNS);
-    }
-    if !loopback_up() {
-        return Err(STEP_LO_UP);
-    }
-    Ok(())
-}
-
-/// Checks, in a forked child, that a loopback-only network namespace can be established
-/// here: the namespace and `lo` come up, the only interface is `lo`, and a TCP round trip on
-/// 127.0.0.1 works. Runs no program; use it in a preflight before creating anything. Returns
-/// the isolation that executions with [`NetworkPolicy::LoopbackOnly`] will use, or the
-/// fail-closed refusal naming the missing capability.
+/// [`probe_containment`] for a loopback-only network and no extra paths.
 pub fn probe_loopback_only() -> Result<NetworkIsolation, ExecError> {
-    let (plan, used) = plan_network(NetworkPolicy::LoopbackOnly);
-    let plan = plan.expect("loopback-only has a plan").0;
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: pipe2 into a local array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(ExecError::Io {
-            context: "create the isolation probe pipe".into(),
-            source: io::Error::last_os_error(),
-        });
-    }
-    let (rd, wr) = (fds[0], fds[1]);
-    // SAFETY: the child only makes async-signal-safe system calls, then _exit()s.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        unsafe {
-            libc::close(rd);
-            let (step, errno) = match probe_child(&plan) {
-                Ok(()) => (0, 0),
-                Err(step) => (step, *libc::__errno_location()),
-            };
-            let msg = [step, errno];
-            libc::write(wr, msg.as_ptr().cast(), std::mem::size_of_val(&msg));
-            libc::_exit(0);
-        }
-    }
-    if pid > 0 {
-        // Never attribute the probe to a running execution.
-        crate::group::register_leader(pid as u32);
-    }
-    // SAFETY: closing our copy of the write end; reading into a local; reaping our child.
-    let (n, msg) = unsafe {
-        libc::close(wr);
-        if pid < 0 {
-            libc::close(rd);
-            return Err(ExecError::Io {
-                context: "fork the isolation probe".into(),
-                source: io::Error::last_os_error(),
-            });
-        }
-        let mut msg = [0i32; 2];
-        let n = libc::read(rd, msg.as_mut_ptr().cast(), std::mem::size_of_val(&msg));
-        libc::close(rd);
-        let mut status = 0;
-        libc::waitpid(pid, &mut status, 0);
-        (n, msg)
-    };
-    crate::group::unregister_leader(pid as u32);
-    if n != std::mem::size_of::<[i32; 2]>() as isize {
-        return Err(ExecError::IsolationUnavailable {
-            capability: "a working isolation probe".into(),
-            reason: "the probe process ended without reporting".into(),
-        });
-    }
-    match msg {
-        [0, _] => Ok(used),
-        [STEP_PROBE_IFACES, _] => Err(ExecError::IsolationUnavailable {
-            capability: "a network namespace containing only lo".into(),
-            reason: "other interfaces are present in the new namespace".into(),
-        }),
-        [STEP_PROBE_TCP, errno] => Err(ExecError::IsolationUnavailable {
-            capability: "loopback TCP inside the network namespace".into(),
-            reason: io::Error::from_raw_os_error(errno).to_string(),
-        }),
-        [step, errno] => Err(isolation_error(step, errno)),
-    }
+    probe_containment(NetworkPolicy::LoopbackOnly, &Sandbox::default())
 }
 
-const STEP_PROBE_IFACES: i32 = 7;
-const STEP_PROBE_TCP: i32 = 8;
-
-unsafe fn probe_child(plan: &NetPlan) -> Result<(), i32> {
-    setup_network(plan)?;
+/// In a child inside the new network namespace: only `lo` exists and loopback TCP works.
+pub(crate) unsafe fn check_loopback_only() -> Result<(), Step> {
     // Interfaces: every line of /proc/net/dev after the two headers must name `lo`.
     let fd = libc::open(c"/proc/net/dev".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
     if fd < 0 {
-        return Err(STEP_PROBE_IFACES);
+        return Err(Step::ProbeInterfaces);
     }
     let mut buf = [0u8; 8192];
     let mut len = 0usize;
@@ -407,13 +209,13 @@ unsafe fn probe_child(plan: &NetPlan) -> Result<(), i32> {
         if name == b"lo" {
             lo_seen = true;
         } else {
-            return Err(STEP_PROBE_IFACES);
+            return Err(Step::ProbeInterfaces);
         }
     }
     if !lo_seen {
-        return Err(STEP_PROBE_IFACES);
+        return Err(Step::ProbeInterfaces);
     }
-    tcp_round_trip().map_err(|_| STEP_PROBE_TCP)
+    tcp_round_trip().map_err(|_| Step::ProbeTcp)
 }
 
 /// Listener on 127.0.0.1:0, a client connects, the server side sends `x`, the client reads it.
@@ -453,17 +255,6 @@ unsafe fn tcp_round_trip() -> Result<(), ()> {
     Ok(())
 }
 
-/// open + write + close on a NUL-terminated path (async-signal-safe).
-unsafe fn write_file(path: &[u8], data: &[u8]) -> bool {
-    let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
-    if fd < 0 {
-        return false;
-    }
-    let ok = libc::write(fd, data.as_ptr().cast(), data.len()) == data.len() as isize;
-    libc::close(fd);
-    ok
-}
-
 /// Sets IFF_UP on `lo` of the current network namespace.
 pub(crate) unsafe fn loopback_up() -> bool {
     let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
@@ -488,21 +279,6 @@ pub(crate) unsafe fn loopback_up() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tag_round_trip() {
-        // SAFETY: setting errno of this thread.
-        unsafe { *libc::__errno_location() = libc::EPERM };
-        let e = tagged(STEP_NETNS);
-        assert_eq!(
-            decode(&e),
-            Some(StepFailure::Network {
-                step: STEP_NETNS,
-                errno: libc::EPERM
-            })
-        );
-        assert_eq!(decode(&io::Error::from_raw_os_error(libc::ENOENT)), None);
-    }
 
     #[test]
     fn resolves_on_case_path_only() {

@@ -20,7 +20,6 @@ use std::time::Duration;
 pub const CARGO_ENV_ALLOW: &[&str] = &[
     // closed-qualification-case-v1 base
     "CARGO_HOME",
-    "DBUS_SESSION_BUS_ADDRESS",
     "HOME",
     "LANG",
     "LC_ALL",
@@ -31,7 +30,6 @@ pub const CARGO_ENV_ALLOW: &[&str] = &[
     "SHELL",
     "TMPDIR",
     "USER",
-    "XDG_RUNTIME_DIR",
     // toolchain and build selection
     "RUSTUP_TOOLCHAIN",
     "CARGO_TARGET_DIR",
@@ -124,6 +122,7 @@ pub fn cargo_spec(
             tail_bytes: 16 * 1024,
         },
         network: NetworkPolicy::Inherit,
+        sandbox: Default::default(),
     }
 }
 

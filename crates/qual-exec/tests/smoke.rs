@@ -10,6 +10,7 @@ fn spec(argv: &[&str]) -> ExecSpec {
         term_grace: Duration::from_secs(2),
         capture: CaptureLimits::default(),
         network: NetworkPolicy::Inherit,
+        sandbox: Default::default(),
     }
 }
 

@@ -267,6 +267,7 @@ pub fn run_bounded_echo(
             tail_bytes: 4096,
         },
         network: qual_exec::NetworkPolicy::Inherit,
+        sandbox: Default::default(),
     };
     let mut sink = LogSink {
         file,

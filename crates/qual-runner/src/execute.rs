@@ -38,6 +38,9 @@ use crate::environment::{process_environment_sha256, CASE_RESULT_VAR, NETWORK_VA
 
 /// Run-wide settings shared by every execution.
 pub struct ExecContext<'a> {
+    /// Paths read-only inside every case's box (git directory, `.qualification/`, the
+    /// receipt's directory); the case's own directory stays writable.
+    pub read_only: &'a [std::path::PathBuf],
     /// Repository root.
     pub root: &'a Path,
     /// Run directory (absolute).
@@ -150,6 +153,7 @@ fn containment_value(e: &Execution) -> Value {
     let mut o = Object::new();
     o.insert("mechanism", Value::from(c.mechanism.as_str()));
     o.insert("network", Value::from(c.network.mechanism_id()));
+    o.insert("box", sandbox_value(&c.sandbox));
     o.insert("group_killed", Value::Bool(c.group_killed));
     o.insert("pipes_closed", Value::Bool(c.pipes_closed));
     o.insert("clean", Value::Bool(c.clean));
@@ -161,6 +165,13 @@ fn containment_value(e: &Execution) -> Value {
                 .map(|r| {
                     let mut x = Object::new();
                     x.insert("pid", Value::from(r.pid as u64));
+                    x.insert(
+                        "box_pid",
+                        r.box_pid
+                            .map(|p| Value::from(p as u64))
+                            .unwrap_or(Value::Null),
+                    );
+                    x.insert("session", Value::from(r.session as u64));
                     x.insert("cmdline", Value::from(r.cmdline.as_str()));
                     x.insert("signal", Value::from(r.signal as i64));
                     Value::Object(x)
@@ -175,6 +186,34 @@ fn containment_value(e: &Execution) -> Value {
         x.insert("truncated", Value::Bool(s.truncated));
         o.insert(name, Value::Object(x));
     }
+    Value::Object(o)
+}
+
+/// The box evidence of one execution (what contained the case).
+fn sandbox_value(b: &qual_exec::SandboxRecord) -> Value {
+    let strings = |v: &[String]| Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect());
+    let mut o = Object::new();
+    o.insert("namespaces", strings(&b.namespaces));
+    o.insert(
+        "pid_namespace_init",
+        Value::from(b.pid_namespace_init.as_str()),
+    );
+    o.insert("capabilities", Value::from(b.capabilities.as_str()));
+    o.insert("no_new_privs", Value::Bool(b.no_new_privs));
+    let mut sc = Object::new();
+    sc.insert("filter", Value::from(b.seccomp.filter.as_str()));
+    sc.insert("refused", strings(&b.seccomp.refused));
+    o.insert("seccomp", Value::Object(sc));
+    o.insert("read_only_paths", strings(&b.read_only_paths));
+    o.insert("writable_paths", strings(&b.writable_paths));
+    o.insert("fresh_proc", Value::Bool(b.fresh_proc));
+    o.insert("descriptors", Value::from(b.descriptors.as_str()));
+    o.insert(
+        "pid_limit",
+        b.pid_limit.map(Value::from).unwrap_or(Value::Null),
+    );
+    o.insert("pid_limit_source", Value::from(b.pid_limit_source.as_str()));
+    o.insert("enclosing_box", Value::Bool(b.enclosing_box));
     Value::Object(o)
 }
 
@@ -250,6 +289,10 @@ pub fn run_execution(
                 tail_bytes: (ctx.per_stream_limit as usize).saturating_sub(half).max(1),
             },
             network: NetworkPolicy::LoopbackOnly,
+            sandbox: qual_exec::Sandbox {
+                read_only: ctx.read_only.to_vec(),
+                writable: vec![case_dir.clone()],
+            },
         };
         let rp = result_path.clone();
         let mut watch = move || {

@@ -119,6 +119,7 @@ fn parse_assignments(raw: &[String]) -> Result<Vec<(String, String)>, Refusal> {
 /// and nothing is written). Returns the mechanism id exported to cases.
 pub fn probe_network_isolation() -> Result<String, Refusal> {
     match qual_exec::probe_loopback_only() {
+        // The whole box is probed: namespaces, init, mounts, capabilities, seccomp, cgroup.
         Ok(n) => Ok(n.mechanism_id().to_string()),
         Err(e @ ExecError::IsolationUnavailable { .. }) => Err(Refusal::Isolation(e.to_string())),
         Err(e) => Err(Refusal::Isolation(format!(

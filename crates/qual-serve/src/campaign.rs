@@ -270,6 +270,24 @@ fn create_new(path: &Path, bytes: &[u8]) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// What the server must not write: the directory of the case result and evidence, and the
+/// git directory and `.qualification/` of the repository around the working directory.
+fn protected_paths(result: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(dir) = result.parent().and_then(|d| std::fs::canonicalize(d).ok()) {
+        out.push(dir);
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        if let Some(top) = cwd.ancestors().find(|d| d.join(".git").exists()) {
+            out.push(top.join(".git"));
+            if top.join(".qualification").is_dir() {
+                out.push(top.join(".qualification"));
+            }
+        }
+    }
+    out
+}
+
 /// Runs one serving case and writes its case result and evidence.
 pub fn run(
     o: &ServeOptions,
@@ -345,7 +363,8 @@ pub fn run_with_base_url(
     let mut records: Vec<RequestRecord> = Vec::new();
     let mut server_info = serde_json::Value::Null;
     let mut load_spec: Option<LoadSpec> = None;
-    let lifecycle: LifecycleRecord = match OwnedServer::launch(&inputs.recipe, epoch) {
+    let protect = protected_paths(&o.result);
+    let lifecycle: LifecycleRecord = match OwnedServer::launch(&inputs.recipe, epoch, &protect) {
         Err(not_running) => not_running.into_record(),
         Ok(mut server) => {
             if let Some((body, ids)) = server.wait_ready(&rt) {

@@ -105,6 +105,10 @@ pub struct LifecycleRecord {
     pub pid: Option<u32>,
     /// Containment mechanism.
     pub mechanism: Option<&'static str>,
+    /// The box the server ran in (namespaces, capabilities, seccomp, read-only paths, pid
+    /// limit).
+    #[serde(rename = "box")]
+    pub sandbox: Option<qual_exec::SandboxRecord>,
     /// Every step, in order.
     pub events: Vec<LifecycleEvent>,
     /// Readiness attempts.
@@ -159,7 +163,12 @@ impl OwnedServer {
     }
 
     /// Checks the port and launches the server. On `Err` the record says why and nothing runs.
-    pub fn launch(recipe: &LaunchRecipe, epoch: Instant) -> Result<OwnedServer, Box<OwnedServer>> {
+    /// `protect`: paths the server must not write (read-only inside its box).
+    pub fn launch(
+        recipe: &LaunchRecipe,
+        epoch: Instant,
+        protect: &[PathBuf],
+    ) -> Result<OwnedServer, Box<OwnedServer>> {
         let mut s = OwnedServer {
             recipe: recipe.clone(),
             epoch,
@@ -172,6 +181,7 @@ impl OwnedServer {
                 base_url: recipe.base_url(),
                 pid: None,
                 mechanism: None,
+                sandbox: None,
                 events: Vec::new(),
                 readiness_attempts: 0,
                 listener: None,
@@ -228,11 +238,16 @@ impl OwnedServer {
             stderr_log: s.stderr_path.clone(),
             log_limit_bytes: recipe.log_limit_bytes,
             network: NetworkPolicy::Inherit,
+            sandbox: qual_exec::Sandbox {
+                read_only: protect.to_vec(),
+                writable: Vec::new(),
+            },
         };
         match OwnedProcess::spawn(&spec) {
             Ok(p) => {
                 s.record.pid = Some(p.pid());
                 s.record.mechanism = p.mechanism().map(|m| m.as_str());
+                s.record.sandbox = p.sandbox().cloned();
                 s.process = Some(p);
                 let pid = s.record.pid;
                 s.event(

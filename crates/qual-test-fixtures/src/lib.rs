@@ -21,6 +21,7 @@
 //! | `net-probe PORT` | tries to connect to 127.0.0.1:PORT (a listener outside), then a loopback round trip on 127.0.0.1:0; prints one JSON line; exits 0 when the outside connect failed and the round trip worked |
 //! | `write-case-result KIND [--case-id ID] [--metric NAME] [--config JSON] [--bytes N]` | writes a `qualification-case-result-v1` document to `$KILN_QUALIFICATION_CASE_RESULT`: `valid`, `oversized` (100 MB by default), `wrong-case-id`, `undeclared-metric`, `passed-nonzero-exit` (also exits 3) |
 //! | `touch-file PATH` | appends a line to PATH |
+//! | `deny-syscalls NAMES -- CMD...` | installs a seccomp filter making the named system calls (`unshare`, `seccomp`, `mount_setattr`, `mount`) fail with `EPERM`, then executes CMD: a kernel without those mechanisms |
 //! | `send-stdout SOCKET` | passes its stdout descriptor to the listener on UNIX socket SOCKET (SCM_RIGHTS), prints `sent`, exits 0 |
 //!
 //! Invariant: fixtures only ever address 127.0.0.1.
@@ -74,4 +75,100 @@ pub fn processes_with_marker(marker: &str) -> Vec<u32> {
         }
     }
     out
+}
+
+/// A cgroup v2 directory delegated to an unprivileged uid (as systemd does for a user's
+/// session): created below this process's own cgroup by root, with the directory and its
+/// `cgroup.procs`, `cgroup.threads` and `cgroup.subtree_control` owned by that uid. Tests
+/// that run kiln-qual as an unprivileged user start it inside one (kiln-qual requires a
+/// writable cgroup sub-tree). Removed on drop (members must be gone by then).
+#[derive(Debug)]
+pub struct DelegatedCgroup {
+    dir: PathBuf,
+}
+
+impl DelegatedCgroup {
+    /// Creates one for `uid`/`gid`; `None` (with the reason) when this process cannot.
+    pub fn create(uid: u32, gid: u32) -> Result<DelegatedCgroup, String> {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+        let mount = info
+            .lines()
+            .find_map(|l| {
+                let (pre, post) = l.split_once(" - ")?;
+                (post.split_whitespace().next() == Some("cgroup2"))
+                    .then(|| pre.split_whitespace().nth(4).map(PathBuf::from))?
+            })
+            .ok_or("no cgroup v2 mount")?;
+        let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+        let rel = own
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .ok_or("no cgroup v2 membership")?
+            .trim()
+            .trim_start_matches('/')
+            .to_string();
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = mount
+            .join(rel)
+            .join(format!("kq-delegated-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+        for f in [
+            "",
+            "cgroup.procs",
+            "cgroup.threads",
+            "cgroup.subtree_control",
+        ] {
+            let p = if f.is_empty() {
+                dir.clone()
+            } else {
+                dir.join(f)
+            };
+            std::os::unix::fs::chown(&p, Some(uid), Some(gid))
+                .map_err(|e| format!("chown {}: {e}", p.display()))?;
+        }
+        Ok(DelegatedCgroup { dir })
+    }
+
+    /// Its `cgroup.procs` (write a pid, or `0` from the process itself, to move it in).
+    pub fn procs(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    /// Makes `cmd`'s child join this cgroup before it executes anything.
+    pub fn enter_before_exec(&self, cmd: &mut std::process::Command) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let f = std::fs::OpenOptions::new().write(true).open(self.procs())?;
+        // SAFETY: the closure writes to a descriptor opened before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::write(f.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DelegatedCgroup {
+    fn drop(&mut self) {
+        // Sub-cgroups an unprivileged run may have left, then the directory itself.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            if let Ok(rd) = std::fs::read_dir(&self.dir) {
+                for e in rd.flatten() {
+                    if e.file_type().is_ok_and(|t| t.is_dir()) {
+                        let _ = std::fs::remove_dir(e.path());
+                    }
+                }
+            }
+            if std::fs::remove_dir(&self.dir).is_ok() || std::time::Instant::now() >= until {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
 }

@@ -94,7 +94,7 @@ fn setsid_double_fork_escapee_is_found_killed_and_recorded() {
         .containment
         .residue
         .iter()
-        .find(|r| r.pid == gc)
+        .find(|r| r.box_pid == Some(gc))
         .unwrap_or_else(|| panic!("grandchild {gc} not in residue {:?}", e.containment.residue));
     assert_eq!(r.signal, libc::SIGTERM);
     assert!(r.cmdline.contains("escape"), "{}", r.cmdline);
@@ -121,7 +121,12 @@ fn escapee_ignoring_sigterm_and_keeping_pipes_is_killed() {
     let e = execute(&c.spec).unwrap();
     assert_eq!(e.termination, Termination::Exited { code: 0 });
     let gc: u32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
-    let r = e.containment.residue.iter().find(|r| r.pid == gc).unwrap();
+    let r = e
+        .containment
+        .residue
+        .iter()
+        .find(|r| r.box_pid == Some(gc))
+        .unwrap();
     assert_eq!(r.signal, libc::SIGKILL);
     assert!(e.containment.pipes_closed);
     assert_eq!(e.stdout.text_lossy(), "escaped\n");
@@ -163,7 +168,7 @@ fn escapee_of_a_terminated_leader_is_killed_and_recorded() {
             .containment
             .residue
             .iter()
-            .find(|r| r.pid == gc)
+            .find(|r| r.box_pid == Some(gc))
             .unwrap_or_else(|| {
                 panic!(
                     "grace {grace}: escapee {gc} not in residue {:?}",
@@ -259,7 +264,10 @@ fn a_child_in_a_nested_cgroup_is_found_and_the_tree_removed() {
     let nested = e.stdout.text_lossy().trim().to_string();
     let child: u32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
     assert!(
-        e.containment.residue.iter().any(|r| r.pid == child),
+        e.containment
+            .residue
+            .iter()
+            .any(|r| r.box_pid == Some(child)),
         "{child} not in {:?}",
         e.containment.residue
     );
@@ -366,8 +374,11 @@ fn own_session_and_cwd() {
     let s = e.stdout.text_lossy();
     let after = &s[s.rfind(')').unwrap() + 2..];
     let f: Vec<&str> = after.split(' ').collect();
-    assert_eq!(f[2], e.pid.to_string(), "pgid = pid: {s}");
-    assert_eq!(f[3], e.pid.to_string(), "sid = pid: {s}");
+    // The program's group and session are the leader's, which lives outside the box's PID
+    // namespace: seen from inside, both read as 0.
+    assert_eq!(f[2], "0", "pgid outside the box: {s}");
+    assert_eq!(f[3], "0", "sid outside the box: {s}");
+    assert_eq!(f[1], "1", "the program's parent is the box's init: {s}");
     c.spec.argv = vec!["pwd".into()];
     let e = execute(&c.spec).unwrap();
     assert_eq!(
@@ -534,7 +545,13 @@ fn whole_suite_passes_unprivileged() {
     let me = std::env::current_exe().unwrap();
     let d = tmp();
     open_dir(&d);
-    let out = std::process::Command::new(setpriv)
+    // kiln-qual needs a writable cgroup sub-tree: give uid 65534 one, as systemd delegates
+    // a user's session.
+    let cg = qual_test_fixtures::DelegatedCgroup::create(65534, 65534)
+        .expect("root can delegate a cgroup v2 directory");
+    let mut cmd = std::process::Command::new(setpriv);
+    cg.enter_before_exec(&mut cmd).unwrap();
+    let out = cmd
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(&me)
         .args([

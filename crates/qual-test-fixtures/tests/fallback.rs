@@ -34,7 +34,7 @@ fn full_scan_finds_escapees_and_children() {
     let e = execute(&c.spec).unwrap();
     let gc: u32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
     assert!(
-        e.containment.residue.iter().any(|r| r.pid == gc),
+        e.containment.residue.iter().any(|r| r.box_pid == Some(gc)),
         "{gc} not in {:?}",
         e.containment.residue
     );
@@ -66,7 +66,7 @@ fn daemon_like_escapee_is_found_through_subreaping() {
     assert_eq!(e.termination, Termination::Exited { code: 0 });
     let gc: u32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
     assert!(
-        e.containment.residue.iter().any(|r| r.pid == gc),
+        e.containment.residue.iter().any(|r| r.box_pid == Some(gc)),
         "{gc} not in {:?}",
         e.containment.residue
     );
@@ -92,7 +92,12 @@ fn escapee_ignoring_sigterm_is_killed() {
     );
     let e = execute(&c.spec).unwrap();
     let gc: u32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
-    let r = e.containment.residue.iter().find(|r| r.pid == gc).unwrap();
+    let r = e
+        .containment
+        .residue
+        .iter()
+        .find(|r| r.box_pid == Some(gc))
+        .unwrap();
     assert_eq!(r.signal, libc::SIGKILL);
     assert!(e.containment.pipes_closed);
     assert_nothing_left(&e, &c.marker);
@@ -151,6 +156,7 @@ fn escapee_of_a_running_owned_process_is_residue() {
         stderr_log: d.path().join("stderr.log"),
         log_limit_bytes: 1024,
         network: qual_exec::NetworkPolicy::Inherit,
+        sandbox: Default::default(),
     };
     let mut p = qual_exec::OwnedProcess::spawn(&spec).unwrap();
     assert_eq!(p.mechanism(), Some(Mechanism::ProcessGroupSubreaper));
@@ -174,11 +180,11 @@ fn escapee_of_a_running_owned_process_is_residue() {
     let r = s
         .residue
         .iter()
-        .find(|r| r.pid == gc)
+        .find(|r| r.box_pid == Some(gc))
         .unwrap_or_else(|| panic!("{gc} not in {:?}", s.residue));
     assert_eq!(r.signal, libc::SIGKILL);
     assert!(r.cmdline.contains("escape"), "{}", r.cmdline);
     assert!(!s.clean);
     assert!(processes_with_marker(&marker).is_empty());
-    assert!(!pid_exists(leader) && !pid_exists(gc));
+    assert!(!pid_exists(leader) && !pid_exists(r.pid));
 }

@@ -24,6 +24,7 @@ fn owned(args: &[&str], dir: &Path, limit: u64) -> (OwnedSpec, String) {
             stderr_log: dir.join("stderr.log"),
             log_limit_bytes: limit,
             network: NetworkPolicy::Inherit,
+            sandbox: Default::default(),
         },
         marker,
     )
@@ -43,7 +44,10 @@ fn server_that_honours_sigterm_shuts_down_cleanly() {
     let mut p = OwnedProcess::spawn(&spec).unwrap();
     let pid = p.pid();
     assert_eq!(p.try_wait().unwrap(), None);
-    assert_eq!(p.group_members(), vec![pid]);
+    // The leader and the program it stands for inside the box.
+    let members = p.group_members();
+    assert_eq!(members.len(), 2, "{members:?}");
+    assert_eq!(members[0], pid);
     let s = p.shutdown(Duration::from_secs(10));
     assert!(!s.used_kill);
     assert_eq!(
@@ -194,10 +198,11 @@ fn an_escaped_child_of_a_running_server_is_found_killed_and_recorded() {
             wait_for_file(&spec.stdout_log, Duration::from_secs(60)).as_deref(),
             Some("escaped\n")
         );
-        assert!(ignores_sigterm(gc), "{gc} does not ignore SIGTERM");
+        let hgc = host_pid(&marker, gc).expect("the escapee is alive");
+        assert!(ignores_sigterm(hgc), "{hgc} does not ignore SIGTERM");
         let members = p.group_members();
         assert!(
-            members.contains(&pid) && members.contains(&gc),
+            members.contains(&pid) && members.contains(&hgc),
             "{members:?}"
         );
         assert_eq!(p.try_wait().unwrap(), None);
@@ -212,10 +217,55 @@ fn an_escaped_child_of_a_running_server_is_found_killed_and_recorded() {
         assert!(s.used_kill, "{s:?}");
         assert_eq!(s.residue.len(), 1, "grace {grace:?}: {s:?}");
         let r = &s.residue[0];
-        assert_eq!(r.pid, gc, "{s:?}");
+        assert_eq!(r.box_pid, Some(gc), "{s:?}");
         assert_eq!(r.signal, libc::SIGKILL, "{s:?}");
         assert!(r.cmdline.contains("escape"), "{}", r.cmdline);
         assert!(!s.clean, "{s:?}");
-        assert_gone(&[pid, gc], &marker);
+        assert_gone(&[pid, hgc], &marker);
     }
+}
+
+/// A server whose leader started a plain sleeper in its own session (not a listener, SIGTERM
+/// not ignored) and then exits on SIGTERM: only the server's own group is asked to stop, so
+/// the sleeper is still alive when the leader has exited — residue (pid, pid in the box,
+/// session, command line), killed, and the shutdown is not clean. Nothing is left.
+#[test]
+fn a_sleeper_that_left_the_server_group_is_residue_at_shutdown() {
+    let d = tempfile::tempdir().unwrap();
+    let pidfile = d.path().join("sleeper.pid");
+    let (spec, marker) = owned(
+        &["escape", pidfile.to_str().unwrap(), "--stay", "300"],
+        d.path(),
+        1024,
+    );
+    let mut p = OwnedProcess::spawn(&spec).unwrap();
+    let pid = p.pid();
+    let gc: u32 = wait_for_file(&pidfile, Duration::from_secs(60))
+        .expect("the sleeper started")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        wait_for_file(&spec.stdout_log, Duration::from_secs(60)).as_deref(),
+        Some("escaped\n")
+    );
+    let hgc = host_pid(&marker, gc).expect("the sleeper is alive");
+    assert!(!ignores_sigterm(hgc));
+    let s = p.shutdown(Duration::from_secs(3));
+    assert_eq!(
+        s.termination,
+        Termination::Signaled {
+            signal: libc::SIGTERM
+        },
+        "{s:?}"
+    );
+    let r = s
+        .residue
+        .iter()
+        .find(|r| r.box_pid == Some(gc))
+        .unwrap_or_else(|| panic!("the sleeper is not residue: {s:?}"));
+    assert_eq!(r.pid, hgc);
+    assert_ne!(r.session, pid, "the sleeper had its own session");
+    assert!(r.cmdline.contains("escape"), "{}", r.cmdline);
+    assert!(!s.clean, "{s:?}");
+    assert_gone(&[pid, hgc], &marker);
 }

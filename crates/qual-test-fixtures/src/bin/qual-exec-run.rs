@@ -1,4 +1,5 @@
-//! `qual-exec-run [--timeout S] [--grace S] [--loopback-only] -- ARGV...`: runs one command
+//! `qual-exec-run [--timeout S] [--grace S] [--loopback-only] [--read-only PATH]...
+//! [--writable PATH]... -- ARGV...`: runs one command
 //! through `qual_exec::execute` with the inherited environment and prints the `Execution`
 //! evidence as JSON on stdout. A minimal runner process for tests that must kill the runner
 //! itself (e.g. with SIGKILL) and for manual experiments. Exit 0 when the evidence was
@@ -22,6 +23,7 @@ fn main() {
     let mut timeout = 60.0;
     let mut grace = 5.0;
     let mut network = NetworkPolicy::Inherit;
+    let mut sandbox = qual_exec::Sandbox::default();
     let mut i = 0;
     while i < opts.len() {
         let value = |i: usize| -> f64 {
@@ -39,6 +41,18 @@ fn main() {
                 i += 1;
             }
             "--loopback-only" => network = NetworkPolicy::LoopbackOnly,
+            "--read-only" | "--writable" => {
+                let p = opts
+                    .get(i + 1)
+                    .unwrap_or_else(|| usage(&format!("{} needs a path", opts[i])));
+                let list = if opts[i] == "--read-only" {
+                    &mut sandbox.read_only
+                } else {
+                    &mut sandbox.writable
+                };
+                list.push(p.into());
+                i += 1;
+            }
             other => usage(&format!("unknown option {other:?}")),
         }
         i += 1;
@@ -58,6 +72,7 @@ fn main() {
         term_grace: Duration::from_secs_f64(grace),
         capture: CaptureLimits::default(),
         network,
+        sandbox,
     };
     match execute(&spec) {
         Ok(e) => println!(

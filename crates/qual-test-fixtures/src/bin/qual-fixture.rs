@@ -82,6 +82,7 @@ fn main() {
         "net-probe" => net_probe(arg(&args, 1, "PORT")),
         "send-stdout" => send_stdout(&arg::<String>(&args, 1, "SOCKET")),
         "write-case-result" => write_case_result(&args),
+        "deny-syscalls" => deny_syscalls(&args),
         "touch-file" => {
             let path: String = arg(&args, 1, "PATH");
             let mut f = std::fs::OpenOptions::new()
@@ -425,4 +426,47 @@ fn write_case_result(args: &[String]) {
         std::process::exit(1)
     });
     std::process::exit(exit);
+}
+
+/// `deny-syscalls NAME[,NAME...] -- CMD...`: installs a seccomp filter that makes the named
+/// system calls fail with `EPERM` (`unshare`, `seccomp`, `mount_setattr`, `mount`), then
+/// executes CMD — a kernel that lacks (or forbids) those mechanisms, for refusal tests.
+fn deny_syscalls(args: &[String]) {
+    use std::os::unix::process::CommandExt;
+    let names = args
+        .get(1)
+        .unwrap_or_else(|| usage("deny-syscalls needs NAMES"));
+    let split = args
+        .iter()
+        .position(|a| a == "--")
+        .unwrap_or_else(|| usage("deny-syscalls needs `--` before the command"));
+    let cmd = &args[split + 1..];
+    if cmd.is_empty() {
+        usage("deny-syscalls needs a command");
+    }
+    let mut rules = std::collections::BTreeMap::new();
+    for n in names.split(',') {
+        let nr = match n {
+            "unshare" => libc::SYS_unshare,
+            "seccomp" => libc::SYS_seccomp,
+            "mount_setattr" => libc::SYS_mount_setattr,
+            "mount" => libc::SYS_mount,
+            other => usage(&format!("deny-syscalls: unknown system call {other}")),
+        };
+        rules.insert(nr, Vec::new());
+    }
+    let filter: seccompiler::BpfProgram = seccompiler::SeccompFilter::new(
+        rules,
+        seccompiler::SeccompAction::Allow,
+        seccompiler::SeccompAction::Errno(libc::EPERM as u32),
+        std::env::consts::ARCH
+            .try_into()
+            .expect("supported architecture"),
+    )
+    .and_then(|f| f.try_into())
+    .expect("filter compiles");
+    seccompiler::apply_filter(&filter).expect("the filter installs");
+    let e = std::process::Command::new(&cmd[0]).args(&cmd[1..]).exec();
+    eprintln!("qual-fixture: failed to execute {}: {e}", cmd[0]);
+    std::process::exit(127);
 }

@@ -46,6 +46,7 @@ pub fn case(args: &[&str], timeout_s: f64, grace_s: f64, cwd: &Path) -> Case {
             term_grace: Duration::from_secs_f64(grace_s),
             capture: CaptureLimits::default(),
             network: NetworkPolicy::Inherit,
+            sandbox: Default::default(),
         },
         marker,
     }
@@ -114,4 +115,19 @@ pub fn ignores_sigterm(pid: u32) -> bool {
                 .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
         })
         .is_some_and(|mask| mask & (1 << (libc::SIGTERM - 1)) != 0)
+}
+
+/// The pid (in our namespace) of the process carrying `marker` whose pid inside its box's
+/// PID namespace is `box_pid` (what the case itself wrote to a pid file).
+#[allow(dead_code)]
+pub fn host_pid(marker: &str, box_pid: u32) -> Option<u32> {
+    processes_with_marker(marker).into_iter().find(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/status"))
+            .ok()
+            .and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("NSpid:"))?;
+                line.split_whitespace().last()?.parse::<u32>().ok()
+            })
+            == Some(box_pid)
+    })
 }

@@ -1,0 +1,620 @@
+//! Hostile cases against `kiln-qual run`, end to end with the real binary, real git, real
+//! namespaces and real listeners (threat model: `docs/security.md`). Every attack runs twice:
+//! as the invoking user (root in CI) and as uid 65534 inside a cgroup delegated to it (as
+//! systemd delegates a user's session), and each asserts that
+//! - the case fails with the kernel's reason in its details (or the run is refused),
+//! - nothing it started is alive afterwards (a `/proc` scan for the case's marker),
+//! - no host listener (TCP on 127.0.0.1, a filesystem unix socket) accepted a connection,
+//! - no file under `.git` changed and nothing but the run's own evidence appeared under
+//!   `.qualification`, and the receipt is the runner's (strictly valid, failed).
+//!
+//! The unprivileged half needs root to set it up (delegation, file ownership); run as another
+//! user it is reported as skipped, and under `CI=true` that is a failure.
+
+mod common;
+
+use common::git;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kiln-qual");
+const NOBODY: u32 = 65534;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum User {
+    Invoker,
+    Nobody,
+}
+
+fn is_root() -> bool {
+    // SAFETY: trivial getter.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether the unprivileged half can run here; prints the skip (fails under CI=true).
+fn nobody_available() -> bool {
+    if is_root() && Path::new("/usr/bin/setpriv").exists() {
+        return true;
+    }
+    let why = "not root or no setpriv: cannot run the uid 65534 half";
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI=true and {why}"
+    );
+    eprintln!("skipped: {why}");
+    false
+}
+
+fn marker() -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "kq-adv-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// A host listener that counts accepted connections.
+struct Listeners {
+    tcp_port: u16,
+    unix_path: PathBuf,
+    accepted: Arc<AtomicUsize>,
+    _dir: tempfile::TempDir,
+}
+
+fn listeners() -> Listeners {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let tcp_port = tcp.local_addr().unwrap().port();
+    let unix_path = dir.path().join("host.sock");
+    let unix = std::os::unix::net::UnixListener::bind(&unix_path).unwrap();
+    std::fs::set_permissions(&unix_path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let a = accepted.clone();
+    std::thread::spawn(move || {
+        for c in tcp.incoming() {
+            if c.is_ok() {
+                a.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    let a = accepted.clone();
+    std::thread::spawn(move || {
+        for c in unix.incoming() {
+            if c.is_ok() {
+                a.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    Listeners {
+        tcp_port,
+        unix_path,
+        accepted,
+        _dir: dir,
+    }
+}
+
+/// Every file below `dir` with its bytes' length and content (for before/after equality).
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                out.insert(format!("{rel}/"), Vec::new());
+                walk(root, &p, out);
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap_or_default());
+            }
+        }
+    }
+    walk(dir, dir, &mut out);
+    out
+}
+
+struct Outcome {
+    code: i32,
+    stderr: String,
+    receipt: Option<serde_json::Value>,
+    root: PathBuf,
+    _repo: tempfile::TempDir,
+}
+
+impl Outcome {
+    fn details(&self) -> String {
+        self.receipt
+            .as_ref()
+            .and_then(|r| r["results"][0]["details"].as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    fn status(&self) -> String {
+        self.receipt
+            .as_ref()
+            .and_then(|r| r["results"][0]["status"].as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
+fn workload(marker: &str) -> String {
+    let case = serde_json::json!({
+        "id": "attack",
+        "description": "a hostile case",
+        "required": true,
+        "command": ["/bin/sh", "attack.sh"],
+        "working_directory": ".",
+        "environment": {"KQ_TEST_MARKER": marker},
+        "timeout_seconds": 60,
+        "expected_exit_codes": [0],
+        "output_assertions": [],
+        "result_protocol": {
+            "format": "qualification-case-result-v1",
+            "producer": "runner",
+            "path_environment_variable": "KILN_QUALIFICATION_CASE_RESULT",
+            "declared_metrics": ["case_pass", "exit_code", "output_assertion_failures"]
+        }
+    });
+    format!(
+        r#"{{
+  "schema_version": 1,
+  "workload_id": "attack-v1",
+  "kind": "correctness",
+  "description": "adversarial containment test",
+  "determinism": {{"seed": 7, "seed_delivery": "fixed_fixture", "repetitions": 1, "case_order": "declared", "max_parallel_cases": 1, "network_access": "forbidden"}},
+  "variables": [],
+  "variants": [{{"id": "cpu", "description": "host cpu", "backend": "cpu", "device_requirement": "none", "skip_policy": "fail", "effective_config": {{}}, "cases": [{case}]}}],
+  "comparison_policy": {{"mode":"self_contained_correctness","variant_pairs":[],"backend_pairs":[],"metric_rules":[]}}
+}}
+"#
+    )
+}
+
+/// Runs `script` as the single case of a committed workload in a fresh repository, as
+/// `user`. `prepare` may adjust the kiln-qual command (e.g. hand it an extra descriptor).
+fn run_attack(
+    user: User,
+    marker: &str,
+    script: &str,
+    prepare: impl FnOnce(&mut Command),
+) -> Outcome {
+    run_wrapped(user, marker, script, &[], prepare)
+}
+
+/// [`run_attack`] with `wrapper` (a program and its arguments) executing kiln-qual.
+fn run_wrapped(
+    user: User,
+    marker: &str,
+    script: &str,
+    wrapper: &[String],
+    prepare: impl FnOnce(&mut Command),
+) -> Outcome {
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path().to_path_buf();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    git(&root, &["init", "-q"]);
+    std::fs::write(root.join(".gitignore"), ".qualification/\n").unwrap();
+    std::fs::create_dir_all(root.join("qualification/workloads")).unwrap();
+    std::fs::write(
+        root.join("qualification/workloads/attack-v1.json"),
+        workload(marker),
+    )
+    .unwrap();
+    // The attack itself is a committed script (the contract refuses `sh -c` strings).
+    std::fs::write(root.join("attack.sh"), format!("{script}\n")).unwrap();
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-q", "-m", "init"]);
+    let mut cmd = match wrapper.first() {
+        Some(w) => {
+            let mut c = Command::new(w);
+            c.args(&wrapper[1..]).arg(BIN);
+            c
+        }
+        None => Command::new(BIN),
+    };
+    let _cg;
+    if user == User::Nobody {
+        let st = Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(&root)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let cg = qual_test_fixtures::DelegatedCgroup::create(NOBODY, NOBODY)
+            .expect("root can delegate a cgroup");
+        cmd = Command::new("/usr/bin/setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        cmd.args(wrapper).arg(BIN);
+        cg.enter_before_exec(&mut cmd).unwrap();
+        _cg = Some(cg);
+    } else {
+        _cg = None;
+    }
+    let git_before = tree(&root.join(".git"));
+    cmd.args([
+        "run",
+        "qualification/workloads/attack-v1.json",
+        "--variant",
+        "cpu",
+        "--host-id",
+        "adv-host",
+        "--output",
+        ".qualification/receipts/attack.json",
+    ])
+    .current_dir(&root)
+    .env("KQ_TEST_MARKER", format!("{marker}-runner"))
+    .env("KQ_RUNNER_SECRET", format!("secret-{marker}"))
+    .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/0/bus")
+    .env("XDG_RUNTIME_DIR", "/run/user/0");
+    prepare(&mut cmd);
+    let out = cmd.output().unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // Nothing of the case is alive (the runner's own marker differs by a suffix).
+    let left = qual_test_fixtures::processes_with_marker(marker);
+    assert!(
+        left.is_empty(),
+        "case processes alive after the run: {left:?}"
+    );
+    // .git is byte-identical; .qualification holds only this run's evidence and receipt.
+    assert_eq!(
+        tree(&root.join(".git")),
+        git_before,
+        "a file under .git changed"
+    );
+    let q = tree(&root.join(".qualification"));
+    for k in q.keys() {
+        assert!(
+            k == "runs/"
+                || k.starts_with("runs/")
+                || k == "receipts/"
+                || k == "receipts/attack.json",
+            "unexpected file under .qualification: {k}"
+        );
+    }
+    let receipt_path = root.join(".qualification/receipts/attack.json");
+    let receipt = std::fs::read(&receipt_path)
+        .ok()
+        .map(|b| serde_json::from_slice::<serde_json::Value>(&b).unwrap());
+    if receipt.is_some() {
+        // The receipt is the runner's: strict check with local artifacts passes.
+        let check = Command::new(BIN)
+            .args(["receipt", "check", "--require-local-artifacts"])
+            .arg(&receipt_path)
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
+    Outcome {
+        code,
+        stderr,
+        receipt,
+        root,
+        _repo: repo,
+    }
+}
+
+fn users() -> Vec<User> {
+    let mut v = vec![User::Invoker];
+    if nobody_available() {
+        v.push(User::Nobody);
+    }
+    v
+}
+
+/// The attack failed: the run finished (exit 1), the case failed, and its details carry the
+/// kernel's refusal.
+fn assert_case_failed(o: &Outcome, user: User, why: &[&str]) {
+    assert_eq!(o.code, 1, "{user:?}: exit {} {}", o.code, o.stderr);
+    assert_eq!(o.status(), "failed", "{user:?}: {}", o.details());
+    // The kernel's refusal is in the case's retained output (or the runner's details).
+    let mut text = o.details();
+    for (k, v) in tree(&o.root.join(".qualification/runs")) {
+        if k.ends_with("stdout.log") || k.ends_with("stderr.log") {
+            text.push_str(&String::from_utf8_lossy(&v));
+        }
+    }
+    assert!(
+        why.iter().any(|w| text.contains(w)),
+        "{user:?}: neither details nor output name {why:?}: {text}"
+    );
+    assert_eq!(
+        o.receipt.as_ref().unwrap()["qualification"]["verdict"].as_str(),
+        Some("failed")
+    );
+}
+
+#[test]
+fn fsmonitor_in_git_config_is_refused_and_never_runs() {
+    for user in users() {
+        let m = marker();
+        let pwn = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(pwn.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let flag = pwn.path().join("pwned");
+        let prog = pwn.path().join("pwn.sh");
+        std::fs::write(&prog, format!("#!/bin/sh\ntouch {}\n", flag.display())).unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let script = format!(
+            "printf '[core]\\n\\tfsmonitor = {p}\\n' >> .git/config || exit 1; \
+             mkdir -p .git/hooks && printf '#!/bin/sh\\n{p}\\n' > .git/hooks/post-index-change || exit 1",
+            p = prog.display()
+        );
+        let o = run_attack(user, &m, &script, |_| {});
+        assert_case_failed(&o, user, &["Read-only file system"]);
+        // The runner's own git queries after the case, and a later strict check with the
+        // current source, never ran the program.
+        // (As the repository's owner: git refuses a repository owned by someone else.)
+        let mut check = if user == User::Nobody {
+            let mut c = Command::new("/usr/bin/setpriv");
+            c.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+                BIN,
+            ]);
+            c
+        } else {
+            Command::new(BIN)
+        };
+        let check = check
+            .args([
+                "receipt",
+                "check",
+                "--require-current-source",
+                ".qualification/receipts/attack.json",
+            ])
+            .current_dir(&o.root)
+            .output()
+            .unwrap();
+        assert!(check.status.success(), "{check:?}");
+        assert!(!flag.exists(), "{user:?}: the fsmonitor program ran");
+    }
+}
+
+#[test]
+fn a_case_cannot_write_the_receipt_path() {
+    for user in users() {
+        let m = marker();
+        // The runner's command line is visible (the box's init is a fork of the runner):
+        // read the --output path from it and try to put a forged receipt there.
+        let script =
+            "out=$(tr '\\0' '\\n' < /proc/1/cmdline | grep -A1 -x -- --output | tail -n 1); \
+                      test -n \"$out\" || exit 9; mkdir -p \"$(dirname \"$out\")\" && \
+                      echo '{\"verdict\": \"passed\"}' > \"$out\"";
+        let o = run_attack(user, &m, script, |_| {});
+        assert_case_failed(&o, user, &["Read-only file system"]);
+    }
+}
+
+#[test]
+fn the_runner_network_namespace_cannot_be_entered() {
+    for user in users() {
+        let m = marker();
+        let l = listeners();
+        let script = format!(
+            "for ns in /proc/1/ns/net /proc/*/ns/net; do \
+               nsenter --net=$ns python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)' && exit 0; \
+             done; python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)'",
+            port = l.tcp_port
+        );
+        let o = run_attack(user, &m, &script, |_| {});
+        assert_case_failed(&o, user, &["Operation not permitted", "Connection refused"]);
+        assert_eq!(l.accepted.load(Ordering::SeqCst), 0, "{user:?}");
+    }
+}
+
+#[test]
+fn filesystem_unix_sockets_are_unreachable_and_socketpairs_work() {
+    for user in users() {
+        let m = marker();
+        let l = listeners();
+        let script = format!(
+            "python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"x\"); assert b.recv(1) == b\"x\"' || exit 8; \
+             python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\")'",
+            l.unix_path.display()
+        );
+        let o = run_attack(user, &m, &script, |_| {});
+        assert_case_failed(&o, user, &["PermissionError", "Operation not permitted"]);
+        assert_eq!(l.accepted.load(Ordering::SeqCst), 0, "{user:?}");
+    }
+}
+
+#[test]
+fn cgroup_moves_and_freezers_are_refused_and_nothing_outlives_the_run() {
+    for user in users() {
+        let m = marker();
+        // Start a double-forked sleeper in its own session first, then try to leave the
+        // case's cgroup (every cgroup.procs of every hierarchy) and to make a freezer.
+        let script = "(setsid sh -c 'sleep 300' > /dev/null 2>&1 &); \
+                      for f in $(find /sys/fs/cgroup -maxdepth 2 -name cgroup.procs); do echo $$ > $f || exit 1; done; \
+                      mkdir /sys/fs/cgroup/freezer/kq-freeze || mkdir /sys/fs/cgroup/kq-freeze";
+        let o = run_attack(user, &m, script, |_| {});
+        assert_case_failed(&o, user, &["Read-only file system"]);
+    }
+}
+
+#[test]
+fn the_runner_memory_and_environment_are_out_of_reach() {
+    for user in users() {
+        let m = marker();
+        let script = "cat /proc/1/environ; grep -a KQ_RUNNER_SECRET /proc/*/environ; \
+                      python3 -c 'import ctypes; l = ctypes.CDLL(None); \
+                      r = l.ptrace(16, 1, 0, 0); print(\"ptrace\", r); exit(0 if r == 0 else 1)'";
+        let o = run_attack(user, &m, script, |_| {});
+        assert_case_failed(&o, user, &["Permission denied", "exit code"]);
+        // Neither the captured output nor any evidence file holds the runner's secret.
+        for (k, v) in tree(&o.root.join(".qualification")) {
+            assert!(
+                !String::from_utf8_lossy(&v).contains(&format!("secret-{m}")),
+                "{user:?}: the runner's secret leaked into {k}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_case_cannot_kill_its_runner() {
+    for user in users() {
+        let m = marker();
+        let script = "kill -9 $PPID; kill -9 1; kill -KILL -1; sleep 1; exit 7";
+        let o = run_attack(user, &m, script, |_| {});
+        // The runner survived and judged the case (exit 7 is not expected).
+        assert_case_failed(&o, user, &["exit code 7"]);
+    }
+}
+
+#[test]
+fn inherited_descriptors_do_not_reach_cases() {
+    for user in users() {
+        let m = marker();
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("fd9.txt");
+        std::fs::write(&target, b"").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&target)
+            .unwrap();
+        let o = run_attack(user, &m, "echo pwned >&9", |cmd| {
+            use std::os::fd::AsRawFd;
+            use std::os::unix::process::CommandExt;
+            let fd = f.as_raw_fd();
+            // SAFETY: dup2 of a descriptor we own onto 9 in the child before exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::dup2(fd, 9) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        });
+        assert_case_failed(&o, user, &["Bad file descriptor"]);
+        let mut text = String::new();
+        std::fs::File::open(&target)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "", "{user:?}: the case wrote through fd 9");
+    }
+}
+
+#[test]
+fn session_bus_variables_are_not_handed_to_cases() {
+    for user in users() {
+        let m = marker();
+        let o = run_attack(
+            user,
+            &m,
+            "if env | grep -E '^(DBUS_SESSION_BUS_ADDRESS|XDG_RUNTIME_DIR)='; then exit 1; fi",
+            |_| {},
+        );
+        assert_eq!(o.code, 0, "{user:?}: {} {}", o.stderr, o.details());
+    }
+}
+
+#[test]
+fn honest_cases_work_in_the_box() {
+    for user in users() {
+        let m = marker();
+        let script = "d=$(mktemp -d) && echo hi > $d/f && test \"$(cat $d/f)\" = hi && rm -r $d || exit 2; \
+                      python3 -c 'import multiprocessing as mp\nif __name__ == \"__main__\":\n    with mp.Pool(2) as p: assert p.map(abs, [-1, -2]) == [1, 2]\n    a, b = mp.Pipe(); a.send(3); assert b.recv() == 3' || exit 3; \
+                      python3 -c 'import socket; s = socket.create_server((\"127.0.0.1\", 0)); c = socket.create_connection(s.getsockname()); c.close()' || exit 4";
+        let o = run_attack(user, &m, script, |_| {});
+        assert_eq!(o.code, 0, "{user:?}: {} {}", o.stderr, o.details());
+        assert_eq!(o.status(), "passed");
+    }
+}
+
+/// The kernel lacks (or forbids) a mechanism of the box: the run is refused in its preflight
+/// with exit 3 naming what is missing, and nothing is created.
+#[test]
+fn missing_mechanisms_are_refused_with_exit_3_naming_them() {
+    let Some(fixture) = qual_test_fixtures::fixture_binary("qual-fixture") else {
+        let why = "qual-fixture is not built (cargo build -p qual-test-fixtures --bins)";
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true and {why}"
+        );
+        eprintln!("skipped: {why}");
+        return;
+    };
+    let fixture = fixture.to_string_lossy().into_owned();
+    let mut cases: Vec<(User, Vec<String>, &str)> = Vec::new();
+    let deny = |names: &str| {
+        vec![
+            fixture.clone(),
+            "deny-syscalls".into(),
+            names.into(),
+            "--".into(),
+        ]
+    };
+    cases.push((User::Invoker, deny("unshare"), "namespaces"));
+    cases.push((User::Invoker, deny("seccomp"), "seccomp filters"));
+    cases.push((User::Invoker, deny("mount_setattr"), "mount_setattr"));
+    if nobody_available() {
+        cases.push((
+            User::Nobody,
+            deny("unshare"),
+            "unprivileged user namespaces",
+        ));
+        cases.push((User::Nobody, deny("seccomp"), "seccomp filters"));
+    }
+    if is_root() {
+        // A read-only cgroup file system (a private mount namespace in which the cgroup v2
+        // mount is remounted read-only).
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let v2 = info
+            .lines()
+            .find_map(|l| {
+                let (pre, post) = l.split_once(" - ")?;
+                (post.split_whitespace().next() == Some("cgroup2"))
+                    .then(|| pre.split_whitespace().nth(4).map(str::to_string))?
+            })
+            .expect("a cgroup v2 mount");
+        let script = format!("mount -o remount,bind,ro {v2} && exec \"$0\" \"$@\"");
+        cases.push((
+            User::Invoker,
+            vec![
+                "unshare".into(),
+                "-m".into(),
+                "--propagation".into(),
+                "private".into(),
+                "sh".into(),
+                "-c".into(),
+                script,
+            ],
+            "a writable cgroup v2 sub-tree",
+        ));
+    }
+    for (user, wrapper, what) in cases {
+        let m = marker();
+        let o = run_wrapped(user, &m, "exit 0", &wrapper, |_| {});
+        assert_eq!(o.code, 3, "{user:?} {wrapper:?}: {}", o.stderr);
+        assert!(
+            o.stderr.contains("missing") && o.stderr.contains(what),
+            "{user:?} {wrapper:?}: {}",
+            o.stderr
+        );
+        assert!(
+            !o.root.join(".qualification").exists(),
+            "{user:?} {wrapper:?}: a refused run created .qualification"
+        );
+    }
+}
