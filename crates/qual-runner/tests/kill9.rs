@@ -1,5 +1,7 @@
 //! `kill -9` of the runner at pseudo-random points never leaves a partial receipt file: a
-//! receipt name either does not exist or holds a complete, valid receipt.
+//! receipt name either does not exist or holds a complete, valid receipt — and within one
+//! second of the kill nothing of the running case is alive (its box's init sees the runner's
+//! death pipe close and takes the PID namespace with it).
 
 mod common;
 
@@ -52,12 +54,14 @@ fn pseudo_random(seed: &mut u64) -> u64 {
 
 #[test]
 fn killed_runners_never_leave_partial_receipts() {
+    let m = marker();
+    let env = marker_env(&m, "");
     let cases: Vec<String> = (0..3)
         .map(|i| {
             case(
                 &format!("step-{i}"),
                 &[FIXTURE, "sleep", "0.05"],
-                "{}",
+                &env,
                 "",
                 runner_protocol(),
             )
@@ -101,6 +105,15 @@ fn killed_runners_never_leave_partial_receipts() {
         }
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
+        let killed = Instant::now();
+        while !processes_with_marker(&m).is_empty() {
+            assert!(
+                killed.elapsed() < Duration::from_secs(1),
+                "case processes alive 1 s after the runner was killed: {:?}",
+                processes_with_marker(&m)
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let path = repo
             .root()
             .join(format!(".qualification/receipts/{id}.json"));
