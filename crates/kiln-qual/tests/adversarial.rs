@@ -203,7 +203,23 @@ fn run_wrapped(
     let root = repo.path().to_path_buf();
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
     git(&root, &["init", "-q"]);
-    std::fs::write(root.join(".gitignore"), ".qualification/\n").unwrap();
+    std::fs::write(
+        root.join(".gitignore"),
+        ".qualification/\ntarget/\nCargo.lock\n",
+    )
+    .unwrap();
+    // A tiny crate, for the honest case that builds with cargo.
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[package]\nname = \"boxed\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("src/main.rs"),
+        "fn main() { println!(\"built\"); }\n",
+    )
+    .unwrap();
     std::fs::create_dir_all(root.join("qualification/workloads")).unwrap();
     std::fs::write(
         root.join("qualification/workloads/attack-v1.json"),
@@ -617,4 +633,28 @@ fn missing_mechanisms_are_refused_with_exit_3_naming_them() {
             "{user:?} {wrapper:?}: a refused run created .qualification"
         );
     }
+}
+
+/// A case that builds with cargo into `target/` (and runs the result) works in the box. Only
+/// as the invoking user: the toolchain of this machine may live in a home that uid 65534
+/// cannot read.
+#[test]
+fn a_cargo_build_into_target_works_in_the_box() {
+    if Command::new("cargo").arg("--version").output().is_err() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true and no cargo"
+        );
+        eprintln!("skipped: no cargo on PATH");
+        return;
+    }
+    let m = marker();
+    let o = run_attack(
+        User::Invoker,
+        &m,
+        "cargo build --offline --quiet && test \"$(./target/debug/boxed)\" = built",
+        |_| {},
+    );
+    assert_eq!(o.code, 0, "{} {}", o.stderr, o.details());
+    assert!(o.root.join("target/debug/boxed").exists());
 }
