@@ -126,7 +126,7 @@ impl Tracker {
             if !pending || std::time::Instant::now() >= until {
                 return;
             }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            std::thread::sleep(std::time::Duration::from_micros(100));
         }
     }
 

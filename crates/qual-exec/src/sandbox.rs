@@ -276,7 +276,7 @@ pub(crate) struct Plan {
     read_only: Vec<CString>,
     writable: Vec<CString>,
     cgroup_fs: Vec<CString>,
-    filters: Filters,
+    filters: &'static Filters,
     death_read: RawFd,
     /// For the probe: P `_exit(0)`s instead of returning to `std` for `exec`.
     probe: bool,
@@ -377,7 +377,8 @@ impl Plan {
         };
         let read_only = paths(&sandbox.read_only, false);
         let writable = paths(&sandbox.writable, true);
-        let cgroup_fs = paths(&cgroup_mounts(), false);
+        static CGROUP_MOUNTS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+        let cgroup_fs = paths(CGROUP_MOUNTS.get_or_init(cgroup_mounts), false);
         if read_only.len() > 15 || writable.len() > 15 {
             bad.push("at most 15 read-only and 15 writable sandbox paths".into());
         }

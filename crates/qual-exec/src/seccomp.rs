@@ -170,11 +170,14 @@ pub(crate) struct Filters {
     programs: [BpfProgram; 3],
 }
 
-/// Compiles the filters (before the fork).
-pub(crate) fn filters(loopback_only: bool) -> Filters {
-    Filters {
+/// The compiled filters for a network policy (compiled once per process, before any fork).
+pub(crate) fn filters(loopback_only: bool) -> &'static Filters {
+    static INHERIT: std::sync::OnceLock<Filters> = std::sync::OnceLock::new();
+    static LOOPBACK: std::sync::OnceLock<Filters> = std::sync::OnceLock::new();
+    let cell = if loopback_only { &LOOPBACK } else { &INHERIT };
+    cell.get_or_init(|| Filters {
         programs: [x32_guard(), enosys_filter(), main_filter(loopback_only)],
-    }
+    })
 }
 
 impl Filters {
