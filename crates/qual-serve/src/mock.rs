@@ -53,6 +53,9 @@ pub struct MockConfig {
     pub leave_child: bool,
     /// Start a child that escapes into its own session (`setsid`) and outlives the server.
     pub leave_escaped_child: bool,
+    /// Start a plain sleeper in its own session (SIGTERM not ignored): only the server could
+    /// have stopped it, and it does not.
+    pub leave_escaped_sleeper: bool,
 }
 
 impl Default for MockConfig {
@@ -72,6 +75,7 @@ impl Default for MockConfig {
             ignore_sigterm: false,
             leave_child: false,
             leave_escaped_child: false,
+            leave_escaped_sleeper: false,
         }
     }
 }
@@ -133,6 +137,7 @@ pub fn parse_flags(args: &[String]) -> Result<MockConfig, String> {
             "--ignore-sigterm" => c.ignore_sigterm = true,
             "--leave-child" => c.leave_child = true,
             "--leave-escaped-child" => c.leave_escaped_child = true,
+            "--leave-escaped-sleeper" => c.leave_escaped_sleeper = true,
             other => return Err(format!("unknown flag: {other}")),
         }
     }
@@ -173,10 +178,13 @@ pub fn run_blocking(cfg: MockConfig, on_bound: impl FnOnce(u16)) -> Result<(), M
             })?
             .port();
         if cfg.leave_child {
-            spawn_lingering_child(false)?;
+            spawn_lingering_child(false, true)?;
         }
         if cfg.leave_escaped_child {
-            spawn_lingering_child(true)?;
+            spawn_lingering_child(true, true)?;
+        }
+        if cfg.leave_escaped_sleeper {
+            spawn_lingering_child(true, false)?;
         }
         on_bound(bound);
         let state = Arc::new(State {
@@ -230,24 +238,31 @@ pub fn run_blocking(cfg: MockConfig, on_bound: impl FnOnce(u16)) -> Result<(), M
     })
 }
 
-fn spawn_lingering_child(escape: bool) -> Result<(), MockError> {
+fn spawn_lingering_child(escape: bool, ignore_term: bool) -> Result<(), MockError> {
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().map_err(|source| MockError::Io {
         what: "find the current executable",
         source,
     })?;
     let mut cmd = std::process::Command::new("/bin/sh");
-    // The child ignores SIGTERM (inherited disposition survives exec) and sleeps; it is the
-    // "server leaves a child behind" injection. `exe` is only used to make the process
-    // recognisable in listings.
+    // The child (optionally ignoring SIGTERM: the inherited disposition survives exec) sleeps;
+    // it is the "server leaves a child behind" injection. `exe` is only used to make the
+    // process recognisable in listings.
+    let script = if ignore_term {
+        "trap '' TERM; while :; do sleep 1; done"
+    } else {
+        "while :; do sleep 1; done"
+    };
     cmd.arg("-c")
-        .arg("trap '' TERM; while :; do sleep 1; done")
+        .arg(script)
         .arg(exe.as_os_str())
         .stdin(std::process::Stdio::null());
     // SAFETY: only async-signal-safe calls (signal, setsid) run between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
-            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            if ignore_term {
+                libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            }
             if escape {
                 libc::setsid();
             }

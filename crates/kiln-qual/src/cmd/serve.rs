@@ -179,6 +179,10 @@ pub struct MockServerArgs {
     /// Injection: start a child that escapes into its own session and outlives the server.
     #[arg(long)]
     pub leave_escaped_child: bool,
+    /// Injection: start a plain sleeper (SIGTERM not ignored) in its own session, never
+    /// stopped by the server.
+    #[arg(long)]
+    pub leave_escaped_sleeper: bool,
 }
 
 /// The progress bar: requests done, errors, and the output-token rate over the last half
@@ -356,6 +360,7 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
         ignore_sigterm: a.ignore_sigterm,
         leave_child: a.leave_child,
         leave_escaped_child: a.leave_escaped_child,
+        leave_escaped_sleeper: a.leave_escaped_sleeper,
     };
     let r = qual_serve::mock::run_blocking(cfg, |port| {
         println!("listening on 127.0.0.1:{port}");
