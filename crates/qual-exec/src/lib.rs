@@ -43,10 +43,10 @@
 //!   thread) also get `PR_SET_PDEATHSIG = SIGKILL`, so a runner killed with SIGKILL takes its
 //!   case leader with it.
 //! - **Containment** ([`Mechanism`]): a fresh cgroup v2 sub-tree `kiln-qual-<pid>-<n>` under
-//!   this process's own cgroup when that accepts one (`cgroup_v2`; the child joins it before
-//!   `exec`, so nothing is ever born outside it; availability is detected, never assumed:
-//!   the first refusal switches the process to the fallback), else the process group plus
-//!   subreaper tracking (`process_group_subreaper`). In both cases this process becomes a
+//!   this process's own cgroup (`cgroup_v2`; the child joins it before `exec`, so nothing is
+//!   ever born outside it). Without one the execution is refused, unless the caller chose
+//!   [`CgroupPolicy::Auto`]/[`CgroupPolicy::Never`]: then the process group plus subreaper
+//!   tracking (`process_group_subreaper`). In both cases this process becomes a
 //!   child subreaper (`PR_SET_CHILD_SUBREAPER`), so a descendant that escaped with `setsid`
 //!   or a double fork is re-parented to us: found, killed and reaped. Sub-cgroups left by a
 //!   runner that died without cleanup are swept (members killed) by the next one.
@@ -82,10 +82,18 @@
 //!   refuses, the execution fails closed with [`ExecError::IsolationUnavailable`] naming the
 //!   missing capability.
 //!
-//! Known limit: a case running as root can write its pid into a cgroup *outside* its own
-//! sub-tree; with cgroups in use such a process is not a member any more (the subreaper still
-//! re-parents it to us when it is orphaned, but it is not attributed). Unprivileged cases
-//! cannot do this.
+//! - **The box** ([`sandbox`], threat model in `docs/security.md`): every child runs as the
+//!   program of a three-process chain — the leader we wait for (it reproduces the program's
+//!   end), the init of a new PID namespace tied to this process (a death pipe: even when we
+//!   are SIGKILLed, the namespace dies), and the program — in its own mount namespace
+//!   ([`Sandbox::read_only`] paths and the cgroup file systems read-only, a fresh `/proc`),
+//!   with no capabilities, `no_new_privs`, the seccomp filters of `seccomp.rs` and only
+//!   stdio. A cgroup is required ([`CgroupPolicy::Required`], the default): its file system is
+//!   read-only inside the box, so no case can leave it; `pids.max` bounds the tree. The
+//!   evidence is [`Containment::sandbox`]. A kernel that refuses a mechanism gets
+//!   [`ExecError::IsolationUnavailable`] naming it; [`probe_containment`] checks everything
+//!   once without running a program. Inside an enclosing kiln-qual box (e.g. `serve` as a
+//!   case) children run in that box, recorded as such.
 //!
 //! Not implemented from the original runner's schedule: the "driver-first" SIGINT to leaf
 //! processes before the group SIGTERM (it exists for wrapper supervisors such as `bwrap`,

@@ -28,11 +28,11 @@
 //! - **P** gets `PR_SET_PDEATHSIG` (it dies with G), drops every capability (bounding set,
 //!   ambient set, then effective/permitted/inheritable), sets `no_new_privs`, marks every
 //!   descriptor above 2 close-on-exec (`close_range`) and installs the seccomp filters of
-//!   [`crate::seccomp`]; then `std` executes the program.
+//!   `seccomp.rs`; then `std` executes the program.
 //!
 //! Everything between the fork and `exec` (or `_exit`) makes raw, async-signal-safe system
 //! calls on values prepared before the fork: C strings, BPF programs and descriptors live in
-//! the [`Plan`], nothing allocates. A failing step carries a step number (and for path steps
+//! the `Plan`, nothing allocates. A failing step carries a step number (and for path steps
 //! the index of the path) in the errno that `std` reports from the child, so the caller can
 //! name the mechanism the kernel refused (fail closed, never a weaker box).
 
