@@ -350,3 +350,42 @@ fn two_hundred_lingering_children_are_killed_and_recorded() {
     }
     assert_no_case_process(&m);
 }
+
+/// Something outside the box (here: this test, while the case runs) puts a file at the
+/// receipt path: the runner does not overwrite it, fails loudly (exit 4, naming the path) and
+/// leaves the file as it was.
+#[test]
+fn a_file_appearing_at_the_receipt_path_fails_the_run_loudly() {
+    let cases = vec![case(
+        "slow",
+        &[FIXTURE, "sleep", "1.5"],
+        "{}",
+        "",
+        runner_protocol(),
+    )];
+    let repo = Repo::new(&[(
+        "a-v1.json",
+        workload("a-v1", "correctness", "[]", "{}", &cases, 1),
+    )]);
+    let mut req = repo.request("a-v1.json", "cpu");
+    req.output = Some(".qualification/receipts/appeared.json".into());
+    let target = repo.root().join(".qualification/receipts/appeared.json");
+    let writer = {
+        let target = target.clone();
+        std::thread::spawn(move || {
+            let until = Instant::now() + Duration::from_secs(30);
+            // The receipt directory exists once the run has started its cases.
+            while !target.parent().unwrap().is_dir() {
+                assert!(Instant::now() < until);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::fs::write(&target, b"{\"forged\": true}\n").unwrap();
+        })
+    };
+    let r = run(&req);
+    writer.join().unwrap();
+    assert_eq!(exit_code(&r), 4, "{r:?}");
+    let text = format!("{:?}", r.err().unwrap());
+    assert!(text.contains("appeared at the receipt path"), "{text}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"{\"forged\": true}\n");
+}
