@@ -6,10 +6,14 @@
 //! - [`compare`]: two receipts under a committed workload's comparison policy, refusing every
 //!   comparison the policy does not admit;
 //! - [`render`]: the human summary of one receipt and of one comparison;
-//! - [`decimal`]: exact decimal arithmetic for tolerances.
+//! - [`decimal`]: exact decimal arithmetic for tolerances;
+//! - [`aggregate`] and [`details`]: how per-execution case results become a receipt's results
+//!   and verdict (the runner writes with them, `receipt verify` recomputes with them).
 
+pub mod aggregate;
 pub mod compare;
 pub mod decimal;
+pub mod details;
 pub mod model;
 pub mod render;
 pub mod validate;

@@ -13,8 +13,8 @@
 //! - infrastructure failures fail every required result (and zero its `case_pass`);
 //! - verdict: passed iff every required result passed.
 
+use crate::model::{CaseResultEntry, Metric, ResultStatus, Verdict};
 use qual_json::{Int, Number};
-use qual_receipt::model::{CaseResultEntry, Metric, ResultStatus, Verdict};
 
 use crate::details::join_details;
 
