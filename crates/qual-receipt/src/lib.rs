@@ -3,6 +3,8 @@
 //!
 //! - [`validate`]: every rule of a receipt document, on the strictly parsed JSON value, with
 //!   all violations and their paths, plus the strict checks against a repository;
+//! - [`consistency`]: rules that tie a receipt's verdict, statuses, runner metrics and case
+//!   artifacts together without any evidence;
 //! - [`compare`]: two receipts under a committed workload's comparison policy, refusing every
 //!   comparison the policy does not admit;
 //! - [`render`]: the human summary of one receipt and of one comparison;
@@ -12,6 +14,7 @@
 
 pub mod aggregate;
 pub mod compare;
+pub mod consistency;
 pub mod decimal;
 pub mod details;
 pub mod model;
