@@ -121,7 +121,10 @@ fn case_directories(results: &[Value], artifacts: &[Value], out: &mut Vec<Violat
     // (index, id) -> repetitions, and the first artifact naming each.
     let mut dirs: BTreeMap<(u32, &str), (BTreeSet<u32>, usize)> = BTreeMap::new();
     for (k, a) in artifacts.iter().enumerate() {
-        let Some((index, id, rep)) = a.get("path").and_then(Value::as_str).and_then(case_directory)
+        let Some((index, id, rep)) = a
+            .get("path")
+            .and_then(Value::as_str)
+            .and_then(case_directory)
         else {
             continue;
         };
