@@ -5,6 +5,7 @@
 //!   all violations and their paths, plus the strict checks against a repository;
 //! - [`consistency`]: rules that tie a receipt's verdict, statuses, runner metrics and case
 //!   artifacts together without any evidence;
+//! - [`verify`]: a receipt recomputed from its retained run directory (`receipt verify`);
 //! - [`compare`]: two receipts under a committed workload's comparison policy, refusing every
 //!   comparison the policy does not admit;
 //! - [`render`]: the human summary of one receipt and of one comparison;
@@ -20,4 +21,5 @@ pub mod details;
 pub mod model;
 pub mod render;
 pub mod validate;
+pub mod verify;
 pub mod write;
