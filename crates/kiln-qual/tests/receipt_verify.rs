@@ -328,3 +328,237 @@ fn every_tampered_receipt_fails_verify_naming_the_field() {
     }
     println!("{}", report.join("\n"));
 }
+
+fn ssh_keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf, String) {
+    let key = dir.join(name);
+    let out = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&key)
+        .output()
+        .expect("ssh-keygen runs");
+    assert!(out.status.success(), "{out:?}");
+    let pubkey = dir.join(format!("{name}.pub"));
+    let out = std::process::Command::new("ssh-keygen")
+        .arg("-lf")
+        .arg(&pubkey)
+        .output()
+        .unwrap();
+    let fingerprint = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    (key, pubkey, fingerprint)
+}
+
+#[test]
+fn sign_verify_round_trip_and_refusals() {
+    let keys = tempfile::tempdir().unwrap();
+    let (key, pubkey, fingerprint) = ssh_keygen(keys.path(), "kiln-qual-test");
+    let (_, other_pub, _) = ssh_keygen(keys.path(), "someone-else");
+    assert!(fingerprint.starts_with("SHA256:"));
+
+    // `run --sign-key` signs at write time.
+    let run = real_run();
+    common::git(&run.root, &["status", "--short"]);
+    let (code, text) = kiln(
+        &run.root,
+        &[
+            "run",
+            "qualification/workloads/tamper-v1.json",
+            "--variant",
+            "cpu",
+            "--host-id",
+            "tamper-host",
+            "--output",
+            ".qualification/receipts/signed.json",
+            "--sign-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains(&format!("(key {fingerprint})")), "{text}");
+    let receipt = run.root.join(".qualification/receipts/signed.json");
+    let envelope = run
+        .root
+        .join(".qualification/receipts/signed.json.intoto.jsonl");
+    assert!(envelope.is_file());
+    let trusted = pubkey.to_str().unwrap();
+    let (code, text) = kiln(
+        &run.root,
+        &[
+            "receipt",
+            "verify",
+            "--trusted-keys",
+            trusted,
+            receipt.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains(&format!("signed by {fingerprint}")), "{text}");
+
+    // `receipt sign` on the first run's receipt; never replaces an envelope.
+    let r = run.receipt.to_str().unwrap();
+    let (code, text) = kiln(
+        &run.root,
+        &["receipt", "sign", r, "--key", key.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = kiln(
+        &run.root,
+        &["receipt", "sign", r, "--key", key.to_str().unwrap()],
+    );
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("already exists"), "{text}");
+    let verify = |trusted: &str| {
+        kiln(
+            &run.root,
+            &["receipt", "verify", "--trusted-keys", trusted, r],
+        )
+    };
+    assert_eq!(verify(trusted).0, 0);
+
+    // A wrong key.
+    let (code, text) = verify(other_pub.to_str().unwrap());
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("no signature verifies with a trusted key"),
+        "{text}"
+    );
+
+    // A malformed trusted-keys file is refused with its line.
+    let bad_keys = keys.path().join("bad-keys");
+    std::fs::write(
+        &bad_keys,
+        format!(
+            "# ok\n{}\nssh-rsa AAAA broken\n",
+            std::fs::read_to_string(&pubkey).unwrap().trim()
+        ),
+    )
+    .unwrap();
+    let (code, text) = verify(bad_keys.to_str().unwrap());
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("line 3: not an OpenSSH public key line"),
+        "{text}"
+    );
+
+    // A changed predicate, signed by the trusted key: the predicate no longer matches.
+    let bytes = std::fs::read(&run.receipt).unwrap();
+    let value = qual_json::from_slice(&bytes).unwrap();
+    let mut statement = qual_attest::statement("tamper.json", &bytes, &value);
+    if let qual_json::Value::Object(o) = &mut statement {
+        let mut p = o.get("predicate").unwrap().as_object().unwrap().clone();
+        p.insert("verdict", qual_json::Value::from("failed"));
+        o.insert("predicate", qual_json::Value::Object(p));
+    }
+    let signing = qual_attest::SigningKey::from_openssh_file(&key).unwrap();
+    let envelope = qual_attest::envelope_path(&run.receipt);
+    let good = std::fs::read(&envelope).unwrap();
+    std::fs::write(&envelope, qual_attest::envelope(&statement, &signing)).unwrap();
+    let (code, text) = verify(trusted);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("the predicate differs from the receipt's identity in: verdict"),
+        "{text}"
+    );
+
+    // Unknown envelope keys are refused.
+    let mut e: Value = serde_json::from_slice(&good).unwrap();
+    e["extra"] = json!(1);
+    std::fs::write(&envelope, serde_json::to_string(&e).unwrap()).unwrap();
+    let (code, text) = verify(trusted);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("the envelope has unknown keys: extra"),
+        "{text}"
+    );
+
+    // A changed receipt byte (still valid JSON): the subject digest no longer matches.
+    std::fs::write(&envelope, &good).unwrap();
+    let mut changed = bytes.clone();
+    let at = changed.len() - 1;
+    changed.insert(at, b' ');
+    std::fs::write(&run.receipt, &changed).unwrap();
+    let (code, text) = verify(trusted);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("the subject's sha256 is"), "{text}");
+}
+
+/// The interoperability venv (`scripts/setup-python-interop`): `None` skips loudly, except
+/// under `CI=true`, where its absence fails.
+fn interop_python() -> Option<PathBuf> {
+    let python = common::repo_root().join(".cache/venv-interop/bin/python");
+    if python.is_file() {
+        return Some(python);
+    }
+    let msg = "SKIPPED: .cache/venv-interop is absent; run scripts/setup-python-interop";
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{msg} (required under CI=true)"
+    );
+    eprintln!("{msg}");
+    None
+}
+
+#[test]
+fn an_independent_dsse_implementation_verifies_ours_and_we_verify_its() {
+    let Some(python) = interop_python() else {
+        return;
+    };
+    let script = common::repo_root().join("tools/dsse_interop.py");
+    let keys = tempfile::tempdir().unwrap();
+    let (key, pubkey, fingerprint) = ssh_keygen(keys.path(), "interop");
+    let run = real_run();
+    let r = run.receipt.to_str().unwrap();
+    let envelope = qual_attest::envelope_path(&run.receipt);
+
+    // Ours, verified by securesystemslib.
+    let (code, text) = kiln(
+        &run.root,
+        &["receipt", "sign", r, "--key", key.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{text}");
+    let out = std::process::Command::new(&python)
+        .arg(&script)
+        .args(["verify"])
+        .arg(&envelope)
+        .arg(&pubkey)
+        .arg(&fingerprint)
+        .arg(&run.receipt)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "securesystemslib refused our envelope: {out:?}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("verified"));
+
+    // Theirs, verified by us.
+    std::fs::remove_file(&envelope).unwrap();
+    let out = std::process::Command::new(&python)
+        .arg(&script)
+        .args(["sign"])
+        .arg(&run.receipt)
+        .arg(&key)
+        .arg(&fingerprint)
+        .arg(&envelope)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "securesystemslib failed to sign: {out:?}"
+    );
+    let (code, text) = kiln(
+        &run.root,
+        &[
+            "receipt",
+            "verify",
+            "--trusted-keys",
+            pubkey.to_str().unwrap(),
+            r,
+        ],
+    );
+    assert_eq!(code, 0, "we refused securesystemslib's envelope: {text}");
+    assert!(text.contains(&format!("signed by {fingerprint}")), "{text}");
+}
