@@ -231,7 +231,7 @@ pub fn envelope_path(receipt: &Path) -> PathBuf {
     receipt.with_file_name(name)
 }
 
-fn get<'v>(v: &'v Value, pointer: &str) -> Value {
+fn get(v: &Value, pointer: &str) -> Value {
     let mut cur = v;
     for t in pointer.split('/').skip(1) {
         match cur.get(t) {

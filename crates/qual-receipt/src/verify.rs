@@ -976,7 +976,7 @@ fn verify_artifacts(v: &mut Verifier<'_>, receipt: &Value, config: &Value) {
             }
         }
     }
-    expected.sort_by(|a, b| rank(&a.0).cmp(&rank(&b.0)));
+    expected.sort_by_key(|a| rank(&a.0));
     let listed: &[Value] = get(receipt, "/artifacts")
         .as_array()
         .map(Vec::as_slice)
