@@ -94,9 +94,19 @@ pub enum AttestError {
 }
 
 fn read_bounded(path: &Path) -> Result<Vec<u8>, AttestError> {
-    qual_json::read_file_limited(path, MAX_FILE_BYTES).map_err(|e| AttestError::Read {
+    read_limited(path, MAX_FILE_BYTES)
+}
+
+fn read_limited(path: &Path, limit: usize) -> Result<Vec<u8>, AttestError> {
+    qual_json::read_file_limited(path, limit).map_err(|e| AttestError::Read {
         path: path.display().to_string(),
-        reason: e.to_string(),
+        reason: match e {
+            qual_json::LoadError::Io { source, .. } => source.to_string(),
+            qual_json::LoadError::TooLarge { limit, .. } => {
+                format!("the file is larger than {limit} bytes")
+            }
+            other => other.to_string(),
+        },
     })
 }
 
@@ -312,12 +322,7 @@ pub fn envelope(statement: &Value, key: &SigningKey) -> String {
 /// Signs the receipt file at `receipt_path` and creates its envelope exclusively next to it;
 /// returns the envelope path.
 pub fn sign(receipt_path: &Path, key: &SigningKey) -> Result<PathBuf, AttestError> {
-    let bytes = qual_json::read_file_limited(receipt_path, 64 * 1024 * 1024).map_err(|e| {
-        AttestError::Read {
-            path: receipt_path.display().to_string(),
-            reason: e.to_string(),
-        }
-    })?;
+    let bytes = read_limited(receipt_path, 64 * 1024 * 1024)?;
     let value = qual_json::from_slice(&bytes).map_err(|e| AttestError::Read {
         path: receipt_path.display().to_string(),
         reason: format!("not strict JSON: {e}"),

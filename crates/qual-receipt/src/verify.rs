@@ -37,8 +37,8 @@ use qual_contract::{Producer, SkipPolicy, Workload};
 use qual_json::{Object, Value};
 
 use crate::aggregate::{
-    aggregate_case, apply_infrastructure_failures, apply_skip_policy, runner_metric, verdict,
-    ExecutionOutcome,
+    aggregate_case, apply_infrastructure_failures, apply_skip_policy, runner_metric,
+    unexecuted_results, verdict, ExecutionOutcome,
 };
 use crate::model::{generate_receipt_id, CaseResultEntry, Metric, ResultStatus, Verdict};
 use crate::validate::{hash_file, parse_utc_timestamp};
@@ -57,7 +57,11 @@ pub struct Finding {
 
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.pointer, self.message)
+        if self.pointer.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.pointer, self.message)
+        }
     }
 }
 
@@ -717,21 +721,11 @@ fn verify_results(v: &mut Verifier<'_>, receipt: &Value, config: &Value, w: &Wor
             );
         }
     } else {
-        let details = crate::details::join_details(&infra[..infra.len().min(1)]);
-        for c in &variant.cases {
-            expected.push(CaseResultEntry {
-                id: c.id.clone(),
-                required: c.required,
-                status: if c.required {
-                    ResultStatus::Failed
-                } else {
-                    ResultStatus::Skipped
-                },
-                duration_seconds: 0.0,
-                metrics: Vec::new(),
-                details: details.clone(),
-            });
-        }
+        // The runner recorded the initial fingerprint failure first.
+        expected = unexecuted_results(
+            variant.cases.iter().map(|c| (c.id.as_str(), c.required)),
+            crate::details::join_details(&infra[..infra.len().min(1)]),
+        );
     }
     apply_skip_policy(&mut expected, variant.skip_policy == SkipPolicy::Fail);
     apply_infrastructure_failures(&mut expected, &infra);
