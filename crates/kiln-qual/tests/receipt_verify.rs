@@ -233,6 +233,17 @@ fn edits(run_dir: &Path) -> Vec<Edit> {
             false,
         ),
         (
+            "rewrite a log and its recorded digest",
+            Box::new(|r, dir| {
+                let log = b"tampered\n";
+                std::fs::write(dir.join("cases/001-version-r001/stdout.log"), log).unwrap();
+                r["artifacts"][1]["sha256"] = json!(qual_json::sha256_prefixed(log));
+                r["artifacts"][1]["bytes"] = json!(log.len());
+            }),
+            "cases/001-version-r001/case-result.json#/metrics/2/value: is 0, the retained output re-judged by the workload's assertions gives 1",
+            false,
+        ),
+        (
             "change receipt_id",
             Box::new(|r, _| r["receipt_id"] = json!("20260101t000000000000z-cpu-other-v1")),
             "/receipt_id:",

@@ -16,7 +16,8 @@
 //!   recorded variables);
 //! - the results: one case directory per declared case × repetition, each `case-result.json`
 //!   checked against the runner's own record of that execution in `run-config.json` (exit code,
-//!   containment: residue, pipes, timeout, abort; output assertion failures; `case_pass`), then
+//!   containment: residue, pipes, timeout, abort; `case_pass`) and against the workload's
+//!   output assertions re-judged on the retained `stdout.log`/`stderr.log`, then
 //!   aggregated, skip policy, infrastructure failures and the verdict applied with the
 //!   runner's own code ([`crate::aggregate`]) and compared field by field: ids and order,
 //!   `required` (from the workload), status, duration, every metric, details;
@@ -603,6 +604,38 @@ fn execution(
         reasons.push("output pipes stayed open".to_owned());
     }
     let runner = case.result_protocol.producer == Producer::Runner;
+    // The output assertions, re-judged on the retained logs with the runner's own code.
+    let failed_assertions = if containment.is_null() {
+        None
+    } else {
+        let log = |name: &str| std::fs::read(v.run_dir.join(dir_rel).join(name));
+        match (log("stdout.log"), log("stderr.log")) {
+            (Ok(so), Ok(se)) => {
+                let captured = |bytes, stream: &str| qual_contract::assertions::Captured {
+                    bytes,
+                    truncated: get(containment, &format!("/{stream}/truncated")).as_bool()
+                        == Some(true),
+                };
+                Some(qual_contract::assertions::failures(
+                    &case.output_assertions,
+                    captured(&so, "stdout"),
+                    captured(&se, "stderr"),
+                ))
+            }
+            _ => {
+                v.push(
+                    ptr(""),
+                    "has no readable stdout.log and stderr.log beside it",
+                );
+                None
+            }
+        }
+    };
+    if let Some(failed) = &failed_assertions {
+        if !failed.is_empty() {
+            reasons.push(format!("the retained output fails: {}", failed.join("; ")));
+        }
+    }
     for m in &outcome.metrics {
         let value = m.value.as_f64().unwrap_or(0.0);
         if runner && m.name == "exit_code" {
@@ -617,8 +650,21 @@ fn execution(
                 "the runner's containment record gives exit code",
             );
         }
-        if runner && m.name == "output_assertion_failures" && value > 0.0 {
-            reasons.push(format!("{value} output assertions failed"));
+        if runner && m.name == "output_assertion_failures" {
+            if value > 0.0 {
+                reasons.push(format!("{value} output assertions failed"));
+            }
+            if let Some(failed) = &failed_assertions {
+                v.differs(
+                    &ptr(&format!(
+                        "/metrics/{}/value",
+                        metric_index(&outcome, &m.name)
+                    )),
+                    &Value::Number(m.value.clone()),
+                    &Value::from(failed.len() as u64),
+                    "the retained output re-judged by the workload's assertions gives",
+                );
+            }
         }
         if runner && m.name == "case_pass" && (value == 1.0) != (status == ResultStatus::Passed) {
             v.push(
