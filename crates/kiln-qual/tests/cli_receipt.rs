@@ -116,6 +116,7 @@ fn show_summarises_and_states_the_evidence_scope() {
     let mut failed = receipt();
     failed["qualification"]["verdict"] = json!("failed");
     failed["results"][0]["status"] = json!("failed");
+    failed["results"][0]["metrics"][0]["value"] = json!(0);
     failed["results"][0]["details"] = json!("exit code 3 not in [0]");
     let f = write(d.path(), "failed.json", &failed);
     let (code, out, _) = kiln(d.path(), &["receipt", "show", &f]);

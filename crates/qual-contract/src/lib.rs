@@ -8,6 +8,7 @@
 //! - [`variables`] resolves `--var NAME=VALUE` into typed, constrained parameters;
 //! - [`model`] holds the typed contract and generates the JSON Schema.
 
+pub mod assertions;
 pub mod constants;
 pub mod model;
 pub mod pattern;

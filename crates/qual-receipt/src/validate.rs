@@ -14,7 +14,9 @@
 //!   reference corpus matches the original's;
 //! - the few places where the original compares with Python `==` (so `1`, `1.0` and `true` are
 //!   equal) keep that meaning ([`py_eq`]); everywhere else numbers keep their JSON kind;
-//! - strict checks only ever add violations; basic mode touches neither the file system nor git.
+//! - strict checks only ever add violations; basic mode touches neither the file system nor git;
+//! - basic mode also applies kiln-qual's internal-consistency rules ([`crate::consistency`]),
+//!   which the original lacks (a hand-flipped status or a dropped result fails here).
 
 use qual_json::{Int, Number, Object, Value};
 use std::cmp::Ordering;
@@ -1542,6 +1544,7 @@ impl Checker {
             ),
             _ => {}
         }
+        self.out.extend(crate::consistency::check(receipt));
 
         if let Some(digest_fn) = strict.current_source {
             if !tree_hash.is_empty() {

@@ -674,14 +674,17 @@ fn cross_backend_correctness_uses_the_declared_endpoint_pair_and_no_deltas() {
         ]
     );
 
-    // An incorrect candidate is not hidden behind equality.
+    // An incorrect candidate is not hidden behind equality: a passed result whose case_pass is
+    // 0 contradicts itself, so the receipt does not even load for comparison.
     let bad = cross_receipt("core-vulkan-bad", &sha, "vulkan", 0);
-    let report = run(&b, &bad, Some(&m));
-    assert!(!report.ok && report.metric_evaluations.is_empty());
-    assert!(has(
-        &report.evidence_errors,
-        "candidate runner result 'device-probe' case_pass must be numeric 1 for status 'passed'"
-    ));
+    let bytes = serde_json::to_vec_pretty(&bad).unwrap();
+    let err = LoadedReceipt::from_bytes(Path::new("receipt.json"), &bytes)
+        .expect_err("an inconsistent receipt is refused");
+    assert!(
+        err.message
+            .contains("receipt.results[0].metrics[0].value is case_pass 0 but receipt.results[0].status is 'passed'"),
+        "{err:?}"
+    );
 
     // Host drift is not an allowed environment difference.
     let mut drift = cross_receipt("core-vulkan-drift", &sha, "vulkan", 1);

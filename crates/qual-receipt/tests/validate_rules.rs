@@ -199,6 +199,12 @@ fn verdict_must_agree_with_required_results_and_clean_tree() {
     let mut r = environment_json();
     set(&mut r, "/results/0/required", json!(false));
     set(&mut r, "/results/0/status", json!("failed"));
+    // ... but the status alone cannot be flipped: the runner's case_pass still says passed.
+    assert_has(
+        &errors(&r),
+        "receipt.results[0].metrics[0].value is case_pass 1 but receipt.results[0].status is 'failed'",
+    );
+    set(&mut r, "/results/0/metrics/0/value", json!(0));
     assert!(errors(&r).is_empty());
     set(&mut r, "/results/0/required", json!(true));
     set(&mut r, "/qualification/verdict", json!("failed"));
@@ -224,6 +230,7 @@ fn model_and_workload_requirements_follow_kind_and_verdict() {
     set(&mut r, "/qualification/kind", json!("performance"));
     set(&mut r, "/qualification/verdict", json!("failed"));
     set(&mut r, "/results/0/status", json!("failed"));
+    set(&mut r, "/results/0/metrics/0/value", json!(0));
     set(
         &mut r,
         "/workload",

@@ -23,7 +23,7 @@
 use std::path::Path;
 
 use qual_contract::variables::{substitute, ResolvedVariables, RunnerValues};
-use qual_contract::{Case, Match, Producer, Stream};
+use qual_contract::{Case, Producer};
 use qual_exec::{
     CaptureLimits, Captured, ExecError, ExecSpec, Execution, NetworkPolicy, Termination,
 };
@@ -370,48 +370,20 @@ pub fn run_execution(
     }
     let mut assertion_failures = 0i64;
     if execution.is_some() {
-        let so = String::from_utf8_lossy(&out.kept_bytes()).into_owned();
-        let se = String::from_utf8_lossy(&err.kept_bytes()).into_owned();
-        for a in &case.output_assertions {
-            let (name, text, truncated) = match a.stream {
-                Stream::Stdout => ("stdout", so.clone(), out.truncated),
-                Stream::Stderr => ("stderr", se.clone(), err.truncated),
-                Stream::Combined => (
-                    "combined",
-                    format!("{so}\n{se}"),
-                    out.truncated || err.truncated,
-                ),
-            };
-            let (kind, verb) = match a.r#match {
-                Match::Required => ("required", "did not match"),
-                Match::Forbidden => ("forbidden", "matched"),
-            };
-            if truncated {
-                assertion_failures += 1;
-                failures.push(format!(
-                    "{kind} {name} pattern cannot be evaluated on truncated output: {}",
-                    a.pattern
-                ));
-                continue;
-            }
-            match regex::Regex::new(&format!("(?m){}", a.pattern)) {
-                Ok(re) => {
-                    let found = re.is_match(&text);
-                    let bad = match a.r#match {
-                        Match::Required => !found,
-                        Match::Forbidden => found,
-                    };
-                    if bad {
-                        assertion_failures += 1;
-                        failures.push(format!("{kind} {name} pattern {verb}: {}", a.pattern));
-                    }
-                }
-                Err(e) => {
-                    assertion_failures += 1;
-                    failures.push(format!("{kind} {name} pattern is not a valid regex: {e}"));
-                }
-            }
-        }
+        let (so, se) = (out.kept_bytes(), err.kept_bytes());
+        let failed = qual_contract::assertions::failures(
+            &case.output_assertions,
+            qual_contract::assertions::Captured {
+                bytes: &so,
+                truncated: out.truncated,
+            },
+            qual_contract::assertions::Captured {
+                bytes: &se,
+                truncated: err.truncated,
+            },
+        );
+        assertion_failures = failed.len() as i64;
+        failures.extend(failed);
     }
 
     // Case-result protocol.

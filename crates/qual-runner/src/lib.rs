@@ -13,15 +13,19 @@
 //! the run started (run data removed, no receipt), 130 interrupted by SIGINT/SIGTERM (owned
 //! processes terminated, run data removed).
 
-pub mod aggregate;
 pub mod case_result;
-pub mod details;
 pub mod environment;
 pub mod error;
 pub mod execute;
 pub mod paths;
 pub mod preflight;
 mod run;
+
+/// Repetition aggregation, skip policy, infrastructure failures and the verdict (shared with
+/// `receipt verify`, which recomputes them from the retained evidence).
+pub use qual_receipt::aggregate;
+/// Bounded `details` text.
+pub use qual_receipt::details;
 
 pub use error::{Refusal, RunError};
 pub use run::{run, RunOutcome};

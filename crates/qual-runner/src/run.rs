@@ -427,21 +427,10 @@ fn execute_run(
     let mut run_config_cases = Vec::new();
     let mut results: Vec<CaseResultEntry> = Vec::new();
     if model_failed {
-        let details = join_details(&infra);
-        for c in &variant.cases {
-            results.push(CaseResultEntry {
-                id: c.id.clone(),
-                required: c.required,
-                status: if c.required {
-                    ResultStatus::Failed
-                } else {
-                    ResultStatus::Skipped
-                },
-                duration_seconds: 0.0,
-                metrics: Vec::new(),
-                details: details.clone(),
-            });
-        }
+        results = crate::aggregate::unexecuted_results(
+            variant.cases.iter().map(|c| (c.id.as_str(), c.required)),
+            join_details(&infra),
+        );
         notes.push("Model identity is absent because the initial model fingerprint failed.".into());
     } else {
         for (i, case) in variant.cases.iter().enumerate() {

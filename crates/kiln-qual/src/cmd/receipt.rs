@@ -1,10 +1,12 @@
-//! `kiln-qual receipt check|show` and `kiln-qual compare`.
+//! `kiln-qual receipt check|show|verify|sign` and `kiln-qual compare`.
 //!
 //! Thin wiring only: argument types, the choice of strict checks, and printing. Every rule
 //! lives in `qual_receipt` (validator, comparator, rendering).
 //!
 //! Exit codes: `receipt check` 0 all valid, 1 any invalid or unreadable, 2 usage;
 //! `receipt show` 0 shown (whatever the verdict), 1 unreadable or invalid receipt, 2 usage;
+//! `receipt verify` 0 everything recomputed agrees (and the attestation verifies), 1 any
+//! finding, 2 usage; `receipt sign` 0 envelope written, 1 not written;
 //! `compare` 0 the comparison is ok, 1 refused, incompatible or a required rule failed (also
 //! load and binding errors), 2 usage.
 
@@ -24,6 +26,49 @@ pub enum ReceiptCommand {
     /// Print a human summary of one receipt: what was qualified, the verdict, each case, and
     /// what the receipt does not establish.
     Show(ShowArgs),
+    /// Recompute a receipt from its retained run directory (verdict, results, metrics,
+    /// artifacts, identity, time) and, with --trusted-keys, check its signed attestation.
+    Verify(VerifyArgs),
+    /// Sign a receipt: write a DSSE envelope holding an in-toto Statement about it next to it
+    /// (`<receipt>.intoto.jsonl`, never replaced).
+    Sign(SignArgs),
+}
+
+/// Arguments of `kiln-qual receipt verify`.
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// The receipt file.
+    #[arg(value_name = "RECEIPT")]
+    pub receipt: PathBuf,
+    /// The run directory the runner retained (default:
+    /// `<root>/.qualification/runs/<receipt_id>`).
+    #[arg(long, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// Repository root the receipt's commit and workload are read from (default: the git top
+    /// level of the current directory).
+    #[arg(long, value_name = "R")]
+    pub root: Option<PathBuf>,
+    /// Also require the attestation `<receipt>.intoto.jsonl` to be signed by one of these
+    /// keys (OpenSSH public key lines, `ssh-ed25519 AAAA… comment`).
+    #[arg(long, value_name = "FILE")]
+    pub trusted_keys: Option<PathBuf>,
+    /// Only check the attestation (with --trusted-keys), not the run directory.
+    #[arg(long, requires = "trusted_keys")]
+    pub no_run_dir: bool,
+    /// Print a machine report on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `kiln-qual receipt sign`.
+#[derive(Args, Debug)]
+pub struct SignArgs {
+    /// The receipt file.
+    #[arg(value_name = "RECEIPT")]
+    pub receipt: PathBuf,
+    /// OpenSSH Ed25519 private key without a passphrase (`ssh-keygen -t ed25519 -N ''`).
+    #[arg(long, value_name = "KEY")]
+    pub key: PathBuf,
 }
 
 /// Arguments of `kiln-qual receipt check`.
@@ -86,6 +131,8 @@ pub fn run(c: ReceiptCommand) -> i32 {
     match c {
         ReceiptCommand::Check(a) => check(a),
         ReceiptCommand::Show(a) => show(a),
+        ReceiptCommand::Verify(a) => verify(a),
+        ReceiptCommand::Sign(a) => sign(a),
     }
 }
 
@@ -192,6 +239,123 @@ fn show(a: ShowArgs) -> i32 {
     }
     print!("{}", qual_receipt::render::receipt_summary(&value));
     exit::OK
+}
+
+#[derive(Serialize)]
+struct VerifyReport {
+    attestation: Option<AttestationReport>,
+    findings: Vec<qual_receipt::verify::Finding>,
+    ok: bool,
+    path: String,
+}
+
+#[derive(Serialize)]
+struct AttestationReport {
+    error: Option<String>,
+    keyid: Option<String>,
+    path: String,
+}
+
+fn verify(a: VerifyArgs) -> i32 {
+    use qual_receipt::verify::Finding;
+    let root = a.root.clone().unwrap_or_else(default_root);
+    let path = a.receipt.display().to_string();
+    let mut findings: Vec<Finding> = Vec::new();
+    let mut attestation = None;
+    match validate::load(&a.receipt) {
+        Err(e) => findings.push(Finding {
+            pointer: String::new(),
+            message: format!("failed to load the receipt: {e}"),
+        }),
+        Ok((value, bytes)) => {
+            let violations = validate::validate(&value);
+            findings.extend(violations.iter().map(|v| Finding {
+                pointer: v.path.clone(),
+                message: v.message.clone(),
+            }));
+            if !a.no_run_dir {
+                findings.extend(qual_receipt::verify::verify_run(
+                    &value,
+                    &root,
+                    a.run_dir.as_deref(),
+                ));
+            }
+            if let Some(keys) = &a.trusted_keys {
+                attestation = Some(check_attestation(&a.receipt, &bytes, keys));
+            }
+        }
+    }
+    let ok = findings.is_empty() && attestation.as_ref().is_none_or(|x| x.error.is_none());
+    if a.json {
+        crate::output::print_json(&VerifyReport {
+            attestation,
+            findings,
+            ok,
+            path,
+        });
+    } else if ok {
+        println!("OK {path}");
+        if let Some(att) = &attestation {
+            println!(
+                "  attestation {} signed by {}",
+                att.path,
+                att.keyid.as_deref().unwrap_or_default()
+            );
+        }
+    } else {
+        eprintln!("FAILED {path}");
+        for f in &findings {
+            eprintln!("  {f}");
+        }
+        if let Some(AttestationReport {
+            error: Some(e),
+            path,
+            ..
+        }) = &attestation
+        {
+            eprintln!("  {path}: failed to {e}");
+        }
+    }
+    if ok {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
+}
+
+fn check_attestation(receipt: &Path, bytes: &[u8], keys: &Path) -> AttestationReport {
+    let envelope = qual_attest::envelope_path(receipt);
+    let name = receipt
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let result = qual_attest::load_trusted_keys(keys)
+        .and_then(|trusted| qual_attest::verify(&envelope, &name, bytes, &trusted));
+    let (keyid, error) = match result {
+        Ok(v) => (Some(v.keyid), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    AttestationReport {
+        error,
+        keyid,
+        path: envelope.display().to_string(),
+    }
+}
+
+fn sign(a: SignArgs) -> i32 {
+    let result = qual_attest::SigningKey::from_openssh_file(&a.key)
+        .and_then(|key| qual_attest::sign(&a.receipt, &key).map(|p| (p, key)));
+    match result {
+        Ok((p, key)) => {
+            println!("{}", p.display());
+            eprintln!("signed {} with {}", a.receipt.display(), key.keyid());
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("kiln-qual: failed to {e}");
+            exit::FAILED
+        }
+    }
 }
 
 #[derive(Serialize)]

@@ -41,6 +41,10 @@ pub struct RunArgs {
     /// Seconds between SIGTERM and SIGKILL when a case is terminated (0..=75).
     #[arg(long = "term-grace-seconds", default_value_t = qual_runner::DEFAULT_TERM_GRACE_SECONDS)]
     pub term_grace_seconds: f64,
+    /// Sign the receipt when it is written: an OpenSSH Ed25519 private key (see
+    /// `kiln-qual receipt sign`); the key is loaded before anything runs.
+    #[arg(long = "sign-key", value_name = "KEY")]
+    pub sign_key: Option<PathBuf>,
 }
 
 /// Arguments of `kiln-qual source-tree`.
@@ -91,6 +95,16 @@ pub fn run(a: RunArgs) -> i32 {
             eprintln!("kiln-qual: failed to read the current directory: {e}");
             return qual_runner::EXIT_REFUSED;
         }
+    };
+    let signing_key = match &a.sign_key {
+        None => None,
+        Some(k) => match qual_attest::SigningKey::from_openssh_file(k) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                eprintln!("kiln-qual: qualification run refused: failed to {e}");
+                return qual_runner::EXIT_REFUSED;
+            }
+        },
     };
     let mut command = vec!["kiln-qual".to_string()];
     command.extend(std::env::args().skip(1));
@@ -152,6 +166,23 @@ pub fn run(a: RunArgs) -> i32 {
                 r.source.tree_hash,
             );
             eprintln!("receipt: {}", o.receipt_rel);
+            if let Some(key) = &signing_key {
+                match qual_attest::sign(&o.receipt_path, key) {
+                    Ok(_) => eprintln!(
+                        "attestation: {}{} (key {})",
+                        o.receipt_rel,
+                        qual_attest::ENVELOPE_SUFFIX,
+                        key.keyid()
+                    ),
+                    Err(e) => {
+                        eprintln!(
+                            "kiln-qual: the receipt was written but not signed: failed to {e}"
+                        );
+                        println!("{}", o.receipt_rel);
+                        return crate::exit::FAILED;
+                    }
+                }
+            }
             println!("{}", o.receipt_rel);
         }
         Err(RunError::Refused(e)) => eprintln!("kiln-qual: qualification run refused: {e}"),

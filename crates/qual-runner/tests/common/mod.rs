@@ -175,7 +175,8 @@ pub fn workload_variants(
     )
 }
 
-/// Loads a receipt and validates it strictly (local artifacts, and current source when passed).
+/// Loads a receipt, validates it strictly (local artifacts, known commit) and verifies it
+/// against its run directory (`receipt verify`).
 pub fn validate(root: &Path, path: &Path) -> qual_json::Value {
     let bytes = std::fs::read(path).unwrap();
     let v = qual_json::from_slice(&bytes).unwrap();
@@ -191,6 +192,9 @@ pub fn validate(root: &Path, path: &Path) -> qual_json::Value {
     };
     let errs = qual_receipt::validate::validate_strict(&v, &strict);
     assert!(errs.is_empty(), "{errs:?}");
+    // Every receipt the runner writes is recomputable from its retained run directory.
+    let findings = qual_receipt::verify::verify_run(&v, root, None);
+    assert!(findings.is_empty(), "receipt verify: {findings:#?}");
     v
 }
 

@@ -13,8 +13,8 @@
 //! - infrastructure failures fail every required result (and zero its `case_pass`);
 //! - verdict: passed iff every required result passed.
 
+use crate::model::{CaseResultEntry, Metric, ResultStatus, Verdict};
 use qual_json::{Int, Number};
-use qual_receipt::model::{CaseResultEntry, Metric, ResultStatus, Verdict};
 
 use crate::details::join_details;
 
@@ -207,6 +207,30 @@ fn aggregate_metrics(runner: bool, reps: &[ExecutionOutcome]) -> Result<Vec<Metr
         }
     }
     Ok(out)
+}
+
+/// The results of a run whose cases never executed (the initial model fingerprint failed):
+/// every required case failed, every optional one skipped, no duration, no metrics, the same
+/// details.
+pub fn unexecuted_results<'a>(
+    cases: impl IntoIterator<Item = (&'a str, bool)>,
+    details: Option<String>,
+) -> Vec<CaseResultEntry> {
+    cases
+        .into_iter()
+        .map(|(id, required)| CaseResultEntry {
+            id: id.into(),
+            required,
+            status: if required {
+                ResultStatus::Failed
+            } else {
+                ResultStatus::Skipped
+            },
+            duration_seconds: 0.0,
+            metrics: Vec::new(),
+            details: details.clone(),
+        })
+        .collect()
 }
 
 /// Applies `skip_policy: fail`: any skipped result fails the first required one.

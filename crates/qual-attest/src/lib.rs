@@ -1,0 +1,564 @@
+//! Signed receipt attestations: a DSSE envelope holding an in-toto Statement v1 about one
+//! receipt file, signed with an Ed25519 key in OpenSSH format.
+//!
+//! Format (what [`sign`] writes and [`verify`] accepts):
+//!
+//! - the envelope (DSSE v1) is one line of JSON followed by a newline:
+//!   `{"payload": <base64>, "payloadType": "application/vnd.in-toto+json",
+//!   "signatures": [{"keyid": "SHA256:<fingerprint>", "sig": <base64>}]}`, standard base64 with
+//!   padding. Each signature is Ed25519 over the DSSE pre-authentication encoding
+//!   `"DSSEv1" SP len(type) SP type SP len(payload) SP payload` ([`pae`]);
+//! - the payload is an in-toto Statement v1 ([`STATEMENT_TYPE`]) whose one subject is the
+//!   receipt: `{"name": <receipt file name>, "digest": {"sha256": <hex of its bytes>}}`;
+//! - the predicate type is [`PREDICATE_TYPE`]; the predicate is the receipt's identity
+//!   ([`predicate`]): receipt id, kind, verdict, backend, host, device, workload id, digest and
+//!   variant, source commit, tree hash and its format;
+//! - the key id is the key's SHA-256 fingerprint exactly as `ssh-keygen -l` prints it
+//!   (`SHA256:` + unpadded base64).
+//!
+//! The envelope lives next to the receipt as `<receipt file name>.intoto.jsonl`
+//! ([`envelope_path`]) and is created exclusively: an existing envelope is never replaced.
+//!
+//! Verification ([`verify`]) reads the envelope strictly (unknown or duplicate keys refused),
+//! requires at least one signature by a trusted key to verify, the subject digest to equal the
+//! receipt's bytes, and the predicate to equal the identity recomputed from the receipt.
+//! No cryptography is implemented here: keys are parsed by `ssh-key`, signatures made and
+//! checked by `ed25519-dalek`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use ed25519_dalek::{Signer, Verifier};
+use qual_json::{Object, Value};
+use sha2::{Digest, Sha256};
+
+/// DSSE payload type of an in-toto Statement.
+pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+/// in-toto Statement v1.
+pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+/// The predicate type of a receipt identity.
+pub const PREDICATE_TYPE: &str = "https://kiln-qual.dev/receipt-identity/v1";
+/// Suffix appended to the receipt's file name.
+pub const ENVELOPE_SUFFIX: &str = ".intoto.jsonl";
+/// Largest key, trusted-keys or envelope file read.
+const MAX_FILE_BYTES: usize = 1024 * 1024;
+
+/// Why an attestation could not be made or verified. Messages read after "failed to …".
+#[derive(Debug, thiserror::Error)]
+pub enum AttestError {
+    /// A file could not be read.
+    #[error("read {path}: {reason}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The signing key is unusable.
+    #[error("load the signing key {path}: {reason}")]
+    Key {
+        /// The key file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A trusted-keys line is unusable.
+    #[error("load the trusted keys {path}: line {line}: {reason}")]
+    TrustedKey {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// Why.
+        reason: String,
+    },
+    /// The envelope could not be written.
+    #[error("write the attestation {path}: {reason}")]
+    Write {
+        /// The envelope path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The envelope is malformed.
+    #[error("read the attestation: {0}")]
+    Envelope(String),
+    /// No signature verifies with a trusted key.
+    #[error("verify the attestation signature: {0}")]
+    Signature(String),
+    /// The statement does not describe this receipt.
+    #[error("match the attestation to the receipt: {0}")]
+    Mismatch(String),
+}
+
+fn read_bounded(path: &Path) -> Result<Vec<u8>, AttestError> {
+    read_limited(path, MAX_FILE_BYTES)
+}
+
+fn read_limited(path: &Path, limit: usize) -> Result<Vec<u8>, AttestError> {
+    qual_json::read_file_limited(path, limit).map_err(|e| AttestError::Read {
+        path: path.display().to_string(),
+        reason: match e {
+            qual_json::LoadError::Io { source, .. } => source.to_string(),
+            qual_json::LoadError::TooLarge { limit, .. } => {
+                format!("the file is larger than {limit} bytes")
+            }
+            other => other.to_string(),
+        },
+    })
+}
+
+/// DSSE v1 pre-authentication encoding.
+pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "DSSEv1 {} {payload_type} {} ",
+        payload_type.len(),
+        payload.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(payload);
+    out
+}
+
+/// An Ed25519 signing key loaded from an OpenSSH private key file.
+pub struct SigningKey {
+    key: ed25519_dalek::SigningKey,
+    keyid: String,
+}
+
+impl SigningKey {
+    /// Loads an unencrypted OpenSSH Ed25519 private key (`ssh-keygen -t ed25519 -N ''`).
+    pub fn from_openssh_file(path: &Path) -> Result<SigningKey, AttestError> {
+        let bad = |reason: String| AttestError::Key {
+            path: path.display().to_string(),
+            reason,
+        };
+        let bytes = read_bounded(path)?;
+        let key = ssh_key::PrivateKey::from_openssh(&bytes)
+            .map_err(|e| bad(format!("not an OpenSSH private key: {e}")))?;
+        if key.is_encrypted() {
+            return Err(bad(
+                "the key is passphrase-protected; use a key without a passphrase (ssh-keygen -N '')"
+                    .into(),
+            ));
+        }
+        let Some(pair) = key.key_data().ed25519() else {
+            return Err(bad(format!(
+                "the key is {}, not ssh-ed25519",
+                key.algorithm()
+            )));
+        };
+        let signing = ed25519_dalek::SigningKey::from_bytes(&pair.private.to_bytes());
+        if signing.verifying_key().to_bytes() != pair.public.0 {
+            return Err(bad("the public half does not match the private key".into()));
+        }
+        Ok(SigningKey {
+            keyid: key
+                .public_key()
+                .fingerprint(ssh_key::HashAlg::Sha256)
+                .to_string(),
+            key: signing,
+        })
+    }
+
+    /// `SHA256:<fingerprint>`, as `ssh-keygen -l` prints it.
+    pub fn keyid(&self) -> &str {
+        &self.keyid
+    }
+}
+
+/// A trusted Ed25519 public key.
+#[derive(Clone, Debug)]
+pub struct TrustedKey {
+    /// `SHA256:<fingerprint>`.
+    pub keyid: String,
+    /// The comment of its line, if any.
+    pub comment: String,
+    key: ed25519_dalek::VerifyingKey,
+}
+
+/// Loads an allowed-keys file: one OpenSSH public key per line (`ssh-ed25519 AAAA… comment`,
+/// as in a `.pub` file); blank lines and lines starting with `#` are ignored. Any other key
+/// type, an unparsable line, a repeated key or an empty file is refused.
+pub fn load_trusted_keys(path: &Path) -> Result<Vec<TrustedKey>, AttestError> {
+    let bytes = read_bounded(path)?;
+    let shown = path.display().to_string();
+    let text = std::str::from_utf8(&bytes).map_err(|e| AttestError::TrustedKey {
+        path: shown.clone(),
+        line: 1 + bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count(),
+        reason: "the line is not UTF-8".into(),
+    })?;
+    let mut keys: Vec<TrustedKey> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let bad = |reason: String| AttestError::TrustedKey {
+            path: shown.clone(),
+            line: n + 1,
+            reason,
+        };
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let key = ssh_key::PublicKey::from_openssh(line)
+            .map_err(|e| bad(format!("not an OpenSSH public key line: {e}")))?;
+        let Some(ed) = key.key_data().ed25519() else {
+            return Err(bad(format!(
+                "the key is {}, not ssh-ed25519",
+                key.algorithm()
+            )));
+        };
+        let verifying = ed25519_dalek::VerifyingKey::from_bytes(&ed.0)
+            .map_err(|e| bad(format!("not a valid Ed25519 public key: {e}")))?;
+        let keyid = key.fingerprint(ssh_key::HashAlg::Sha256).to_string();
+        if keys.iter().any(|k| k.keyid == keyid) {
+            return Err(bad(format!("the key {keyid} is listed twice")));
+        }
+        keys.push(TrustedKey {
+            keyid,
+            comment: key.comment().to_owned(),
+            key: verifying,
+        });
+    }
+    if keys.is_empty() {
+        return Err(AttestError::TrustedKey {
+            path: shown,
+            line: 0,
+            reason: "the file lists no key".into(),
+        });
+    }
+    Ok(keys)
+}
+
+/// `<receipt>.intoto.jsonl` next to the receipt.
+pub fn envelope_path(receipt: &Path) -> PathBuf {
+    let mut name = receipt.file_name().unwrap_or_default().to_os_string();
+    name.push(ENVELOPE_SUFFIX);
+    receipt.with_file_name(name)
+}
+
+fn get(v: &Value, pointer: &str) -> Value {
+    let mut cur = v;
+    for t in pointer.split('/').skip(1) {
+        match cur.get(t) {
+            Some(x) => cur = x,
+            None => return Value::Null,
+        }
+    }
+    cur.clone()
+}
+
+/// The receipt identity the statement carries (predicate [`PREDICATE_TYPE`]):
+/// `{backend, device, host_id, kind, receipt_id, source: {git_commit, tree_hash,
+/// tree_hash_format}, verdict, workload: {id, sha256, variant_id} | null}`, every value copied
+/// from the receipt (`device` is `environment.device` whole).
+pub fn predicate(receipt: &Value) -> Value {
+    let mut o = Object::new();
+    o.insert("receipt_id", get(receipt, "/receipt_id"));
+    o.insert("kind", get(receipt, "/qualification/kind"));
+    o.insert("verdict", get(receipt, "/qualification/verdict"));
+    o.insert("backend", get(receipt, "/qualification/backend"));
+    o.insert("host_id", get(receipt, "/environment/host_id"));
+    o.insert("device", get(receipt, "/environment/device"));
+    let mut source = Object::new();
+    for k in ["git_commit", "tree_hash", "tree_hash_format"] {
+        source.insert(k, get(receipt, &format!("/source/{k}")));
+    }
+    o.insert("source", Value::Object(source));
+    let workload = if get(receipt, "/workload").is_null() {
+        Value::Null
+    } else {
+        let mut w = Object::new();
+        w.insert("id", get(receipt, "/workload/id"));
+        w.insert("sha256", get(receipt, "/workload/sha256"));
+        w.insert(
+            "variant_id",
+            get(receipt, "/workload/parameters/variant_id"),
+        );
+        Value::Object(w)
+    };
+    o.insert("workload", workload);
+    Value::Object(o)
+}
+
+/// The in-toto Statement about one receipt file.
+pub fn statement(file_name: &str, receipt_bytes: &[u8], receipt: &Value) -> Value {
+    let mut digest = Object::new();
+    digest.insert(
+        "sha256",
+        Value::from(hex::encode(Sha256::digest(receipt_bytes))),
+    );
+    let mut subject = Object::new();
+    subject.insert("name", Value::from(file_name));
+    subject.insert("digest", Value::Object(digest));
+    let mut s = Object::new();
+    s.insert("_type", Value::from(STATEMENT_TYPE));
+    s.insert("subject", Value::Array(vec![Value::Object(subject)]));
+    s.insert("predicateType", Value::from(PREDICATE_TYPE));
+    s.insert("predicate", predicate(receipt));
+    Value::Object(s)
+}
+
+/// The envelope text (one JSON line and a newline) signing `statement` with `key`.
+pub fn envelope(statement: &Value, key: &SigningKey) -> String {
+    let payload = qual_json::to_canonical_string(statement).into_bytes();
+    let sig = key.key.sign(&pae(PAYLOAD_TYPE, &payload));
+    let mut s = Object::new();
+    s.insert("keyid", Value::from(key.keyid.as_str()));
+    s.insert("sig", Value::from(STANDARD.encode(sig.to_bytes())));
+    let mut e = Object::new();
+    e.insert("payload", Value::from(STANDARD.encode(&payload)));
+    e.insert("payloadType", Value::from(PAYLOAD_TYPE));
+    e.insert("signatures", Value::Array(vec![Value::Object(s)]));
+    let mut text = qual_json::to_canonical_string(&Value::Object(e));
+    text.push('\n');
+    text
+}
+
+/// Signs the receipt file at `receipt_path` and creates its envelope exclusively next to it;
+/// returns the envelope path.
+pub fn sign(receipt_path: &Path, key: &SigningKey) -> Result<PathBuf, AttestError> {
+    let bytes = read_limited(receipt_path, 64 * 1024 * 1024)?;
+    let value = qual_json::from_slice(&bytes).map_err(|e| AttestError::Read {
+        path: receipt_path.display().to_string(),
+        reason: format!("not strict JSON: {e}"),
+    })?;
+    let name = receipt_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| AttestError::Read {
+            path: receipt_path.display().to_string(),
+            reason: "the file name is not UTF-8".into(),
+        })?;
+    let text = envelope(&statement(name, &bytes, &value), key);
+    let out = envelope_path(receipt_path);
+    let write_err = |reason: String| AttestError::Write {
+        path: out.display().to_string(),
+        reason,
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&out)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => {
+                write_err("it already exists (an attestation is never replaced)".into())
+            }
+            _ => write_err(e.to_string()),
+        })?;
+    f.write_all(text.as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(|e| write_err(e.to_string()))?;
+    Ok(out)
+}
+
+/// What a verified attestation established.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// The trusted key that signed.
+    pub keyid: String,
+    /// Its comment in the trusted-keys file.
+    pub comment: String,
+}
+
+fn closed<'v>(v: &'v Value, keys: &[&str], what: &str) -> Result<&'v Object, AttestError> {
+    let o = v
+        .as_object()
+        .ok_or_else(|| AttestError::Envelope(format!("{what} must be a JSON object")))?;
+    let mut unknown: Vec<&str> = o
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !keys.contains(k))
+        .collect();
+    unknown.sort_unstable();
+    if !unknown.is_empty() {
+        return Err(AttestError::Envelope(format!(
+            "{what} has unknown keys: {}",
+            unknown.join(", ")
+        )));
+    }
+    let missing: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|k| !o.contains_key(k))
+        .collect();
+    if !missing.is_empty() {
+        return Err(AttestError::Envelope(format!(
+            "{what} lacks keys: {}",
+            missing.join(", ")
+        )));
+    }
+    Ok(o)
+}
+
+fn string<'v>(o: &'v Object, key: &str, what: &str) -> Result<&'v str, AttestError> {
+    o.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| AttestError::Envelope(format!("{what}.{key} must be a string")))
+}
+
+fn base64(text: &str, what: &str) -> Result<Vec<u8>, AttestError> {
+    STANDARD
+        .decode(text)
+        .map_err(|e| AttestError::Envelope(format!("{what} is not standard base64: {e}")))
+}
+
+/// Verifies the envelope at `envelope_path` against the receipt bytes, its file name and the
+/// trusted keys.
+pub fn verify(
+    envelope_path: &Path,
+    receipt_name: &str,
+    receipt_bytes: &[u8],
+    trusted: &[TrustedKey],
+) -> Result<Verified, AttestError> {
+    let bytes = read_bounded(envelope_path)?;
+    let limits = qual_json::Limits {
+        max_bytes: MAX_FILE_BYTES,
+        max_depth: 32,
+        max_int_digits: 64,
+    };
+    let value = qual_json::from_slice_with(&bytes, limits)
+        .map_err(|e| AttestError::Envelope(format!("not strict JSON: {e}")))?;
+    let e = closed(
+        &value,
+        &["payload", "payloadType", "signatures"],
+        "the envelope",
+    )?;
+    let payload_type = string(e, "payloadType", "the envelope")?;
+    if payload_type != PAYLOAD_TYPE {
+        return Err(AttestError::Envelope(format!(
+            "the envelope's payloadType is {payload_type:?}, expected {PAYLOAD_TYPE:?}"
+        )));
+    }
+    let payload = base64(
+        string(e, "payload", "the envelope")?,
+        "the envelope's payload",
+    )?;
+    let signatures = e
+        .get("signatures")
+        .and_then(Value::as_array)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            AttestError::Envelope("the envelope's signatures must be a non-empty array".into())
+        })?;
+    let message = pae(payload_type, &payload);
+    let mut seen = Vec::new();
+    let mut verified = None;
+    for (i, s) in signatures.iter().enumerate() {
+        let what = format!("the envelope's signatures[{i}]");
+        let s = closed(s, &["keyid", "sig"], &what)?;
+        let keyid = string(s, "keyid", &what)?;
+        let sig = base64(string(s, "sig", &what)?, &format!("{what}.sig"))?;
+        seen.push(keyid.to_owned());
+        let Some(key) = trusted.iter().find(|k| k.keyid == keyid) else {
+            continue;
+        };
+        let Ok(sig) = ed25519_dalek::Signature::from_slice(&sig) else {
+            continue;
+        };
+        if verified.is_none() && key.key.verify(&message, &sig).is_ok() {
+            verified = Some(Verified {
+                keyid: key.keyid.clone(),
+                comment: key.comment.clone(),
+            });
+        }
+    }
+    let Some(verified) = verified else {
+        return Err(AttestError::Signature(format!(
+            "no signature verifies with a trusted key (the envelope names {})",
+            seen.join(", ")
+        )));
+    };
+    let statement = qual_json::from_slice_with(&payload, limits)
+        .map_err(|e| AttestError::Envelope(format!("the payload is not strict JSON: {e}")))?;
+    let st = closed(
+        &statement,
+        &["_type", "subject", "predicateType", "predicate"],
+        "the statement",
+    )?;
+    for (key, want) in [("_type", STATEMENT_TYPE), ("predicateType", PREDICATE_TYPE)] {
+        let got = string(st, key, "the statement")?;
+        if got != want {
+            return Err(AttestError::Envelope(format!(
+                "the statement's {key} is {got:?}, expected {want:?}"
+            )));
+        }
+    }
+    let subjects = st
+        .get("subject")
+        .and_then(Value::as_array)
+        .filter(|s| s.len() == 1)
+        .ok_or_else(|| {
+            AttestError::Envelope("the statement must have exactly one subject".into())
+        })?;
+    let subject = closed(&subjects[0], &["name", "digest"], "the statement's subject")?;
+    let name = string(subject, "name", "the statement's subject")?;
+    if name != receipt_name {
+        return Err(AttestError::Mismatch(format!(
+            "the subject is {name:?}, the receipt file is {receipt_name:?}"
+        )));
+    }
+    let digest = closed(
+        subject.get("digest").unwrap_or(&Value::Null),
+        &["sha256"],
+        "the subject's digest",
+    )?;
+    let want = hex::encode(Sha256::digest(receipt_bytes));
+    let got = string(digest, "sha256", "the subject's digest")?;
+    if got != want {
+        return Err(AttestError::Mismatch(format!(
+            "the subject's sha256 is {got}, the receipt's bytes hash to {want}"
+        )));
+    }
+    let receipt = qual_json::from_slice(receipt_bytes)
+        .map_err(|e| AttestError::Mismatch(format!("the receipt is not strict JSON: {e}")))?;
+    let expected = predicate(&receipt);
+    let got = st.get("predicate").unwrap_or(&Value::Null);
+    if qual_json::to_canonical_string(got) != qual_json::to_canonical_string(&expected) {
+        let mut keys: Vec<String> = Vec::new();
+        if let (Some(a), Some(b)) = (got.as_object(), expected.as_object()) {
+            for k in a.keys().chain(b.keys()) {
+                let differs = a.get(k).map(qual_json::to_canonical_string)
+                    != b.get(k).map(qual_json::to_canonical_string);
+                if differs && !keys.contains(k) {
+                    keys.push(k.clone());
+                }
+            }
+        }
+        return Err(AttestError::Mismatch(format!(
+            "the predicate differs from the receipt's identity in: {}",
+            if keys.is_empty() {
+                "its shape".to_owned()
+            } else {
+                keys.join(", ")
+            }
+        )));
+    }
+    Ok(verified)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pae_matches_the_dsse_specification_example() {
+        // From the DSSE protocol document.
+        assert_eq!(
+            pae("http://example.com/HelloWorld", b"hello world"),
+            b"DSSEv1 29 http://example.com/HelloWorld 11 hello world".to_vec()
+        );
+    }
+
+    #[test]
+    fn envelope_path_appends_the_suffix() {
+        assert_eq!(
+            envelope_path(Path::new("a/b/r.json")),
+            PathBuf::from("a/b/r.json.intoto.jsonl")
+        );
+    }
+}
