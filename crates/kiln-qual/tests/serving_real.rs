@@ -44,6 +44,7 @@ fn llama_server_workload_passes_and_its_receipt_validates() {
         "qualification/workloads/serving-llama-cpp-cpu-v1.json",
         "qualification/serving/llama-cpp/launch-tiny-workload.json",
         "qualification/serving/llama-cpp/corpus.jsonl",
+        "scripts/kiln-qual",
     ] {
         copy(&src, root, rel);
     }
