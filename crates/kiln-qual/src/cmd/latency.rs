@@ -396,7 +396,13 @@ fn import(a: ImportArgs) -> i32 {
         manifest_path: &manifest,
         fixture_id: a.fixture_id.as_deref(),
         force: a.force,
+        limits: Default::default(),
     };
+    // SIGINT/SIGTERM stop the extraction at the next chunk so its directory is removed.
+    if let Err(e) = qual_exec::signals::install_forwarding() {
+        eprintln!("kiln-qual: failed to install signal handlers: {e}");
+        return exit::FAILED;
+    }
     match qual_legacy::import::import_bundle(&repo, &req) {
         Err(e) => fail(&what, a.json, &e),
         Ok(r) => {
