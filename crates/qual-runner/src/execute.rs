@@ -394,7 +394,7 @@ pub fn run_execution(
                 ));
                 continue;
             }
-            match regex::Regex::new(&format!("(?m){}", a.pattern)) {
+            match qual_contract::pattern::compile_assertion(&a.pattern) {
                 Ok(re) => {
                     let found = re.is_match(&text);
                     let bad = match a.r#match {

@@ -314,6 +314,12 @@ async fn open_loop(ctx: Arc<Ctx>, range: std::ops::Range<usize>) {
 }
 
 fn pin_to(cpu: usize) -> std::io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(std::io::Error::other(format!(
+            "CPU {cpu} is beyond the affinity mask ({} CPUs)",
+            libc::CPU_SETSIZE
+        )));
+    }
     // SAFETY: cpu_set_t is plain data; sched_setaffinity(0, …) affects only this thread.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();

@@ -9,6 +9,7 @@
 //! load and binding errors), 2 usage.
 
 use crate::exit;
+use crate::output::{errln, esc, esc_path, out, outln};
 use clap::{Args, Subcommand};
 use qual_receipt::validate::{self, FileOutcome, StrictChecks};
 use serde::Serialize;
@@ -30,11 +31,11 @@ pub enum ReceiptCommand {
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// Receipt files to validate.
-    #[arg(required = true, value_name = "RECEIPT")]
+    #[arg(value_parser = super::args::Path, required = true, value_name = "RECEIPT")]
     pub receipts: Vec<PathBuf>,
     /// Repository root for the strict checks (default: the git top level of the current
     /// directory, else the current directory).
-    #[arg(long, value_name = "R")]
+    #[arg(value_parser = super::args::Path, long, value_name = "R")]
     pub root: Option<PathBuf>,
     /// Require the current source tree of the root to hash to the receipt's digest.
     #[arg(long)]
@@ -55,7 +56,7 @@ pub struct CheckArgs {
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// The receipt file.
-    #[arg(value_name = "RECEIPT")]
+    #[arg(value_parser = super::args::Path, value_name = "RECEIPT")]
     pub receipt: PathBuf,
 }
 
@@ -63,18 +64,18 @@ pub struct ShowArgs {
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     /// The baseline receipt.
-    #[arg(value_name = "BASELINE")]
+    #[arg(value_parser = super::args::Path, value_name = "BASELINE")]
     pub baseline: PathBuf,
     /// The candidate receipt.
-    #[arg(value_name = "CANDIDATE")]
+    #[arg(value_parser = super::args::Path, value_name = "CANDIDATE")]
     pub candidate: PathBuf,
     /// The committed workload manifest both receipts name (required unless both are
     /// environment receipts without a workload).
-    #[arg(long, value_name = "M")]
+    #[arg(value_parser = super::args::Path, long, value_name = "M")]
     pub workload_manifest: Option<PathBuf>,
     /// Repository root the manifest must be committed in (default: the git top level of the
     /// current directory).
-    #[arg(long, value_name = "R")]
+    #[arg(value_parser = super::args::Path, long, value_name = "R")]
     pub root: Option<PathBuf>,
     /// Print the machine report on stdout.
     #[arg(long)]
@@ -116,6 +117,9 @@ struct CheckEntry {
     ok: bool,
     outcome: FileOutcome,
     path: String,
+    /// The path for the terminal (exact bytes, escaped).
+    #[serde(skip)]
+    shown: String,
 }
 
 fn check(a: CheckArgs) -> i32 {
@@ -138,6 +142,7 @@ fn check(a: CheckArgs) -> i32 {
             ok: outcome.is_valid(),
             outcome,
             path: path.display().to_string(),
+            shown: esc_path(path),
         });
     }
     let ok = entries.iter().all(|e| e.ok);
@@ -149,15 +154,15 @@ fn check(a: CheckArgs) -> i32 {
     } else {
         for e in &entries {
             match &e.outcome {
-                FileOutcome::Valid => println!("OK {}", e.path),
+                FileOutcome::Valid => outln!("OK {}", e.shown),
                 FileOutcome::Unloadable { error } => {
-                    eprintln!("FAILED {}", e.path);
-                    eprintln!("  receipt: failed to load: {error}");
+                    errln!("FAILED {}", e.shown);
+                    errln!("  receipt: failed to load: {}", esc(error));
                 }
                 FileOutcome::Invalid { violations } => {
-                    eprintln!("FAILED {}", e.path);
+                    errln!("FAILED {}", e.shown);
                     for v in violations {
-                        eprintln!("  {}: {}", v.path, v.message);
+                        errln!("  {}: {}", esc(&v.path), esc(&v.message));
                     }
                 }
             }
@@ -174,23 +179,26 @@ fn show(a: ShowArgs) -> i32 {
     let value = match validate::load(&a.receipt) {
         Ok((v, _)) => v,
         Err(e) => {
-            eprintln!("kiln-qual: failed to load the receipt: {e}");
+            errln!(
+                "kiln-qual: failed to load the receipt: {}",
+                esc(&e.to_string())
+            );
             return exit::FAILED;
         }
     };
     let violations = validate::validate(&value);
     if !violations.is_empty() {
-        eprintln!(
+        errln!(
             "kiln-qual: failed to show {}: the receipt is invalid ({} violations; run `kiln-qual receipt check`)",
-            a.receipt.display(),
+            esc_path(&a.receipt),
             violations.len()
         );
         for v in &violations {
-            eprintln!("  {}: {}", v.path, v.message);
+            errln!("  {}: {}", esc(&v.path), esc(&v.message));
         }
         return exit::FAILED;
     }
-    print!("{}", qual_receipt::render::receipt_summary(&value));
+    out!("{}", qual_receipt::render::receipt_summary(&value));
     exit::OK
 }
 
@@ -231,7 +239,7 @@ pub fn compare(a: CompareArgs) -> i32 {
                     ok: false,
                 });
             } else {
-                eprintln!("kiln-qual: comparison failed: {}", e.message);
+                errln!("kiln-qual: comparison failed: {}", esc(&e.message));
             }
             return exit::FAILED;
         }
@@ -241,23 +249,23 @@ pub fn compare(a: CompareArgs) -> i32 {
     if a.json {
         crate::output::print_json(&report);
     } else {
-        print!("{}", qual_receipt::render::comparison_table(&report));
+        out!("{}", qual_receipt::render::comparison_table(&report));
         for d in &report.compatibility.rejected_differences {
-            eprintln!("rejected {}:", d.describe());
+            errln!("rejected {}:", esc(&d.describe()));
             for line in d.detail.iter().take(20) {
-                eprintln!("    {line}");
+                errln!("    {}", esc(line));
             }
             if d.detail.len() > 20 {
-                eprintln!("    ... and {} more differing leaves", d.detail.len() - 20);
+                errln!("    ... and {} more differing leaves", d.detail.len() - 20);
             }
         }
         for e in &report.errors {
-            eprintln!("error: {e}");
+            errln!("error: {}", esc(e));
         }
         if !report.compatible {
-            eprintln!("metric deltas were not computed");
+            errln!("metric deltas were not computed");
         } else if report.metric_evaluations.is_empty() && !report.evidence_errors.is_empty() {
-            eprintln!("metric deltas were not computed: the evidence is not admissible");
+            errln!("metric deltas were not computed: the evidence is not admissible");
         }
     }
     if report.ok {
