@@ -359,10 +359,17 @@ pub struct RunReport {
     pub execution: Execution,
 }
 
-/// The default output path of a fixture's artifact (`fixture.result_artifact`).
+/// The default output path of a fixture's artifact (`fixture.result_artifact`), refused unless
+/// it stays inside the repository (`paths::contained`).
 pub fn default_output_path(repo: &Repo, fixture: &qual_json::Object) -> Result<PathBuf> {
     match fixture.get("result_artifact").and_then(Value::as_str) {
-        Some(s) if !s.is_empty() => Ok(repo.join(s)),
+        Some(s) if !s.is_empty() => match crate::paths::contained(repo.root(), s) {
+            None => Ok(repo.join(s)),
+            Some(why) => Err(LegacyError::Refused(format!(
+                "fixture.result_artifact {why}: {}",
+                crate::pyfmt::py_str_repr(s)
+            ))),
+        },
         _ => Err(LegacyError::refused(
             "fixture.result_artifact must be a non-empty string",
         )),
