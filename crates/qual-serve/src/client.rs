@@ -14,7 +14,11 @@
 //!   allowed to be missing — the content-event count (source `client_count`).
 //!
 //! Every event is stamped with the arrival time of the read that completed it. Invariant:
-//! the requested `max_tokens` is never used as a count.
+//! the requested `max_tokens` is never used as a count — only as a bound: [`StreamLimits`]
+//! caps the events and bytes one response may carry, so an endless or bloated stream fails
+//! that request and cannot fill memory or the evidence file. A request holds only what it
+//! actually received (content and reasoning text for the output digest, one timestamp per
+//! content event, and the event being parsed), never more than its limits.
 
 use crate::io::{FullBody, TokioIo};
 use crate::record::{Outcome, RequestRecord, TokenCount, TokenSource, Usage};
@@ -164,6 +168,29 @@ pub async fn unary_get(
         }
     }
     Ok((status, n))
+}
+
+/// The most one streamed response may carry, derived from the request's `max_tokens`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// SSE events (content or not): `2 × max_tokens + 64`.
+    pub max_events: u64,
+    /// Body bytes: `64 KiB + 4 KiB × max_events`.
+    pub max_bytes: u64,
+}
+
+/// The largest single SSE event accepted (a chunk is a few hundred bytes).
+pub const MAX_EVENT_BYTES: usize = 256 * 1024;
+
+impl StreamLimits {
+    /// The limits of a request asking for `max_tokens` tokens.
+    pub fn for_max_tokens(max_tokens: u64) -> StreamLimits {
+        let max_events = max_tokens.saturating_mul(2).saturating_add(64);
+        StreamLimits {
+            max_events,
+            max_bytes: max_events.saturating_mul(4096).saturating_add(64 * 1024),
+        }
+    }
 }
 
 /// Stream acceptance switches.
@@ -321,6 +348,7 @@ pub async fn stream_request(
     body: Bytes,
     epoch: Instant,
     rules: StreamRules,
+    limits: StreamLimits,
     rec: &mut RequestRecord,
 ) -> SendOutcome {
     let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
@@ -410,8 +438,9 @@ pub async fn stream_request(
         };
         return SendOutcome::Exchanged { reusable: ok };
     }
-    let mut parser = SseParser::default();
+    let mut parser = SseParser::new(MAX_EVENT_BYTES);
     let mut events = Vec::new();
+    let (mut received_bytes, mut received_events) = (0u64, 0u64);
     let mut st = StreamState {
         done: false,
         finish: Vec::new(),
@@ -437,9 +466,27 @@ pub async fn stream_request(
                 if rec.first_byte_ns.is_none() {
                     rec.first_byte_ns = Some(t);
                 }
+                received_bytes = received_bytes.saturating_add(data.len() as u64);
+                if received_bytes > limits.max_bytes {
+                    failure = Some(format!(
+                        "stream exceeded {} bytes, the limit for its max_tokens",
+                        limits.max_bytes
+                    ));
+                    reusable = false;
+                    break;
+                }
                 events.clear();
                 if let Err(e) = parser.push(&data, &mut events) {
                     failure = Some(e.to_string());
+                    reusable = false;
+                    break;
+                }
+                received_events = received_events.saturating_add(events.len() as u64);
+                if received_events > limits.max_events {
+                    failure = Some(format!(
+                        "stream exceeded {} events, the limit for its max_tokens",
+                        limits.max_events
+                    ));
                     reusable = false;
                     break;
                 }

@@ -123,6 +123,7 @@ struct Ctx {
     ids: Vec<String>,
     endpoints: Vec<crate::record::Endpoint>,
     bodies: Vec<Bytes>,
+    limits: Vec<client::StreamLimits>,
     results: Mutex<Vec<Option<RequestRecord>>>,
     done: AtomicU64,
     failed: AtomicU64,
@@ -199,6 +200,7 @@ impl Ctx {
                     self.bodies[ci].clone(),
                     self.epoch,
                     self.spec.rules,
+                    self.limits[ci],
                     &mut rec,
                 )
                 .await;
@@ -372,6 +374,11 @@ pub fn run(
         items,
         ids: corpus.entries.iter().map(|e| e.id.clone()).collect(),
         endpoints: corpus.entries.iter().map(|e| e.endpoint).collect(),
+        limits: corpus
+            .entries
+            .iter()
+            .map(|e| client::StreamLimits::for_max_tokens(e.max_tokens))
+            .collect(),
         bodies: corpus
             .entries
             .iter()

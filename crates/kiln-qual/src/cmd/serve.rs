@@ -161,6 +161,9 @@ pub struct MockServerArgs {
     /// Injection: keep running this many ms after SIGTERM.
     #[arg(long, default_value = "0", value_parser = ms_in(0.0..=MAX_MS))]
     pub slow_shutdown_ms: Duration,
+    /// Injection: send --output-tokens content events even beyond the request's max_tokens.
+    #[arg(long, requires = "output_tokens")]
+    pub overrun_max_tokens: bool,
     /// Injection: ignore SIGTERM.
     #[arg(long)]
     pub ignore_sigterm: bool,
@@ -339,6 +342,7 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
         ttft: a.ttft_ms,
         itl: a.itl_ms,
         output_tokens: a.output_tokens,
+        overrun_max_tokens: a.overrun_max_tokens,
         model: a.model,
         ready_after: if a.never_ready {
             Duration::MAX
