@@ -155,7 +155,9 @@ fn too_big(limits: &ImportLimits) -> LegacyError {
     ))
 }
 
-fn extract_zip(zip_path: &Path, dest: &Path, limits: &ImportLimits) -> Result<()> {
+/// Extracts a bundle zip into the existing directory `dest` under `limits` (refusing unsafe
+/// member names, symlink members and bombs); the first step of [`import_bundle`].
+pub fn extract_zip(zip_path: &Path, dest: &Path, limits: &ImportLimits) -> Result<()> {
     let file =
         qual_json::open_regular(zip_path).map_err(|e| LegacyError::Refused(e.to_string()))?;
     let mut archive = zip::ZipArchive::new(file)
