@@ -458,6 +458,8 @@ fn a_one_gib_raw_log_is_parsed_in_bounded_memory() {
         f.write_all(b"\nKILN_LATENCY_METRIC latency_ms 9.5 ms\n")
             .unwrap();
     }
+    // Reaped below with wait4(2), which also returns the child's own peak RSS.
+    #[allow(clippy::zombie_processes)]
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kiln-qual"))
         .args(["latency", "write", MANIFEST, "echo_fixture"])
         .arg(&log)

@@ -337,6 +337,17 @@ pub enum SendOutcome {
     Stale,
 }
 
+/// One streaming request to send: the endpoint path, the JSON body and the response limits.
+#[derive(Clone, Debug)]
+pub struct StreamCall<'a> {
+    /// `/v1/chat/completions` or `/v1/completions`.
+    pub path: &'a str,
+    /// The request body.
+    pub body: Bytes,
+    /// What the response may carry.
+    pub limits: StreamLimits,
+}
+
 /// Sends one streaming request on `conn` and fills `rec`. `epoch` is the campaign clock's
 /// origin. `rec.send_ns` becomes the instant the request's first byte was written to the
 /// socket (so client-side queueing shows up as schedule lag, never as server latency).
@@ -344,13 +355,12 @@ pub enum SendOutcome {
 pub async fn stream_request(
     conn: &mut Connection,
     addr: SocketAddr,
-    path: &str,
-    body: Bytes,
+    call: StreamCall<'_>,
     epoch: Instant,
     rules: StreamRules,
-    limits: StreamLimits,
     rec: &mut RequestRecord,
 ) -> SendOutcome {
+    let StreamCall { path, body, limits } = call;
     let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
     let req = match hyper::Request::post(path)
         .header(hyper::header::HOST, addr.to_string())

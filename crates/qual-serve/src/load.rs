@@ -196,11 +196,13 @@ impl Ctx {
                 let sent = client::stream_request(
                     c,
                     self.spec.addr,
-                    endpoint.path(),
-                    self.bodies[ci].clone(),
+                    client::StreamCall {
+                        path: endpoint.path(),
+                        body: self.bodies[ci].clone(),
+                        limits: self.limits[ci],
+                    },
                     self.epoch,
                     self.spec.rules,
-                    self.limits[ci],
                     &mut rec,
                 )
                 .await;
