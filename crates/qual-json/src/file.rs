@@ -128,21 +128,10 @@ pub fn read_opened(
     Ok((bytes.len() <= max_bytes).then_some(bytes))
 }
 
-// Linux's generic values (x86_64, aarch64, riscv64 and arm share them); written here because
-// this crate must not depend on libc (scripts/check-boundaries).
-#[cfg(not(any(
-    target_arch = "mips",
-    target_arch = "mips64",
-    target_arch = "sparc64",
-    target_arch = "powerpc64"
-)))]
+// Linux's generic open(2) flag values (x86_64, aarch64, riscv64 and arm share them; mips,
+// sparc and powerpc differ and are not supported), written here because this crate must not
+// depend on libc (scripts/check-boundaries).
 const O_NONBLOCK: i32 = 0o4000;
-#[cfg(not(any(
-    target_arch = "mips",
-    target_arch = "mips64",
-    target_arch = "sparc64",
-    target_arch = "powerpc64"
-)))]
 const O_CLOEXEC: i32 = 0o2000000;
 
 #[cfg(test)]

@@ -477,36 +477,20 @@ pub async fn stream_request(
                     rec.first_byte_ns = Some(t);
                 }
                 received_bytes = received_bytes.saturating_add(data.len() as u64);
-                if received_bytes > limits.max_bytes {
-                    failure = Some(format!(
-                        "stream exceeded {} bytes, the limit for its max_tokens",
-                        limits.max_bytes
-                    ));
-                    reusable = false;
-                    break;
-                }
                 events.clear();
-                if let Err(e) = parser.push(&data, &mut events) {
-                    failure = Some(e.to_string());
-                    reusable = false;
-                    break;
-                }
-                received_events = received_events.saturating_add(events.len() as u64);
-                if received_events > limits.max_events {
-                    failure = Some(format!(
-                        "stream exceeded {} events, the limit for its max_tokens",
-                        limits.max_events
-                    ));
-                    reusable = false;
-                    break;
-                }
-                for ev in &events {
-                    if let Err(reason) = on_event(ev, t, rec, &mut st) {
-                        failure = Some(reason);
-                        break;
-                    }
-                }
-                if failure.is_some() {
+                let step = within(received_bytes, limits.max_bytes, "bytes")
+                    .and_then(|()| parser.push(&data, &mut events).map_err(|e| e.to_string()))
+                    .and_then(|()| {
+                        received_events = received_events.saturating_add(events.len() as u64);
+                        within(received_events, limits.max_events, "events")
+                    })
+                    .and_then(|()| {
+                        events
+                            .iter()
+                            .try_for_each(|ev| on_event(ev, t, rec, &mut st))
+                    });
+                if let Err(reason) = step {
+                    failure = Some(reason);
                     reusable = false;
                     break;
                 }
@@ -531,6 +515,16 @@ pub async fn stream_request(
     digest_input.extend_from_slice(st.content.as_bytes());
     rec.output_sha256 = Some(qual_json::sha256_prefixed(&digest_input));
     SendOutcome::Exchanged { reusable }
+}
+
+/// `Err` once a response carried more than its limit of `what`.
+fn within(n: u64, limit: u64, what: &str) -> Result<(), String> {
+    if n > limit {
+        return Err(format!(
+            "stream exceeded {limit} {what}, the limit for its max_tokens"
+        ));
+    }
+    Ok(())
 }
 
 fn finish(
