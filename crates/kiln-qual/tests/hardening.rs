@@ -25,6 +25,14 @@ struct Out {
     stderr: String,
 }
 
+impl Out {
+    /// Asserts the exit code and that stderr says `needle`.
+    fn refused(&self, code: i32, needle: &str, ctx: &dyn std::fmt::Debug) {
+        assert_eq!(self.code, Some(code), "{ctx:?}: {}", self.stderr);
+        assert!(self.stderr.contains(needle), "{ctx:?}: {}", self.stderr);
+    }
+}
+
 fn run_in<I, S>(dir: &Path, args: I) -> Out
 where
     I: IntoIterator<Item = S>,
@@ -105,15 +113,13 @@ fn non_regular_files_are_refused_before_reading() {
             let mut args = args.clone();
             args.extend(["--seed", "1", "--result", &result]);
             let o = run_in(root, &args);
-            assert_eq!(o.code, Some(1), "{args:?}: {}", o.stderr);
-            assert!(
-                o.stderr.contains("not a regular file"),
-                "{args:?}: {}",
-                o.stderr
-            );
+            o.refused(1, "not a regular file", &args);
         }
     }
 }
+
+/// `run` up to its first optional flag.
+const RUN: [&str; 6] = ["run", "w.json", "--variant", "v", "--host-id", "h"];
 
 #[test]
 fn numeric_flags_are_range_checked_before_any_work() {
@@ -148,16 +154,7 @@ fn numeric_flags_are_range_checked_before_any_work() {
         vec!["mock-server", "--port", "0", "--itl-ms", "1e300"],
         vec!["mock-server", "--port", "0", "--ttft-ms=-5"],
         vec!["mock-server", "--port", "70000"],
-        vec![
-            "run",
-            "w.json",
-            "--variant",
-            "v",
-            "--host-id",
-            "h",
-            "--term-grace-seconds",
-            "1e9",
-        ],
+        [&RUN[..], &["--term-grace-seconds", "1e9"]].concat(),
         vec!["latency", "run", "m.json", "f", "--timeout", "99999999999"],
         vec!["latency", "run", "m.json", "f", "--term-grace", "99999"],
         vec!["cargo", "--timeout-seconds", "0", "--", "build"],
@@ -172,16 +169,7 @@ fn numeric_flags_are_range_checked_before_any_work() {
 fn control_characters_in_path_arguments_are_usage_errors() {
     let d = tempfile::tempdir().unwrap();
     for args in [
-        vec![
-            "run",
-            "w.json",
-            "--variant",
-            "v",
-            "--host-id",
-            "h",
-            "--output",
-            "a\nOK b.json",
-        ],
+        [&RUN[..], &["--output", "a\nOK b.json"]].concat(),
         vec!["workload", "check", "a\u{1b}[2Kb.json"],
         vec!["receipt", "show", "r\r.json"],
         vec!["latency", "run", "m.json", "f", "--log-dir", "raw\nx"],
@@ -196,12 +184,7 @@ fn control_characters_in_path_arguments_are_usage_errors() {
         ],
     ] {
         let o = run_in(d.path(), &args);
-        assert_eq!(o.code, Some(2), "{args:?}: {}", o.stderr);
-        assert!(
-            o.stderr.contains("must not contain control characters"),
-            "{}",
-            o.stderr
-        );
+        o.refused(2, "must not contain control characters", &args);
         assert!(
             !o.stderr.chars().any(|c| c != '\n' && c.is_control()),
             "{:?}",
@@ -347,11 +330,9 @@ fn latency_manifest_paths_outside_the_repository_are_refused() {
         let outside = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), root.join("out")).unwrap();
         let o = run_in(root, ["latency", "check", MANIFEST]);
-        assert_eq!(o.code, Some(1), "{}", o.stderr);
-        assert!(o.stderr.contains(why), "{}", o.stderr);
+        o.refused(1, why, &());
         let o = run_in(root, ["latency", "run", MANIFEST, "echo_fixture"]);
-        assert_eq!(o.code, Some(1), "{}", o.stderr);
-        assert!(o.stderr.contains(why), "{}", o.stderr);
+        o.refused(1, why, &());
         assert!(!root.parent().unwrap().join("escaped.json").exists());
         assert!(!Path::new("/tmp/kiln-qual-escaped.json").exists());
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
