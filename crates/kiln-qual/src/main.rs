@@ -3,7 +3,8 @@
 //!
 //! Exit codes (documented in the README): 0 success / valid / passed, 1 invalid input or a
 //! failed verdict, 2 usage error; subcommands that refuse or get interrupted document their
-//! own codes (see `exit`).
+//! own codes (see `exit`). A closed stdout ends any command quietly with 141 (see `output`),
+//! except that `run` keeps its verdict's code once the receipt is written.
 
 mod cmd;
 mod exit;
@@ -50,14 +51,17 @@ enum Command {
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            // A usage error may quote what was typed: shown escaped, line by line.
+            let text = e.render().to_string();
+            for line in text.trim_end().split('\n') {
+                output::errln!("{}", output::esc(line));
+            }
+            std::process::exit(exit::USAGE);
+        }
         Err(e) => {
-            let code = if e.use_stderr() {
-                exit::USAGE
-            } else {
-                exit::OK
-            };
-            let _ = e.print();
-            std::process::exit(code);
+            output::out!("{}", e.render());
+            std::process::exit(exit::OK);
         }
     };
     let code = match cli.command {

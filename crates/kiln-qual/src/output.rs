@@ -1,20 +1,109 @@
-//! Printing helpers: machine output (`--json`) goes to stdout, human diagnostics to stderr.
+//! Terminal output: every byte the CLI writes goes through this module.
+//!
+//! - Machine output (`--json`) goes to stdout, human diagnostics to stderr.
+//! - Untrusted text (paths, ids, key names, case `details`, log tails, error messages that
+//!   embed them) is shown through [`esc`] / [`esc_path`], i.e. `qual_json::escape` (controls as
+//!   `\xNN`, bidirectional overrides as `\u{XXXX}`), so a document cannot print a line of its
+//!   own or drive the terminal. JSON output has DEL, C1 and bidi characters as `\uXXXX`.
+//! - A closed stdout (`kiln-qual … | head -1`) ends the process quietly with status 141
+//!   (128 + SIGPIPE, what a shell reports for a filter killed by SIGPIPE), never a panic;
+//!   `run` prints its receipt path with [`try_outln`] instead, so a closed stdout never turns
+//!   a written receipt's exit code into another. Write errors on stderr are ignored.
 
 use serde::Serialize;
+use std::borrow::Cow;
+use std::io::Write;
+use std::path::Path;
 
-/// Prints a value as pretty JSON with a trailing newline on stdout. A closed pipe (e.g.
-/// `| head`) is not an error worth a panic: the output is simply cut.
-pub fn print_json<T: Serialize>(value: &T) {
-    use std::io::Write;
-    let text = serde_json::to_string_pretty(value).expect("report serializes");
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+/// Exit status after stdout was closed by its reader.
+pub const BROKEN_PIPE: i32 = 128 + 13;
+
+/// Untrusted text for the terminal.
+pub fn esc(text: &str) -> Cow<'_, str> {
+    qual_json::escape_text(text)
 }
 
-/// Renders rows as a left-aligned text table with a header line.
+/// A path for the terminal (exact bytes, controls and invalid UTF-8 escaped).
+pub fn esc_path(path: &Path) -> String {
+    qual_json::escape_path(path)
+}
+
+/// Writes to stdout; a closed stdout ends the process with [`BROKEN_PIPE`], quietly.
+pub fn write_out(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(BROKEN_PIPE);
+        }
+    }
+}
+
+/// Writes a line to stdout and reports failure instead of exiting (for `run`, whose exit
+/// code must stay the verdict's once the receipt is written).
+pub fn try_outln(line: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").and_then(|()| out.flush())
+}
+
+/// Writes to stderr, ignoring errors (a closed stderr must not stop or crash the command).
+pub fn write_err(args: std::fmt::Arguments<'_>) {
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
+/// `print!` through [`write_out`].
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::output::write_out(format_args!($($arg)*)) };
+}
+
+/// `println!` through [`write_out`].
+macro_rules! outln {
+    () => { $crate::output::write_out(format_args!("\n")) };
+    ($($arg:tt)*) => {
+        $crate::output::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprint!` through [`write_err`].
+macro_rules! err {
+    ($($arg:tt)*) => { $crate::output::write_err(format_args!($($arg)*)) };
+}
+
+/// `eprintln!` through [`write_err`].
+macro_rules! errln {
+    () => { $crate::output::write_err(format_args!("\n")) };
+    ($($arg:tt)*) => {
+        $crate::output::write_err(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+pub(crate) use {err, errln, out, outln};
+
+/// Prints a value as pretty JSON with a trailing newline on stdout.
+pub fn print_json<T: Serialize>(value: &T) {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => print_json_text(&text),
+        Err(e) => errln!("kiln-qual: failed to serialize the report: {e}"),
+    }
+}
+
+/// Prints serialized JSON (with its own newline handling) safely for a terminal.
+pub fn print_json_text(text: &str) {
+    let text = qual_json::escape::escape_json_text(text);
+    if text.ends_with('\n') {
+        out!("{text}");
+    } else {
+        outln!("{text}");
+    }
+}
+
+/// Renders rows as a left-aligned text table with a header line (cells are escaped).
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| esc(c).into_owned()).collect())
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (i, cell) in row.iter().enumerate() {
             if i < widths.len() {
                 widths[i] = widths[i].max(cell.chars().count());
@@ -35,7 +124,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         out.push('\n');
     };
     line(header.to_vec(), &mut out);
-    for row in rows {
+    for row in &rows {
         line(row.iter().map(String::as_str).collect(), &mut out);
     }
     out

@@ -104,6 +104,52 @@ fn check_json_is_stable() {
     snapshot("check_json", &out);
 }
 
+/// Bytes a terminal would act on, other than the tool's own line ends.
+fn raw_controls(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|&c| c != '\n' && qual_json::escape::needs_escape(c))
+        .collect()
+}
+
+#[test]
+fn untrusted_receipt_text_cannot_spoof_the_terminal() {
+    let d = tempfile::tempdir().unwrap();
+    let evil = "x\nOK fake.json\r\u{1b}[2Kverdict: passed \u{1b}]8;;http://e.example\u{7}link\u{1b}]8;;\u{7}\u{9b}31m\u{7f}\u{202e}";
+    let mut failed = receipt();
+    failed["qualification"]["verdict"] = json!("failed");
+    failed["results"][0]["status"] = json!("failed");
+    failed["results"][0]["details"] = json!(evil);
+    failed["environment"]["device"]["name"] = json!(evil);
+    failed["environment"]["os"]["name"] = json!(evil);
+    let f = write(d.path(), "failed.json", &failed);
+    let (code, out, err) = kiln(d.path(), &["receipt", "show", &f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(raw_controls(&out).is_empty(), "{out:?}");
+    assert!(
+        !out.lines()
+            .any(|l| l.starts_with("OK ") || l.starts_with("verdict: passed")),
+        "{out}"
+    );
+    assert!(
+        out.contains("x\\x0aOK fake.json\\x0d\\x1b[2Kverdict"),
+        "{out}"
+    );
+
+    // Key names and values of an invalid receipt reach the violation lines escaped.
+    let mut bad = receipt();
+    bad["environment"]["device"][evil] = json!(evil);
+    let b = write(d.path(), "bad.json", &bad);
+    let (code, out, err) = kiln(d.path(), &["receipt", "check", &b]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty(), "{out}");
+    assert!(raw_controls(&err).is_empty(), "{err:?}");
+    assert!(!err.lines().any(|l| l.starts_with("OK ")), "{err}");
+    let (code, out, _) = kiln(d.path(), &["receipt", "check", "--json", &b]);
+    assert_eq!(code, 1);
+    assert!(raw_controls(&out).is_empty(), "{out:?}");
+    assert!(!out.contains('\u{9b}') && !out.contains('\u{7f}'));
+}
+
 #[test]
 fn show_summarises_and_states_the_evidence_scope() {
     let d = tempfile::tempdir().unwrap();

@@ -151,7 +151,7 @@ fn bad_input_never_panics() {
     assert!(one_line_failure(&deep).contains("nesting deeper"));
 
     // A directory and an unreadable path.
-    assert!(one_line_failure(dir.path()).contains("is a directory"));
+    assert!(one_line_failure(dir.path()).contains("not a regular file (directory)"));
     assert!(one_line_failure(&dir.path().join("nope.json")).contains("cannot read"));
 }
 

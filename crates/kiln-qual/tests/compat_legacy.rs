@@ -41,7 +41,7 @@ fn json_out(out: &std::process::Output) -> serde_json::Value {
     })
 }
 
-const MANIFEST: &str = "docs/contracts/backend-latency-fixtures.json";
+const MANIFEST: &str = common::LATENCY_MANIFEST;
 
 #[test]
 fn artifact_digests_raw_logs_and_metrics_agree() {
@@ -351,44 +351,8 @@ fn plan_on_the_current_manifest() {
 
 #[test]
 fn cli_pipeline_run_lock_check_and_tampering() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = common::latency_repo("bench-results/backend-latency/echo.json");
     let root = dir.path();
-    git(root, &["init", "-q"]);
-    std::fs::write(root.join(".gitignore"), "*.log\ntarget/\n").unwrap();
-    std::fs::create_dir_all(root.join("docs/contracts")).unwrap();
-    std::fs::create_dir_all(root.join("src")).unwrap();
-    std::fs::write(root.join("src/bench.rs"), "// bench\n").unwrap();
-    // `echo` stands in for a benchmark binary here (the library's end-to-end test runs a real
-    // one); the command is an argv, never a shell line.
-    let manifest = serde_json::json!({
-        "schema_version": 1,
-        "status": "fixture_required",
-        "policy": {"covered_gate_requires": [
-            "Every required backend has at least one known hardware fixture.",
-            "Every fixture has locked numeric thresholds for its required measurements.",
-            "Every locked threshold has a checked hardware-result artifact from the named fixture.",
-            "Default-feature local tests must not mark the hardware latency gate covered."
-        ]},
-        "required_backends": ["metal"],
-        "fixtures": [{
-            "id": "echo_fixture",
-            "backend": "metal",
-            "hardware": "any host",
-            "source": "src/bench.rs",
-            "command": "echo 'KILN_LATENCY_METRIC latency_ms 9.5 ms'",
-            "result_artifact": "bench-results/backend-latency/echo.json",
-            "threshold_state": "pending_fixture_result",
-            "metrics": [{"name": "latency_ms", "unit": "ms", "comparison": "<=", "max": null}]
-        }],
-        "missing_fixture_slots": []
-    });
-    std::fs::write(
-        root.join(MANIFEST),
-        serde_json::to_string_pretty(&manifest).unwrap(),
-    )
-    .unwrap();
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "fixture"]);
 
     let out = kq(
         root,

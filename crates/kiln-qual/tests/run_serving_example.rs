@@ -29,7 +29,11 @@ fn serving_mock_workload_passes_and_its_receipt_validates() {
     );
     // Commands find kiln-qual through the checkout's launcher (here: target/debug below).
     std::fs::create_dir_all(root.join("scripts")).unwrap();
-    std::fs::copy(src.join("scripts/kiln-qual"), root.join("scripts/kiln-qual")).unwrap();
+    std::fs::copy(
+        src.join("scripts/kiln-qual"),
+        root.join("scripts/kiln-qual"),
+    )
+    .unwrap();
     std::fs::write(root.join(".gitignore"), ".qualification/\ntarget/\n").unwrap();
     git(root, &["init", "-q"]);
     git(root, &["add", "-A"]);

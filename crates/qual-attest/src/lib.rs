@@ -101,7 +101,7 @@ fn read_limited(path: &Path, limit: usize) -> Result<Vec<u8>, AttestError> {
     qual_json::read_file_limited(path, limit).map_err(|e| AttestError::Read {
         path: path.display().to_string(),
         reason: match e {
-            qual_json::LoadError::Io { source, .. } => source.to_string(),
+            qual_json::LoadError::Io(e) => e.to_string(),
             qual_json::LoadError::TooLarge { limit, .. } => {
                 format!("the file is larger than {limit} bytes")
             }

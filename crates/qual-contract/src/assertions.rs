@@ -2,7 +2,8 @@
 //! with [`failures`], and `receipt verify` re-judges the retained logs with the same function.
 //!
 //! Streams: `stdout`, `stderr`, and `combined` = stdout + `"\n"` + stderr, each decoded as
-//! UTF-8 with replacement. A pattern is searched in multi-line mode (`^`/`$` at line breaks).
+//! UTF-8 with replacement. A pattern is compiled by [`crate::pattern::compile_assertion`] (the
+//! same translation and limits as `workload check`) and searched in multi-line mode.
 //! An assertion on a stream whose middle was dropped by the bounded capture cannot be decided
 //! and fails.
 
@@ -47,7 +48,7 @@ pub fn failures(
             ));
             continue;
         }
-        match regex::Regex::new(&format!("(?m){}", a.pattern)) {
+        match crate::pattern::compile_assertion(&a.pattern) {
             Ok(re) => {
                 let found = re.is_match(&text);
                 let bad = match a.r#match {

@@ -7,30 +7,41 @@
 //! message: a deliberate, documented difference. None of the real Kiln workloads use them.
 //!
 //! Python `re.search` is unanchored; `re.fullmatch` is emulated by wrapping in `^(?:…)$` with
-//! `\z`-style anchoring.
+//! `\z`-style anchoring. Output assertions are searched in multi-line mode (`(?m)`, as the
+//! original's `re.MULTILINE`).
+//!
+//! This module is the only place a workload pattern is compiled: `workload check` validates
+//! an output assertion with [`compile_assertion`], the very function the runner evaluates it
+//! with, so the same translation and the same [`SIZE_LIMIT`] apply and a workload that passes
+//! the check never fails at run time on its own pattern.
 
-use regex::Regex;
+use regex::{Regex, RegexBuilder};
 
-/// Checks that a pattern is acceptable without building its automaton (validation runs over
-/// thousands of patterns; a full compile costs far more than a syntax parse).
-pub fn check_syntax(pattern: &str) -> Result<(), String> {
-    let translated = translate(pattern)?;
-    regex_syntax::ParserBuilder::new()
+/// The most heap a compiled pattern may use (the `regex` crate's default, stated so that
+/// validation and evaluation cannot drift apart).
+pub const SIZE_LIMIT: usize = 10 * (1 << 20);
+
+fn build(translated: &str) -> Result<Regex, String> {
+    RegexBuilder::new(translated)
+        .size_limit(SIZE_LIMIT)
         .build()
-        .parse(&translated)
-        .map(|_| ())
         .map_err(|e| first_line(&e.to_string()))
 }
 
 /// Compiles a workload pattern for unanchored search.
 pub fn compile_search(pattern: &str) -> Result<Regex, String> {
-    Regex::new(&translate(pattern)?).map_err(|e| first_line(&e.to_string()))
+    build(&translate(pattern)?)
 }
 
 /// Compiles a workload pattern for full-match use (Python `re.fullmatch`).
 pub fn compile_full(pattern: &str) -> Result<Regex, String> {
     let inner = translate(pattern)?;
-    Regex::new(&format!(r"\A(?:{inner})\z")).map_err(|e| first_line(&e.to_string()))
+    build(&format!(r"\A(?:{inner})\z"))
+}
+
+/// Compiles an output assertion exactly as the runner evaluates it: unanchored, multi-line.
+pub fn compile_assertion(pattern: &str) -> Result<Regex, String> {
+    build(&format!("(?m){}", translate(pattern)?))
 }
 
 fn translate(pattern: &str) -> Result<String, String> {
@@ -96,10 +107,13 @@ mod tests {
     }
 
     #[test]
-    fn syntax_check_agrees_with_compile() {
-        for p in ["(?i)error", "a{2,3}", "[", "(", "x**", r"\d+", "(?m)^ok$"] {
-            assert_eq!(check_syntax(p).is_ok(), compile_search(p).is_ok(), "{p}");
-        }
+    fn assertions_translate_and_respect_the_size_limit() {
+        let re = compile_assertion(r"^done\Z").unwrap();
+        assert!(re.is_match("start\ndone"));
+        assert!(!re.is_match("done\nmore"));
+        let e = compile_assertion(r"\w{1000}{1000}").unwrap_err();
+        assert!(e.contains("size limit"), "{e}");
+        assert!(compile_assertion("(").is_err());
     }
 
     #[test]

@@ -7,7 +7,16 @@
 //! checks the raw-log digest, copies both to their canonical places (refusing to replace
 //! different bytes without `force`), then validates the copied result with strict provenance
 //! and retention but *without* requiring thresholds. Any failure after copying rolls the
-//! destination files back (old bytes restored, new files deleted), in reverse order.
+//! destination files back (old files restored, new files deleted), in reverse order.
+//!
+//! Bounds: a zip is refused, not extracted, when it has more than [`ImportLimits::entries`]
+//! members or its members declare more than [`ImportLimits::bytes`] in total, and extraction
+//! stops at that many bytes actually written (declared sizes can lie). Files are hashed,
+//! compared and copied as streams, so a raw log of any size costs bounded memory. The
+//! temporary directory is removed on return, on SIGINT/SIGTERM (once
+//! `qual_exec::signals::install_forwarding` ran, extraction and copying stop at the next
+//! chunk), and, when a previous run was killed outright, by the next import, which sweeps
+//! directories of processes that no longer exist.
 
 use crate::artifact::{validate_result_artifact, ValidateOptions};
 use crate::git::Repo;
@@ -30,7 +39,31 @@ pub struct ImportRequest<'a> {
     pub fixture_id: Option<&'a str>,
     /// Replace existing different bytes.
     pub force: bool,
+    /// Bounds on a zip bundle.
+    pub limits: ImportLimits,
 }
+
+/// Bounds on what a zip bundle may expand to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImportLimits {
+    /// Most members (files and directories) a zip may have.
+    pub entries: usize,
+    /// Most bytes its members may expand to, in total.
+    pub bytes: u64,
+}
+
+impl Default for ImportLimits {
+    /// 10 000 members and 4 GiB (raw logs of long runs are large; a bundle holds one).
+    fn default() -> Self {
+        ImportLimits {
+            entries: 10_000,
+            bytes: 4 << 30,
+        }
+    }
+}
+
+/// The prefix of the temporary extraction directories under `<root>/target/`.
+pub const TEMP_PREFIX: &str = "backend-latency-artifact-";
 
 /// A successful import.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,12 +92,97 @@ impl Drop for TempDir {
     }
 }
 
-fn extract_zip(zip_path: &Path, dest: &Path) -> Result<()> {
-    let file = std::fs::File::open(zip_path)
-        .map_err(|e| LegacyError::Refused(format!("cannot open {}: {e}", zip_path.display())))?;
+fn interrupted() -> Result<()> {
+    match qual_exec::signals::interrupted() {
+        Some(sig) => refuse(format!(
+            "interrupted by {}; the temporary extraction was removed",
+            qual_exec::signal_name(sig)
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Removes extraction directories left by imports whose process no longer exists (a run
+/// killed with SIGKILL cannot clean up after itself). Best effort.
+pub fn sweep_stale_temp_dirs(target: &Path) {
+    let Ok(rd) = std::fs::read_dir(target) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(TEMP_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
+        if !alive && e.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Copies at most `limit` bytes from `from` to `to` in chunks, stopping on SIGINT/SIGTERM;
+/// `Ok(None)` when `from` holds more than `limit` bytes.
+fn copy_bounded(
+    from: &mut dyn std::io::Read,
+    to: &mut dyn std::io::Write,
+    limit: u64,
+) -> std::io::Result<Option<u64>> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        if qual_exec::signals::interrupted().is_some() {
+            return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+        }
+        let n = from.read(&mut buf)?;
+        if n == 0 {
+            return Ok(Some(total));
+        }
+        total += n as u64;
+        if total > limit {
+            return Ok(None);
+        }
+        to.write_all(&buf[..n])?;
+    }
+}
+
+fn too_big(limits: &ImportLimits) -> LegacyError {
+    LegacyError::Refused(format!(
+        "artifact zip expands to more than {} bytes; refused without extracting",
+        limits.bytes
+    ))
+}
+
+/// Extracts a bundle zip into the existing directory `dest` under `limits` (refusing unsafe
+/// member names, symlink members and bombs); the first step of [`import_bundle`].
+pub fn extract_zip(zip_path: &Path, dest: &Path, limits: &ImportLimits) -> Result<()> {
+    let file =
+        qual_json::open_regular(zip_path).map_err(|e| LegacyError::Refused(e.to_string()))?;
     let mut archive = zip::ZipArchive::new(file)
         .map_err(|_| LegacyError::refused("artifact bundle is not a valid zip"))?;
+    if archive.len() > limits.entries {
+        return refuse(format!(
+            "artifact zip has {} members, more than the limit of {}; refused without extracting",
+            archive.len(),
+            limits.entries
+        ));
+    }
+    // Declared sizes first, so a zip bomb is refused before anything is written.
+    let mut declared = 0u64;
     for i in 0..archive.len() {
+        let entry = archive
+            .by_index_raw(i)
+            .map_err(|_| LegacyError::refused("artifact bundle is not a valid zip"))?;
+        declared = declared.saturating_add(entry.size());
+        if declared > limits.bytes {
+            return Err(too_big(limits));
+        }
+    }
+    let mut budget = limits.bytes;
+    for i in 0..archive.len() {
+        interrupted()?;
         let mut entry = archive
             .by_index(i)
             .map_err(|_| LegacyError::refused("artifact bundle is not a valid zip"))?;
@@ -96,13 +214,15 @@ fn extract_zip(zip_path: &Path, dest: &Path) -> Result<()> {
             ));
         }
         if entry.is_dir() {
-            std::fs::create_dir_all(&target)
-                .map_err(|e| LegacyError::Refused(format!("cannot extract {name}: {e}")))?;
+            std::fs::create_dir_all(&target).map_err(|e| {
+                LegacyError::Refused(format!("cannot extract {}: {e}", py_str_repr(&name)))
+            })?;
             continue;
         }
         if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| LegacyError::Refused(format!("cannot extract {name}: {e}")))?;
+            std::fs::create_dir_all(parent).map_err(|e| {
+                LegacyError::Refused(format!("cannot extract {}: {e}", py_str_repr(&name)))
+            })?;
             let resolved = crate::paths::resolve(parent);
             if !resolved.starts_with(crate::paths::resolve(dest)) {
                 return refuse(format!(
@@ -111,10 +231,15 @@ fn extract_zip(zip_path: &Path, dest: &Path) -> Result<()> {
                 ));
             }
         }
-        let mut out = std::fs::File::create(&target)
-            .map_err(|e| LegacyError::Refused(format!("cannot extract {name}: {e}")))?;
-        std::io::copy(&mut entry, &mut out)
-            .map_err(|_| LegacyError::refused("artifact bundle is not a valid zip"))?;
+        let mut out = std::fs::File::create_new(&target).map_err(|e| {
+            LegacyError::Refused(format!("cannot extract {}: {e}", py_str_repr(&name)))
+        })?;
+        match copy_bounded(&mut entry, &mut out, budget) {
+            Ok(Some(n)) => budget -= n,
+            Ok(None) => return Err(too_big(limits)),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => interrupted()?,
+            Err(_) => return refuse("artifact bundle is not a valid zip".into()),
+        }
     }
     Ok(())
 }
@@ -147,59 +272,117 @@ fn files_sorted(root: &Path) -> Vec<PathBuf> {
 }
 
 enum Undo {
-    Restore(PathBuf, Vec<u8>),
+    /// Move the saved old file (a sibling) back over the destination.
+    Restore(PathBuf, PathBuf),
+    /// Delete a destination that did not exist.
     Delete(PathBuf),
 }
 
+/// Whether two regular files have the same bytes (streamed; sizes first).
+fn same_bytes(a: &Path, b: &Path) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut fa = qual_json::open_regular(a)?;
+    let mut fb = qual_json::open_regular(b)?;
+    if fa.metadata()?.len() != fb.metadata()?.len() {
+        return Ok(false);
+    }
+    let (mut ba, mut bb) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    loop {
+        let n = fa.read(&mut ba)?;
+        if n == 0 {
+            return Ok(fb.read(&mut bb[..1])? == 0);
+        }
+        fb.read_exact(&mut bb[..n])?;
+        if ba[..n] != bb[..n] {
+            return Ok(false);
+        }
+    }
+}
+
+/// A sibling path of `dest` for a staged or saved copy.
+fn sibling(dest: &Path, what: &str) -> PathBuf {
+    let mut name = dest.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".kiln-qual-{what}-{}", std::process::id()));
+    dest.with_file_name(name)
+}
+
 fn stage(src: &Path, dest: &Path, force: bool, undo: &mut Vec<Undo>) -> Result<()> {
+    let shown = |p: &Path| qual_json::escape_path(p);
     if crate::paths::resolve(src) == crate::paths::resolve(dest) {
         return Ok(());
     }
-    let new = std::fs::read(src)
-        .map_err(|e| LegacyError::Refused(format!("cannot read {}: {e}", src.display())))?;
-    if dest.exists() || dest.symlink_metadata().is_ok() {
+    let mut input =
+        qual_json::open_regular(src).map_err(|e| LegacyError::Refused(e.to_string()))?;
+    let existed = dest.symlink_metadata().is_ok();
+    if existed {
         let meta = dest
             .symlink_metadata()
             .map_err(|e| LegacyError::Refused(e.to_string()))?;
         if !meta.is_file() {
             return refuse(format!(
                 "destination is not a regular file: {}",
-                dest.display()
+                shown(dest)
             ));
         }
-        let old = std::fs::read(dest)
-            .map_err(|e| LegacyError::Refused(format!("cannot read {}: {e}", dest.display())))?;
-        if old == new {
+        let same = same_bytes(src, dest)
+            .map_err(|e| LegacyError::Refused(format!("cannot read {}: {e}", shown(dest))))?;
+        if same {
             return Ok(());
         }
         if !force {
             return refuse(format!(
                 "destination already exists with different content; pass --force to replace: {}",
-                dest.display()
+                shown(dest)
             ));
         }
-        undo.push(Undo::Restore(dest.to_path_buf(), old));
+    } else if let Some(parent) = dest.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| LegacyError::Refused(format!("cannot create {}: {e}", shown(parent))))?;
+    }
+    // Write a sibling, then rename it into place: the destination is never half-written.
+    let staged = sibling(dest, "new");
+    let written = (|| -> std::io::Result<()> {
+        let mut out = std::fs::File::create(&staged)?;
+        copy_bounded(&mut input, &mut out, u64::MAX)?;
+        out.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&staged);
+        interrupted()?;
+        return refuse(format!("cannot write {}: {e}", shown(dest)));
+    }
+    if existed {
+        let saved = sibling(dest, "old");
+        std::fs::rename(dest, &saved)
+            .map_err(|e| LegacyError::Refused(format!("cannot write {}: {e}", shown(dest))))?;
+        undo.push(Undo::Restore(dest.to_path_buf(), saved));
     } else {
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                LegacyError::Refused(format!("cannot create {}: {e}", parent.display()))
-            })?;
-        }
         undo.push(Undo::Delete(dest.to_path_buf()));
     }
-    std::fs::write(dest, &new)
-        .map_err(|e| LegacyError::Refused(format!("cannot write {}: {e}", dest.display())))
+    std::fs::rename(&staged, dest).map_err(|e| {
+        let _ = std::fs::remove_file(&staged);
+        LegacyError::Refused(format!("cannot write {}: {e}", shown(dest)))
+    })
 }
 
 fn rollback(undo: Vec<Undo>) {
     for u in undo.into_iter().rev() {
         match u {
-            Undo::Restore(p, bytes) => {
-                let _ = std::fs::write(p, bytes);
+            Undo::Restore(p, saved) => {
+                let _ = std::fs::rename(saved, p);
             }
             Undo::Delete(p) => {
                 let _ = std::fs::remove_file(p);
             }
+        }
+    }
+}
+
+/// Removes the saved old files once the import stands.
+fn commit(undo: Vec<Undo>) {
+    for u in undo {
+        if let Undo::Restore(_, saved) = u {
+            let _ = std::fs::remove_file(saved);
         }
     }
 }
@@ -218,9 +401,9 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
         bundle.to_path_buf()
     } else {
         let mut head = [0u8; 4];
-        let is_zip = std::fs::File::open(bundle)
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-            .is_ok()
+        let mut f =
+            qual_json::open_regular(bundle).map_err(|e| LegacyError::Refused(e.to_string()))?;
+        let is_zip = std::io::Read::read_exact(&mut f, &mut head).is_ok()
             && (head == *b"PK\x03\x04" || head == *b"PK\x05\x06");
         if !is_zip {
             return refuse(format!(
@@ -232,8 +415,9 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
         std::fs::create_dir_all(&target).map_err(|e| {
             LegacyError::Refused(format!("cannot create {}: {e}", target.display()))
         })?;
+        sweep_stale_temp_dirs(&target);
         let dir = target.join(format!(
-            "backend-latency-artifact-{}-{}",
+            "{TEMP_PREFIX}{}-{}",
             std::process::id(),
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -243,7 +427,7 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
         std::fs::create_dir(&dir)
             .map_err(|e| LegacyError::Refused(format!("cannot create {}: {e}", dir.display())))?;
         _temp = TempDir(dir.clone());
-        extract_zip(bundle, &dir)?;
+        extract_zip(bundle, &dir, &req.limits)?;
         dir
     };
 
@@ -419,6 +603,7 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
         rollback(undo);
         return Err(e);
     }
+    commit(undo);
     let mut metrics: Vec<String> = result
         .get("metrics")
         .and_then(Value::as_object)
@@ -436,4 +621,61 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
         raw_log,
         metrics,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn zip_of(path: &Path, members: &[(&str, usize)]) {
+        let mut w = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        for (name, len) in members {
+            w.start_file(*name, opts).unwrap();
+            w.write_all(&vec![b'0'; *len]).unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    #[test]
+    fn zip_bombs_are_refused_before_anything_is_written() {
+        let d = tempfile::tempdir().unwrap();
+        let z = d.path().join("b.zip");
+        zip_of(&z, &[("a", 1000), ("b", 1000), ("c", 1000)]);
+        let out = d.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        let few = ImportLimits {
+            entries: 2,
+            bytes: 1 << 20,
+        };
+        let e = extract_zip(&z, &out, &few).unwrap_err().to_string();
+        assert!(e.contains("has 3 members, more than the limit of 2"), "{e}");
+        let small = ImportLimits {
+            entries: 10,
+            bytes: 2500,
+        };
+        let e = extract_zip(&z, &out, &small).unwrap_err().to_string();
+        assert!(e.contains("expands to more than 2500 bytes"), "{e}");
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+        extract_zip(&z, &out, &ImportLimits::default()).unwrap();
+        assert_eq!(std::fs::read(out.join("c")).unwrap().len(), 1000);
+    }
+
+    #[test]
+    fn stale_extraction_directories_of_dead_processes_are_swept() {
+        let d = tempfile::tempdir().unwrap();
+        let dead = d.path().join(format!("{TEMP_PREFIX}999999999-1"));
+        let live = d
+            .path()
+            .join(format!("{TEMP_PREFIX}{}-1", std::process::id()));
+        let other = d.path().join("something-else");
+        for p in [&dead, &live, &other] {
+            std::fs::create_dir(p).unwrap();
+        }
+        sweep_stale_temp_dirs(d.path());
+        assert!(!dead.exists());
+        assert!(live.exists() && other.exists());
+    }
 }

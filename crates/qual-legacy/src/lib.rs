@@ -63,13 +63,13 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// SHA-256 of a file's bytes, streamed.
+/// SHA-256 of a regular file's bytes, streamed (a FIFO or device is refused, never read).
 pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
     use sha2::{Digest, Sha256};
     use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
+    let mut f = qual_json::open_regular(path)?;
     let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = f.read(&mut buf)?;
         if n == 0 {

@@ -359,18 +359,31 @@ pub fn validate_manifest(
                 errors.push(format!(
                     "{ctx}.source must be repo-relative when --require-covered is set: {source}"
                 ));
+            } else if let Some(why) = crate::paths::contained(repo.root(), source) {
+                errors.push(format!("{ctx}.source {why}: {}", py_str_repr(source)));
             }
         }
         require_string(&mut errors, f, "command", &ctx);
         let mut result_for_validation = None;
         if let Some(result) = require_string(&mut errors, f, "result_artifact", &ctx) {
-            if strict {
+            let escapes = crate::paths::contained(repo.root(), result);
+            if let (false, Some(why)) = (strict, escapes) {
+                errors.push(format!(
+                    "{ctx}.result_artifact {why}: {}",
+                    py_str_repr(result)
+                ));
+            } else if strict {
                 let path = repo.join(result);
                 if !is_repo_relative(result) {
                     errors.push(format!("{ctx}.result_artifact must be repo-relative when --require-covered is set: {result}"));
                 } else if !is_canonical_result_path(result) {
                     errors.push(format!(
                         "{ctx}.result_artifact must live under bench-results/backend-latency with a .json extension: {result}"
+                    ));
+                } else if let Some(why) = escapes {
+                    errors.push(format!(
+                        "{ctx}.result_artifact {why}: {}",
+                        py_str_repr(result)
                     ));
                 } else if !path.is_file() {
                     errors.push(format!("{ctx}.result_artifact does not exist: {result}"));

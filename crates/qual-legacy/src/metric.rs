@@ -190,15 +190,32 @@ pub fn py_float(token: &str) -> Option<f64> {
     token.parse::<f64>().ok()
 }
 
-/// Parses the metric lines of a log's text. `shown_path` is used in the "no lines" error.
-pub fn parse_metric_text(text: &str, shown_path: &str) -> Result<Observations, MetricLogError> {
-    let mut out = Observations::new();
-    for (idx, line) in py_splitlines(text).into_iter().enumerate() {
-        let line_number = idx + 1;
+/// Decodes log bytes the way Python's `read_text(errors="replace")` does (UTF-8, invalid
+/// sequences replaced by U+FFFD).
+pub fn decode_log(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The metric lines seen so far, fed one `splitlines()` line at a time (the first error wins).
+#[derive(Default)]
+struct Scanner {
+    out: Observations,
+    line_number: usize,
+}
+
+impl Scanner {
+    /// Counts `n` lines that cannot be metric lines.
+    fn skip(&mut self, n: usize) {
+        self.line_number += n;
+    }
+
+    fn feed(&mut self, line: &str) -> Result<(), MetricLogError> {
+        self.line_number += 1;
+        let line_number = self.line_number;
         let Some((name, raw, unit)) = match_metric_line(line) else {
-            continue;
+            return Ok(());
         };
-        if out.contains_key(name) {
+        if self.out.contains_key(name) {
             return Err(MetricLogError::Duplicate {
                 name: name.into(),
                 line: line_number,
@@ -216,7 +233,7 @@ pub fn parse_metric_text(text: &str, shown_path: &str) -> Result<Observations, M
                 raw: raw.into(),
             });
         }
-        out.insert(
+        self.out.insert(
             name.into(),
             Observation {
                 value,
@@ -224,27 +241,121 @@ pub fn parse_metric_text(text: &str, shown_path: &str) -> Result<Observations, M
                 line: line_number,
             },
         );
+        Ok(())
     }
-    if out.is_empty() {
-        return Err(MetricLogError::NoMetricLines {
-            path: shown_path.into(),
-        });
+
+    fn finish(self, shown_path: &str) -> Result<Observations, MetricLogError> {
+        if self.out.is_empty() {
+            return Err(MetricLogError::NoMetricLines {
+                path: shown_path.into(),
+            });
+        }
+        Ok(self.out)
     }
-    Ok(out)
 }
 
-/// Decodes log bytes the way Python's `read_text(errors="replace")` does (UTF-8, invalid
-/// sequences replaced by U+FFFD).
-pub fn decode_log(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// Parses the metric lines of a log's text. `shown_path` is used in the "no lines" error.
+pub fn parse_metric_text(text: &str, shown_path: &str) -> Result<Observations, MetricLogError> {
+    let mut scanner = Scanner::default();
+    for line in py_splitlines(text) {
+        scanner.feed(line)?;
+    }
+    scanner.finish(shown_path)
 }
 
-/// Reads and parses a log file.
+/// The longest stretch of a log between two `\n` bytes that is searched for metric lines
+/// (1 MiB). A longer stretch is only counted for line numbers: a deliberate difference from
+/// the original, which would also find a metric line inside it; it keeps a log of any size
+/// within bounded memory.
+pub const MAX_LOG_SEGMENT_BYTES: usize = 1 << 20;
+
+/// Line breaks of `splitlines()` in a stretch of bytes without `\n`, as lossy UTF-8 decoding
+/// would see them (`\xc2\x85`, `\xe2\x80\xa8` and `\xe2\x80\xa9` cannot be part of another
+/// character, so a byte scan is exact). `tail` carries the last two bytes across calls.
+fn count_breaks(bytes: &[u8], tail: &mut [u8; 2]) -> usize {
+    let mut n = 0;
+    for &b in bytes {
+        n += match b {
+            b'\r' | 0x0b | 0x0c | 0x1c..=0x1e => 1,
+            0x85 if tail[1] == 0xc2 => 1,
+            0xa8 | 0xa9 if *tail == [0xe2, 0x80] => 1,
+            _ => 0,
+        };
+        *tail = [tail[1], b];
+    }
+    n
+}
+
+/// Feeds one `\n`-free stretch of the log; `terminated` when a `\n` ended it.
+fn feed_segment(scanner: &mut Scanner, seg: &[u8], terminated: bool) -> Result<(), MetricLogError> {
+    let text = decode_log(seg);
+    let lines = py_splitlines(&text);
+    for line in &lines {
+        scanner.feed(line)?;
+    }
+    // `splitlines()` of the whole text: the `\n` ends one more (empty) line unless the
+    // stretch is a non-empty line already ended by `\r` (`\r\n` is one break).
+    let last = text.chars().next_back();
+    let ended_by_break = last.is_some_and(is_line_break);
+    if terminated && (text.is_empty() || (ended_by_break && last != Some('\r'))) {
+        scanner.skip(1);
+    }
+    Ok(())
+}
+
+/// Reads and parses a log file as a stream: memory stays bounded by
+/// [`MAX_LOG_SEGMENT_BYTES`] whatever the log's size. A FIFO or device is refused.
 pub fn parse_metric_log(path: &Path) -> Result<Observations, MetricLogError> {
-    let bytes = std::fs::read(path).map_err(|e| MetricLogError::Unreadable {
-        message: format!("{}: {e}", path.display()),
-    })?;
-    parse_metric_text(&decode_log(&bytes), &path.display().to_string())
+    use std::io::BufRead;
+    let unreadable = |e: &dyn fmt::Display| MetricLogError::Unreadable {
+        message: format!("{}: {e}", qual_json::escape_path(path)),
+    };
+    let file = qual_json::open_regular(path).map_err(|e| unreadable(&e))?;
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, file);
+    let mut scanner = Scanner::default();
+    let mut seg: Vec<u8> = Vec::new();
+    // Set once the current stretch passed the limit: (breaks so far, carried bytes, last byte).
+    let mut overflow: Option<(usize, [u8; 2], u8)> = None;
+    loop {
+        let buf = reader.fill_buf().map_err(|e| unreadable(&e))?;
+        if buf.is_empty() {
+            break;
+        }
+        let (chunk, newline) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], true),
+            None => (buf, false),
+        };
+        let used = chunk.len() + usize::from(newline);
+        // Past the limit, the stretch is only counted (see [`MAX_LOG_SEGMENT_BYTES`]).
+        if overflow.is_none() && seg.len() + chunk.len() > MAX_LOG_SEGMENT_BYTES {
+            let mut tail = [0u8; 2];
+            let n = count_breaks(&seg, &mut tail);
+            overflow = Some((n, tail, seg.last().copied().unwrap_or(0)));
+            seg = Vec::new();
+        }
+        match &mut overflow {
+            Some((n, tail, last)) => {
+                *n += count_breaks(chunk, tail);
+                if let Some(&b) = chunk.last() {
+                    *last = b;
+                }
+            }
+            None => seg.extend_from_slice(chunk),
+        }
+        reader.consume(used);
+        if newline {
+            match overflow.take() {
+                Some((n, _, last)) => scanner.skip(n + 1 - usize::from(last == b'\r')),
+                None => feed_segment(&mut scanner, &seg, true)?,
+            }
+            seg.clear();
+        }
+    }
+    // A stretch past the limit at the end needs no counting: no line follows it.
+    if overflow.is_none() && !seg.is_empty() {
+        feed_segment(&mut scanner, &seg, false)?;
+    }
+    scanner.finish(&qual_json::escape_path(path))
 }
 
 impl fmt::Display for Observation {
@@ -256,6 +367,50 @@ impl fmt::Display for Observation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streaming_parse_numbers_lines_like_splitlines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.log");
+        let cases: [&[u8]; 7] = [
+            b"a\r\n\nb\x0b\nKILN_LATENCY_METRIC m 1 ms\nKILN_LATENCY_METRIC m 2 ms\n",
+            b"\r\r\n\x0c\n\xc2\x85x\xe2\x80\xa8\nKILN_LATENCY_METRIC m 1.5e ms",
+            b"\xff\xfe\x1c\nKILN_LATENCY_METRIC a 1 ms\rKILN_LATENCY_METRIC a 2 ms",
+            b"KILN_LATENCY_METRIC a 1 ms\n\n\n",
+            b"\n\r\n\x1e\nKILN_LATENCY_METRIC b 3 us\x0b",
+            b"no metric lines here\n",
+            b"",
+        ];
+        for bytes in cases {
+            std::fs::write(&p, bytes).unwrap();
+            let shown = qual_json::escape_path(&p);
+            assert_eq!(
+                parse_metric_log(&p),
+                parse_metric_text(&decode_log(bytes), &shown),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        // A stretch past the limit is counted, not searched, and later lines keep their number.
+        let mut big = vec![b'x'; MAX_LOG_SEGMENT_BYTES + 10];
+        big.extend_from_slice(b"\rKILN_LATENCY_METRIC a 1 ms\r\n");
+        std::fs::write(&p, &big).unwrap();
+        let e = parse_metric_log(&p).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no KILN_LATENCY_METRIC lines found in ".to_owned() + &qual_json::escape_path(&p),
+            "{e}"
+        );
+        big.extend_from_slice(b"x\x0bKILN_LATENCY_METRIC b 1 ms\nKILN_LATENCY_METRIC b 1 ms\n");
+        std::fs::write(&p, &big).unwrap();
+        assert_eq!(
+            parse_metric_log(&p),
+            Err(MetricLogError::Duplicate {
+                name: "b".into(),
+                line: 5
+            })
+        );
+    }
 
     #[test]
     fn parses_and_ignores_non_matching_lines() {

@@ -5,7 +5,11 @@
 //!   `bench-results/backend-latency/raw`, last suffix `.json` (any depth);
 //! - *canonical raw-log path*: repo-relative, under `bench-results/backend-latency/raw`, last
 //!   suffix `.log`;
-//! - [`repo_relative_path`]: the one rule that touches the file system (symlinks resolved).
+//! - [`repo_relative_path`]: the one rule that touches the file system (symlinks resolved);
+//! - [`contained`]: a path named by a manifest (`source`, `result_artifact`) is repo-relative
+//!   and, symlinks resolved, stays inside the repository, in every mode (a deliberate
+//!   difference: the original accepted any path outside `--require-covered`, so `latency run`
+//!   could write an artifact anywhere the manifest said).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -47,6 +51,27 @@ pub fn is_canonical_result_path(p: &str) -> bool {
 /// Canonical raw-log path.
 pub fn is_canonical_raw_log_path(p: &str) -> bool {
     is_repo_relative(p) && is_under(p, RAW_DIR) && suffix_is(p, "log")
+}
+
+/// Why a manifest path is refused (`None` when it is contained in the repository at `root`):
+/// absolute, with a `..` component, or resolving (through symlinks) outside the root.
+pub fn contained(root: &Path, p: &str) -> Option<&'static str> {
+    if p.is_empty() {
+        return Some("must be a non-empty path");
+    }
+    if Path::new(p).is_absolute() {
+        return Some("must be repo-relative, not absolute");
+    }
+    if Path::new(p)
+        .components()
+        .any(|c| matches!(c, Component::ParentDir))
+    {
+        return Some("must not contain '..'");
+    }
+    if !resolve(&root.join(p)).starts_with(resolve(root)) {
+        return Some("resolves outside the repository");
+    }
+    None
 }
 
 /// Resolves a path against the repository root (absolute paths stay as they are).
@@ -186,5 +211,30 @@ mod tests {
             repo_relative_path(root, Path::new("/elsewhere/x")),
             "/elsewhere/x"
         );
+    }
+}
+
+#[cfg(test)]
+mod containment_tests {
+    use super::*;
+
+    #[test]
+    fn manifest_paths_stay_inside_the_repository() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::create_dir_all(root.join("bench-results")).unwrap();
+        std::os::unix::fs::symlink("/tmp", root.join("bench-results/out")).unwrap();
+        assert_eq!(
+            contained(root, "bench-results/backend-latency/a.json"),
+            None
+        );
+        assert!(contained(root, "/etc/x.json").unwrap().contains("absolute"));
+        assert!(contained(root, "bench-results/../../x.json")
+            .unwrap()
+            .contains(".."));
+        assert!(contained(root, "bench-results/out/x.json")
+            .unwrap()
+            .contains("outside the repository"));
+        assert!(contained(root, "").is_some());
     }
 }

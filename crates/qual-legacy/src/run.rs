@@ -294,10 +294,20 @@ pub fn run_bounded_echo(
 }
 
 /// The last `n` lines of a log, as the original prints them (`<raw log empty>` for an empty
-/// log, `<raw log unreadable: …>` when it cannot be read).
+/// log, `<raw log unreadable: …>` when it cannot be read). Only the last 64 KiB are read, so
+/// a huge log costs no memory (longer tail lines are shown cut at that boundary).
 pub fn log_tail(path: &Path, n: usize) -> String {
+    use std::io::{Seek, SeekFrom};
+    const TAIL_BYTES: u64 = 64 * 1024;
     let mut bytes = Vec::new();
-    match std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut bytes)) {
+    let read = qual_json::open_regular(path)
+        .map_err(std::io::Error::from)
+        .and_then(|mut f| {
+            let len = f.metadata()?.len();
+            f.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)))?;
+            f.take(TAIL_BYTES).read_to_end(&mut bytes)
+        });
+    match read {
         Err(e) => format!("<raw log unreadable: {e}>"),
         Ok(_) => {
             let text = crate::metric::decode_log(&bytes);
@@ -349,10 +359,17 @@ pub struct RunReport {
     pub execution: Execution,
 }
 
-/// The default output path of a fixture's artifact (`fixture.result_artifact`).
+/// The default output path of a fixture's artifact (`fixture.result_artifact`), refused unless
+/// it stays inside the repository (`paths::contained`).
 pub fn default_output_path(repo: &Repo, fixture: &qual_json::Object) -> Result<PathBuf> {
     match fixture.get("result_artifact").and_then(Value::as_str) {
-        Some(s) if !s.is_empty() => Ok(repo.join(s)),
+        Some(s) if !s.is_empty() => match crate::paths::contained(repo.root(), s) {
+            None => Ok(repo.join(s)),
+            Some(why) => Err(LegacyError::Refused(format!(
+                "fixture.result_artifact {why}: {}",
+                crate::pyfmt::py_str_repr(s)
+            ))),
+        },
         _ => Err(LegacyError::refused(
             "fixture.result_artifact must be a non-empty string",
         )),

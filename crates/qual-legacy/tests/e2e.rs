@@ -691,6 +691,7 @@ fn import_directory_then_zip_with_force() {
                 manifest_path: &target.join(MANIFEST),
                 fixture_id: Some(FIXTURE_ID),
                 force,
+                limits: Default::default(),
             },
         )
     };
@@ -757,6 +758,7 @@ fn import_directory_then_zip_with_force() {
             manifest_path: &fresh_repo.join(MANIFEST),
             fixture_id: Some(FIXTURE_ID),
             force: false,
+            limits: Default::default(),
         },
     )
     .unwrap_err()
@@ -939,6 +941,7 @@ fn import_needs_a_fixture_id_when_the_bundle_holds_several_results() {
                 manifest_path: &src.join(MANIFEST),
                 fixture_id: id,
                 force: false,
+                limits: Default::default(),
             },
         )
         .unwrap_err()
@@ -978,6 +981,7 @@ fn import_needs_a_fixture_id_when_the_bundle_holds_several_results() {
             manifest_path: &src.join(MANIFEST),
             fixture_id: None,
             force: false,
+            limits: Default::default(),
         },
     )
     .unwrap_err()

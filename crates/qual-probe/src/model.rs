@@ -251,7 +251,8 @@ fn open_input(root: &Path, rel: &str) -> Result<Opened, ModelError> {
         std::fs::symlink_metadata(&cur).map_err(|e| err(format!("cannot be inspected: {e}")))?;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        // O_NONBLOCK: a file swapped for a FIFO after the lstat above never blocks the open.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(&cur)
         .map_err(|e| err(format!("cannot be opened: {e}")))?;
     let fm = file
@@ -601,7 +602,8 @@ pub fn fingerprint(
         // The standalone template must be UTF-8: re-read is cheap (templates are small) and
         // is checked against the same held identity.
         let mut text = Vec::new();
-        File::open(&t.abs)
+        qual_json::open_regular(&t.abs)
+            .map_err(std::io::Error::from)
             .and_then(|mut f| f.read_to_end(&mut text))
             .map_err(|e| ModelError::Input {
                 path: t.rel.clone(),

@@ -4,7 +4,9 @@
 //! Invariants: rendering never judges — it reads a receipt the validator already accepted (a
 //! missing field prints as `-`, never panics), and it always ends a receipt summary with the
 //! evidence scope: what the receipt does *not* establish, so a reader cannot mistake a bounded
-//! pass for a general claim.
+//! pass for a general claim. Every string taken from a receipt or a report is shown through
+//! `qual_json::escape_text`, so a receipt cannot print a line of its own (a fake `OK <path>` or
+//! `verdict: passed`) or drive the terminal.
 
 use crate::compare::{ComparisonReport, Evaluation};
 use qual_json::{Number, Value};
@@ -24,10 +26,15 @@ pub const NOT_ESTABLISHED: [&str; 7] = [
 fn text(v: Option<&Value>) -> String {
     match v {
         None | Some(Value::Null) => "-".to_owned(),
-        Some(Value::String(s)) => s.clone(),
+        Some(Value::String(s)) => esc(s),
         Some(Value::Number(Number::Float(f))) => qual_json::python_float_repr(*f),
         Some(other) => qual_json::to_canonical_string(other),
     }
+}
+
+/// A string from a document, shown escaped.
+fn esc(s: &str) -> String {
+    qual_json::escape_text(s).into_owned()
 }
 
 fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
@@ -122,7 +129,7 @@ pub fn receipt_summary(r: &Value) -> String {
         text(os.and_then(|o| o.get("kernel"))),
         text(os.and_then(|o| o.get("architecture"))),
         platform
-            .map(|p| format!(", platform {p}"))
+            .map(|p| format!(", platform {}", esc(p)))
             .unwrap_or_default()
     );
     let clean = at(r, &["source", "git_worktree_clean"]).and_then(Value::as_bool);
@@ -206,13 +213,18 @@ pub fn receipt_summary(r: &Value) -> String {
         let details = res.get("details").and_then(Value::as_str).unwrap_or("");
         if status != "passed" && !details.is_empty() {
             let first = details.lines().next().unwrap_or("");
-            let shown: String = first.chars().take(200).collect();
-            let more = if shown.len() < details.len() {
+            let shown = esc(&first.chars().take(200).collect::<String>());
+            let more = if first.chars().count() > 200 || first.len() < details.len() {
                 " …"
             } else {
                 ""
             };
-            let _ = writeln!(out, "  {} {status}: {shown}{more}", text(res.get("id")));
+            let _ = writeln!(
+                out,
+                "  {} {}: {shown}{more}",
+                text(res.get("id")),
+                esc(status)
+            );
         }
     }
 
@@ -240,8 +252,8 @@ pub fn receipt_summary(r: &Value) -> String {
 fn num_text(v: &Option<serde_json::Value>) -> String {
     match v {
         None | Some(serde_json::Value::Null) => "-".to_owned(),
-        Some(serde_json::Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
+        Some(serde_json::Value::String(s)) => esc(s),
+        Some(other) => esc(&other.to_string()),
     }
 }
 
@@ -253,12 +265,12 @@ pub fn comparison_table(report: &ComparisonReport) -> String {
         out,
         "{} {} -> {} ({})",
         if report.ok { "PASSED" } else { "FAILED" },
-        report.baseline.receipt_id,
-        report.candidate.receipt_id,
-        report.mode
+        esc(&report.baseline.receipt_id),
+        esc(&report.candidate.receipt_id),
+        esc(&report.mode.to_string())
     );
     for allowed in &report.compatibility.allowed_differences {
-        let _ = writeln!(out, "allowed {}", allowed.describe());
+        let _ = writeln!(out, "allowed {}", esc(&allowed.describe()));
     }
     if !report.metric_evaluations.is_empty() {
         let header = [
@@ -281,11 +293,11 @@ pub fn comparison_table(report: &ComparisonReport) -> String {
                     _ => "-".to_owned(),
                 };
                 [
-                    e.scope.clone(),
+                    esc(&e.scope),
                     num_text(&e.baseline),
                     num_text(&e.candidate),
                     delta,
-                    e.rule_text(),
+                    esc(&e.rule_text()),
                     if e.required || e.status == "passed" {
                         e.status.to_uppercase()
                     } else {
@@ -313,7 +325,7 @@ pub fn comparison_table(report: &ComparisonReport) -> String {
         }
         for e in &report.metric_evaluations {
             if let Some(reason) = &e.reason {
-                let _ = writeln!(out, "{}: {reason}", e.scope);
+                let _ = writeln!(out, "{}: {}", esc(&e.scope), esc(reason));
             }
         }
     }

@@ -1629,10 +1629,7 @@ impl Checker {
 /// Streams a regular file through SHA-256: (`sha256:<hex>`, byte length).
 pub fn hash_file(path: &Path) -> std::io::Result<(String, u64)> {
     use sha2::Digest;
-    let mut file = std::fs::File::open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
+    let mut file = qual_json::open_regular(path)?;
     let mut hasher = sha2::Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut total = 0u64;

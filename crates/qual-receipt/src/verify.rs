@@ -608,7 +608,13 @@ fn execution(
     let failed_assertions = if containment.is_null() {
         None
     } else {
-        let log = |name: &str| std::fs::read(v.run_dir.join(dir_rel).join(name));
+        // Logs hold at most the runner's capture bound (16 MiB per stream); regular files only.
+        let log = |name: &str| {
+            qual_json::file::read_regular_file(&v.run_dir.join(dir_rel).join(name), 64 << 20)
+                .ok()
+                .flatten()
+                .ok_or(())
+        };
         match (log("stdout.log"), log("stderr.log")) {
             (Ok(so), Ok(se)) => {
                 let captured = |bytes, stream: &str| qual_contract::assertions::Captured {

@@ -14,7 +14,11 @@
 //!   allowed to be missing — the content-event count (source `client_count`).
 //!
 //! Every event is stamped with the arrival time of the read that completed it. Invariant:
-//! the requested `max_tokens` is never used as a count.
+//! the requested `max_tokens` is never used as a count — only as a bound: [`StreamLimits`]
+//! caps the events and bytes one response may carry, so an endless or bloated stream fails
+//! that request and cannot fill memory or the evidence file. A request holds only what it
+//! actually received (content and reasoning text for the output digest, one timestamp per
+//! content event, and the event being parsed), never more than its limits.
 
 use crate::io::{FullBody, TokioIo};
 use crate::record::{Outcome, RequestRecord, TokenCount, TokenSource, Usage};
@@ -166,6 +170,29 @@ pub async fn unary_get(
     Ok((status, n))
 }
 
+/// The most one streamed response may carry, derived from the request's `max_tokens`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// SSE events (content or not): `2 × max_tokens + 64`.
+    pub max_events: u64,
+    /// Body bytes: `64 KiB + 4 KiB × max_events`.
+    pub max_bytes: u64,
+}
+
+/// The largest single SSE event accepted (a chunk is a few hundred bytes).
+pub const MAX_EVENT_BYTES: usize = 256 * 1024;
+
+impl StreamLimits {
+    /// The limits of a request asking for `max_tokens` tokens.
+    pub fn for_max_tokens(max_tokens: u64) -> StreamLimits {
+        let max_events = max_tokens.saturating_mul(2).saturating_add(64);
+        StreamLimits {
+            max_events,
+            max_bytes: max_events.saturating_mul(4096).saturating_add(64 * 1024),
+        }
+    }
+}
+
 /// Stream acceptance switches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamRules {
@@ -310,6 +337,17 @@ pub enum SendOutcome {
     Stale,
 }
 
+/// One streaming request to send: the endpoint path, the JSON body and the response limits.
+#[derive(Clone, Debug)]
+pub struct StreamCall<'a> {
+    /// `/v1/chat/completions` or `/v1/completions`.
+    pub path: &'a str,
+    /// The request body.
+    pub body: Bytes,
+    /// What the response may carry.
+    pub limits: StreamLimits,
+}
+
 /// Sends one streaming request on `conn` and fills `rec`. `epoch` is the campaign clock's
 /// origin. `rec.send_ns` becomes the instant the request's first byte was written to the
 /// socket (so client-side queueing shows up as schedule lag, never as server latency).
@@ -317,12 +355,12 @@ pub enum SendOutcome {
 pub async fn stream_request(
     conn: &mut Connection,
     addr: SocketAddr,
-    path: &str,
-    body: Bytes,
+    call: StreamCall<'_>,
     epoch: Instant,
     rules: StreamRules,
     rec: &mut RequestRecord,
 ) -> SendOutcome {
+    let StreamCall { path, body, limits } = call;
     let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
     let req = match hyper::Request::post(path)
         .header(hyper::header::HOST, addr.to_string())
@@ -410,8 +448,9 @@ pub async fn stream_request(
         };
         return SendOutcome::Exchanged { reusable: ok };
     }
-    let mut parser = SseParser::default();
+    let mut parser = SseParser::new(MAX_EVENT_BYTES);
     let mut events = Vec::new();
+    let (mut received_bytes, mut received_events) = (0u64, 0u64);
     let mut st = StreamState {
         done: false,
         finish: Vec::new(),
@@ -437,19 +476,21 @@ pub async fn stream_request(
                 if rec.first_byte_ns.is_none() {
                     rec.first_byte_ns = Some(t);
                 }
+                received_bytes = received_bytes.saturating_add(data.len() as u64);
                 events.clear();
-                if let Err(e) = parser.push(&data, &mut events) {
-                    failure = Some(e.to_string());
-                    reusable = false;
-                    break;
-                }
-                for ev in &events {
-                    if let Err(reason) = on_event(ev, t, rec, &mut st) {
-                        failure = Some(reason);
-                        break;
-                    }
-                }
-                if failure.is_some() {
+                let step = within(received_bytes, limits.max_bytes, "bytes")
+                    .and_then(|()| parser.push(&data, &mut events).map_err(|e| e.to_string()))
+                    .and_then(|()| {
+                        received_events = received_events.saturating_add(events.len() as u64);
+                        within(received_events, limits.max_events, "events")
+                    })
+                    .and_then(|()| {
+                        events
+                            .iter()
+                            .try_for_each(|ev| on_event(ev, t, rec, &mut st))
+                    });
+                if let Err(reason) = step {
+                    failure = Some(reason);
                     reusable = false;
                     break;
                 }
@@ -474,6 +515,16 @@ pub async fn stream_request(
     digest_input.extend_from_slice(st.content.as_bytes());
     rec.output_sha256 = Some(qual_json::sha256_prefixed(&digest_input));
     SendOutcome::Exchanged { reusable }
+}
+
+/// `Err` once a response carried more than its limit of `what`.
+fn within(n: u64, limit: u64, what: &str) -> Result<(), String> {
+    if n > limit {
+        return Err(format!(
+            "stream exceeded {limit} {what}, the limit for its max_tokens"
+        ));
+    }
+    Ok(())
 }
 
 fn finish(

@@ -31,9 +31,8 @@ use crate::recipe::{self, LaunchRecipe, RecipeError};
 use qual_json::{Int, LoadError, Number, Value};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -439,42 +438,25 @@ impl KilnLaunch {
     }
 }
 
-/// Reads at most [`MAX_RECIPE_BYTES`]; also says whether the path itself is a regular file
-/// that is not a symlink (one open with `O_NOFOLLOW`, then `fstat`, so nothing can be swapped
-/// in between). A symlink is still followed and read, because `kiln-qual.serve-launch.v1`
-/// recipes have always accepted one.
+/// Reads at most [`MAX_RECIPE_BYTES`] of a regular file (`qual_json::open_regular`: never a
+/// FIFO or device); also says whether the path itself is a regular file that is not a symlink
+/// (its `lstat` names the very file that was opened, so nothing can be swapped in between). A
+/// symlink is still followed and read, because `kiln-qual.serve-launch.v1` recipes have
+/// always accepted one.
 fn read_recipe_file(path: &Path) -> Result<(Vec<u8>, bool), LoadError> {
-    let shown = path.display().to_string();
-    let io = |source| LoadError::Io {
-        path: shown.clone(),
-        source,
+    use std::os::unix::fs::MetadataExt;
+    let file = qual_json::open_regular(path)?;
+    let opened = file.metadata().ok();
+    let plain = match (std::fs::symlink_metadata(path).ok(), opened) {
+        (Some(l), Some(o)) => l.file_type().is_file() && (l.dev(), l.ino()) == (o.dev(), o.ino()),
+        _ => false,
     };
-    let (file, mut plain) = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-    {
-        Ok(f) => (f, true),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            (std::fs::File::open(path).map_err(io)?, false)
-        }
-        Err(e) => return Err(io(e)),
-    };
-    let meta = file.metadata().map_err(io)?;
-    if meta.is_dir() {
-        return Err(io(std::io::Error::other("is a directory")));
-    }
-    plain &= meta.is_file();
-    let mut bytes = Vec::with_capacity((meta.len() as usize).min(MAX_RECIPE_BYTES) + 1);
-    file.take(MAX_RECIPE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    if bytes.len() > MAX_RECIPE_BYTES {
-        return Err(LoadError::TooLarge {
-            path: shown,
+    let bytes = qual_json::file::read_opened(file, path, MAX_RECIPE_BYTES)?.ok_or_else(|| {
+        LoadError::TooLarge {
+            path: qual_json::escape_path(path),
             limit: MAX_RECIPE_BYTES,
-        });
-    }
+        }
+    })?;
     Ok((bytes, plain))
 }
 

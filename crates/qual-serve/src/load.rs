@@ -123,6 +123,7 @@ struct Ctx {
     ids: Vec<String>,
     endpoints: Vec<crate::record::Endpoint>,
     bodies: Vec<Bytes>,
+    limits: Vec<client::StreamLimits>,
     results: Mutex<Vec<Option<RequestRecord>>>,
     done: AtomicU64,
     failed: AtomicU64,
@@ -195,8 +196,11 @@ impl Ctx {
                 let sent = client::stream_request(
                     c,
                     self.spec.addr,
-                    endpoint.path(),
-                    self.bodies[ci].clone(),
+                    client::StreamCall {
+                        path: endpoint.path(),
+                        body: self.bodies[ci].clone(),
+                        limits: self.limits[ci],
+                    },
                     self.epoch,
                     self.spec.rules,
                     &mut rec,
@@ -314,6 +318,12 @@ async fn open_loop(ctx: Arc<Ctx>, range: std::ops::Range<usize>) {
 }
 
 fn pin_to(cpu: usize) -> std::io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(std::io::Error::other(format!(
+            "CPU {cpu} is beyond the affinity mask ({} CPUs)",
+            libc::CPU_SETSIZE
+        )));
+    }
     // SAFETY: cpu_set_t is plain data; sched_setaffinity(0, …) affects only this thread.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -366,6 +376,11 @@ pub fn run(
         items,
         ids: corpus.entries.iter().map(|e| e.id.clone()).collect(),
         endpoints: corpus.entries.iter().map(|e| e.endpoint).collect(),
+        limits: corpus
+            .entries
+            .iter()
+            .map(|e| client::StreamLimits::for_max_tokens(e.max_tokens))
+            .collect(),
         bodies: corpus
             .entries
             .iter()

@@ -33,6 +33,9 @@ pub struct MockConfig {
     pub itl: Duration,
     /// Content events per response; `None` = the request's `max_tokens` (default 16).
     pub output_tokens: Option<u64>,
+    /// Injection: send `output_tokens` content events even beyond the request's `max_tokens`
+    /// (a runaway stream).
+    pub overrun_max_tokens: bool,
     /// Model id served by `/v1/models`.
     pub model: String,
     /// `/v1/models` answers 503 until this long after start (`u64::MAX` ms: never ready).
@@ -65,6 +68,7 @@ impl Default for MockConfig {
             ttft: Duration::ZERO,
             itl: Duration::ZERO,
             output_tokens: None,
+            overrun_max_tokens: false,
             model: "kiln-qual-mock".into(),
             ready_after: Duration::ZERO,
             error_event_after: None,
@@ -138,6 +142,7 @@ pub fn parse_flags(args: &[String]) -> Result<MockConfig, String> {
             "--leave-child" => c.leave_child = true,
             "--leave-escaped-child" => c.leave_escaped_child = true,
             "--leave-escaped-sleeper" => c.leave_escaped_sleeper = true,
+            "--overrun-max-tokens" => c.overrun_max_tokens = true,
             other => return Err(format!("unknown flag: {other}")),
         }
     }
@@ -377,6 +382,7 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
         .as_ref()
         .is_some_and(|o| o.include_usage);
     let (tokens, finish) = match st.cfg.output_tokens {
+        Some(t) if st.cfg.overrun_max_tokens => (t, "length"),
         Some(t) if t < max_tokens => (t, "stop"),
         _ => (max_tokens, "length"),
     };

@@ -390,6 +390,29 @@ fn port_already_taken_refuses_to_launch() {
 }
 
 #[test]
+fn a_stream_longer_than_max_tokens_allows_fails_that_request() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // max_tokens is 8..23 in the corpus: at most 2 × 23 + 64 = 110 events are accepted.
+    let case = Case::new(
+        &["--output-tokens", "100000", "--overrun-max-tokens"],
+        10.0,
+        5.0,
+    );
+    let r = run_failed(
+        &case,
+        case.options(Arrival::ClosedLoop { concurrency: 2 }, 4),
+        "events, the limit for its max_tokens",
+    );
+    assert_eq!(metric(&r, "requests_failed"), Some(4.0));
+    // The evidence holds no more than the limit of timestamps per request.
+    let ev = case.evidence();
+    for req in ev["requests"].as_array().unwrap() {
+        let n = req["content_event_ns"].as_array().map_or(0, Vec::len);
+        assert!(n <= 2 * 23 + 64, "{n} content events kept");
+    }
+}
+
+#[test]
 fn error_event_mid_stream_fails_the_case() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let case = Case::new(&["--error-event-after", "2", "--itl-ms", "1"], 10.0, 5.0);

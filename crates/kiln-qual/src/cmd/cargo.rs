@@ -6,6 +6,7 @@
 //! Exit code: cargo's own; 124 when the deadline passed; 127 when cargo could not be started;
 //! 128 + signal when cargo died of a signal or `kiln-qual` was interrupted; 2 for usage errors.
 
+use crate::output::{errln, esc};
 use clap::Args;
 use qual_exec::{signals, wrap, ExecError, Observer, OutputStream};
 use std::io::Write;
@@ -15,10 +16,10 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct CargoArgs {
     /// Deadline for the whole cargo run; then SIGTERM to its process group, the grace, SIGKILL.
-    #[arg(long, default_value_t = 3600.0, value_parser = positive_seconds)]
+    #[arg(long, default_value_t = 3600.0, value_parser = super::args::seconds_in(0.001..=604_800.0))]
     timeout_seconds: f64,
     /// Time between SIGTERM and SIGKILL.
-    #[arg(long, default_value_t = 10.0, value_parser = non_negative_seconds)]
+    #[arg(long, default_value_t = 10.0, value_parser = super::args::seconds_in(0.0..=3600.0))]
     term_grace_seconds: f64,
     /// Also pass this host environment variable through (repeatable); the default allow-list
     /// is the closed case environment plus toolchain and build knobs.
@@ -30,20 +31,6 @@ pub struct CargoArgs {
     /// Arguments for cargo, after `--`.
     #[arg(last = true, required = true, value_name = "CARGO_ARGS")]
     cargo_args: Vec<String>,
-}
-
-fn positive_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= 7.0 * 24.0 * 3600.0 => Ok(v),
-        _ => Err("expected a number of seconds > 0 and at most one week".into()),
-    }
-}
-
-fn non_negative_seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && (0.0..=3600.0).contains(&v) => Ok(v),
-        _ => Err("expected a number of seconds between 0 and 3600".into()),
-    }
 }
 
 /// Streams the child's output to ours as it arrives.
@@ -62,13 +49,13 @@ impl Observer for PassThrough {
 /// Runs `kiln-qual cargo`.
 pub fn run(a: CargoArgs) -> i32 {
     if let Err(e) = signals::install_forwarding() {
-        eprintln!("kiln-qual cargo: failed to install signal forwarding: {e}");
+        errln!("kiln-qual cargo: failed to install signal forwarding: {e}");
         return 1;
     }
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("kiln-qual cargo: failed to read the current directory: {e}");
+            errln!("kiln-qual cargo: failed to read the current directory: {e}");
             return 1;
         }
     };
@@ -87,43 +74,43 @@ pub fn run(a: CargoArgs) -> i32 {
     let exec = match qual_exec::execute_observed(&spec, &mut PassThrough) {
         Ok(e) => e,
         Err(e @ ExecError::Spawn { .. }) => {
-            eprintln!("kiln-qual cargo: failed to {e}");
+            errln!("kiln-qual cargo: failed to {}", esc(&e.to_string()));
             return wrap::EXIT_SPAWN_FAILED;
         }
         Err(ExecError::Interrupted { signal }) => {
-            eprintln!("kiln-qual cargo: interrupted before cargo started");
+            errln!("kiln-qual cargo: interrupted before cargo started");
             return 128 + signal;
         }
         Err(e) => {
-            eprintln!("kiln-qual cargo: failed to {e}");
+            errln!("kiln-qual cargo: failed to {}", esc(&e.to_string()));
             return 1;
         }
     };
     let _ = std::io::stdout().flush();
     let c = &exec.containment;
     match &exec.termination {
-        qual_exec::Termination::TimedOut { signal_used } => eprintln!(
+        qual_exec::Termination::TimedOut { signal_used } => errln!(
             "kiln-qual cargo: cargo exceeded {}s; its process group was ended with {}",
             a.timeout_seconds,
             qual_exec::signal_name(*signal_used)
         ),
-        qual_exec::Termination::Interrupted { signal_used } => eprintln!(
+        qual_exec::Termination::Interrupted { signal_used } => errln!(
             "kiln-qual cargo: interrupted; cargo's process group was ended with {}",
             qual_exec::signal_name(*signal_used)
         ),
         _ => {}
     }
     if !c.residue.is_empty() {
-        eprintln!(
+        errln!(
             "kiln-qual cargo: cargo left {} process(es) running after it exited; killed:",
             c.residue.len()
         );
         for r in c.residue.iter().take(20) {
-            eprintln!(
+            errln!(
                 "  pid {} ({}) {}",
                 r.pid,
                 qual_exec::signal_name(r.signal),
-                r.cmdline
+                esc(&r.cmdline)
             );
         }
     }

@@ -11,6 +11,7 @@
 //! 1 refusal or failed check, 2 usage.
 
 use crate::exit;
+use crate::output::{errln, esc, esc_path, outln};
 use clap::{Args, Subcommand, ValueEnum};
 use qual_legacy::git::Repo;
 use qual_legacy::manifest::{CheckOutcome, DEFAULT_MANIFEST};
@@ -58,7 +59,7 @@ impl StatusArg {
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// The fixture manifest.
-    #[arg(default_value = DEFAULT_MANIFEST)]
+    #[arg(value_parser = super::args::Path, default_value = DEFAULT_MANIFEST)]
     pub manifest: PathBuf,
     /// Require every fixture locked with a tracked, validated, passing result artifact.
     #[arg(long)]
@@ -72,23 +73,24 @@ pub struct CheckArgs {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// The fixture manifest.
+    #[arg(value_parser = super::args::Path)]
     pub manifest: PathBuf,
     /// The fixture to run.
     pub fixture_id: String,
     /// Raw-log directory (must stay git-ignored).
-    #[arg(long, default_value = qual_legacy::paths::RAW_DIR)]
+    #[arg(long, default_value = qual_legacy::paths::RAW_DIR, value_parser = super::args::path_text)]
     pub log_dir: String,
     /// Artifact path (default: the fixture's result_artifact).
-    #[arg(long)]
+    #[arg(value_parser = super::args::Path, long)]
     pub output: Option<PathBuf>,
     /// Status to record.
     #[arg(long, value_enum, default_value = "passed")]
     pub status: StatusArg,
-    /// Deadline for the fixture command, in seconds.
-    #[arg(long, default_value_t = 3600)]
+    /// Deadline for the fixture command, in seconds (1..=604800, one week).
+    #[arg(long, default_value_t = 3600, value_parser = super::args::count::<u64>(1..=604_800))]
     pub timeout: u64,
-    /// Seconds between SIGTERM and SIGKILL when the deadline passes.
-    #[arg(long, default_value_t = 5)]
+    /// Seconds between SIGTERM and SIGKILL when the deadline passes (0..=3600).
+    #[arg(long, default_value_t = 5, value_parser = super::args::count::<u64>(0..=3600))]
     pub term_grace: u64,
     /// Do not echo the command's output (to stderr) while it runs.
     #[arg(long)]
@@ -102,13 +104,15 @@ pub struct RunArgs {
 #[derive(Args, Debug)]
 pub struct WriteArgs {
     /// The fixture manifest.
+    #[arg(value_parser = super::args::Path)]
     pub manifest: PathBuf,
     /// The fixture.
     pub fixture_id: String,
     /// The captured benchmark log (relative paths resolve against the current directory).
+    #[arg(value_parser = super::args::Path)]
     pub raw_log: PathBuf,
     /// Artifact path (default: the fixture's result_artifact).
-    #[arg(long)]
+    #[arg(value_parser = super::args::Path, long)]
     pub output: Option<PathBuf>,
     /// Status to record.
     #[arg(long, value_enum, default_value = "passed")]
@@ -122,9 +126,10 @@ pub struct WriteArgs {
 #[derive(Args, Debug)]
 pub struct ImportArgs {
     /// A downloaded artifact zip or its extracted directory.
+    #[arg(value_parser = super::args::Path)]
     pub bundle: PathBuf,
     /// The fixture manifest.
-    #[arg(long, default_value = DEFAULT_MANIFEST)]
+    #[arg(value_parser = super::args::Path, long, default_value = DEFAULT_MANIFEST)]
     pub manifest: PathBuf,
     /// Select the result artifact of this fixture.
     #[arg(long)]
@@ -141,7 +146,7 @@ pub struct ImportArgs {
 #[derive(Args, Debug)]
 pub struct LockArgs {
     /// The fixture manifest.
-    #[arg(default_value = DEFAULT_MANIFEST)]
+    #[arg(value_parser = super::args::Path, default_value = DEFAULT_MANIFEST)]
     pub manifest: PathBuf,
     /// Relative headroom in [0, 1): `<=` limits become observed × (1 + H), `>=` floors
     /// observed × (1 − H), rounded to 6 decimals.
@@ -151,7 +156,7 @@ pub struct LockArgs {
     #[arg(long = "fixture-id")]
     pub fixture_ids: Vec<String>,
     /// Write the manifest here instead of in place.
-    #[arg(long)]
+    #[arg(value_parser = super::args::Path, long)]
     pub output: Option<PathBuf>,
     /// Validate only; write nothing.
     #[arg(long)]
@@ -165,7 +170,7 @@ pub struct LockArgs {
 #[derive(Args, Debug)]
 pub struct PlanArgs {
     /// The fixture manifest.
-    #[arg(default_value = DEFAULT_MANIFEST)]
+    #[arg(value_parser = super::args::Path, default_value = DEFAULT_MANIFEST)]
     pub manifest: PathBuf,
     /// Plan this fixture (repeatable).
     #[arg(long = "fixture-id")]
@@ -206,7 +211,11 @@ fn fail(what: &str, json: bool, e: &LegacyError) -> i32 {
     if json {
         crate::output::print_json(&json!({"ok": false, "error": e.to_string()}));
     }
-    eprintln!("kiln-qual: failed to {what}: {e}");
+    errln!(
+        "kiln-qual: failed to {}: {}",
+        esc(what),
+        esc(&e.to_string())
+    );
     exit::FAILED
 }
 
@@ -234,7 +243,7 @@ fn check(a: CheckArgs) -> i32 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let manifest = repo.join(&a.manifest.to_string_lossy());
+    let manifest = repo.root().join(&a.manifest);
     match qual_legacy::manifest::check_manifest_file(&repo, &manifest, a.require_covered) {
         Err(e) => fail(what, a.json, &e),
         Ok(CheckOutcome::Passed(s)) => {
@@ -246,11 +255,11 @@ fn check(a: CheckArgs) -> i32 {
                     "missing_fixture_slots": s.missing_fixture_slots,
                 }));
             } else {
-                println!(
+                outln!(
                     "latency manifest {} is valid{}: status {}, {} fixtures, {} missing fixture slots",
-                    a.manifest.display(),
+                    esc_path(&a.manifest),
                     if a.require_covered { " and covered" } else { "" },
-                    s.status,
+                    esc(&s.status),
                     s.fixtures,
                     s.missing_fixture_slots
                 );
@@ -261,9 +270,9 @@ fn check(a: CheckArgs) -> i32 {
             if a.json {
                 crate::output::print_json(&json!({"ok": false, "errors": errors}));
             }
-            eprintln!(
+            errln!(
                 "kiln-qual: failed to {what}: {} has {} problem{}{}:",
-                a.manifest.display(),
+                esc_path(&a.manifest),
                 errors.len(),
                 if errors.len() == 1 { "" } else { "s" },
                 if a.require_covered {
@@ -273,7 +282,7 @@ fn check(a: CheckArgs) -> i32 {
                 }
             );
             for e in &errors {
-                eprintln!("  - {e}");
+                errln!("  - {}", esc(e));
             }
             exit::FAILED
         }
@@ -296,7 +305,7 @@ fn run_fixture(a: RunArgs) -> i32 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let manifest = repo.join(&a.manifest.to_string_lossy());
+    let manifest = repo.root().join(&a.manifest);
     let req = qual_legacy::run::RunRequest {
         manifest_path: &manifest,
         fixture_id: &a.fixture_id,
@@ -324,12 +333,12 @@ fn run_fixture(a: RunArgs) -> i32 {
                     "metrics": metrics,
                 }));
             } else {
-                println!(
+                outln!(
                     "wrote {} ({} metrics: {}) from raw log {} in {:.1}s{}",
-                    r.output.display(),
+                    esc_path(&r.output),
                     metrics.len(),
-                    metrics.join(", "),
-                    r.raw_log.display(),
+                    esc(&metrics.join(", ")),
+                    esc_path(&r.raw_log),
                     r.execution.wall.as_secs_f64(),
                     if r.execution.group_residue {
                         "; leftover processes of the fixture were killed"
@@ -349,7 +358,7 @@ fn write(a: WriteArgs) -> i32 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let manifest = repo.join(&a.manifest.to_string_lossy());
+    let manifest = repo.root().join(&a.manifest);
     let log = from_cwd(&a.raw_log);
     let req = qual_legacy::run::WriteRequest {
         manifest_path: &manifest,
@@ -371,11 +380,11 @@ fn write(a: WriteArgs) -> i32 {
                     "metrics": metrics,
                 }));
             } else {
-                println!(
+                outln!(
                     "wrote {} ({} metrics: {})",
-                    output.display(),
+                    esc_path(&output),
                     metrics.len(),
-                    metrics.join(", ")
+                    esc(&metrics.join(", "))
                 );
             }
             exit::OK
@@ -389,14 +398,20 @@ fn import(a: ImportArgs) -> i32 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let manifest = repo.join(&a.manifest.to_string_lossy());
+    let manifest = repo.root().join(&a.manifest);
     let bundle = from_cwd(&a.bundle);
     let req = qual_legacy::import::ImportRequest {
         bundle: &bundle,
         manifest_path: &manifest,
         fixture_id: a.fixture_id.as_deref(),
         force: a.force,
+        limits: Default::default(),
     };
+    // SIGINT/SIGTERM stop the extraction at the next chunk so its directory is removed.
+    if let Err(e) = qual_exec::signals::install_forwarding() {
+        errln!("kiln-qual: failed to install signal handlers: {e}");
+        return exit::FAILED;
+    }
     match qual_legacy::import::import_bundle(&repo, &req) {
         Err(e) => fail(&what, a.json, &e),
         Ok(r) => {
@@ -410,11 +425,11 @@ fn import(a: ImportArgs) -> i32 {
                     "metrics": r.metrics,
                 }));
             } else {
-                println!(
+                outln!(
                     "imported {} and raw log {} for fixture {} ({} metrics)",
-                    r.result_artifact,
-                    r.raw_log,
-                    r.fixture_id,
+                    esc(&r.result_artifact),
+                    esc(&r.raw_log),
+                    esc(&r.fixture_id),
                     r.metrics.len()
                 );
             }
@@ -429,8 +444,8 @@ fn lock(a: LockArgs) -> i32 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let manifest = repo.join(&a.manifest.to_string_lossy());
-    let output = a.output.as_ref().map(|p| repo.join(&p.to_string_lossy()));
+    let manifest = repo.root().join(&a.manifest);
+    let output = a.output.as_ref().map(|p| repo.root().join(p));
     let req = qual_legacy::lock::LockRequest {
         manifest_path: &manifest,
         output: output.as_deref(),
@@ -458,16 +473,18 @@ fn lock(a: LockArgs) -> i32 {
                     .locked_fixture_ids
                     .as_ref()
                     .map_or_else(|| "all fixtures".to_string(), |ids| ids.join(", "));
+                let which = esc(&which);
                 match &s.output {
-                    Some(p) => println!(
+                    Some(p) => outln!(
                         "locked {which} with headroom {}; manifest status {}; wrote {}",
                         s.headroom,
-                        s.status,
-                        p.display()
+                        esc(&s.status),
+                        esc_path(p)
                     ),
-                    None => println!(
+                    None => outln!(
                         "{which} would lock with headroom {}; manifest status would be {} (--check: nothing written)",
-                        s.headroom, s.status
+                        s.headroom,
+                        esc(&s.status)
                     ),
                 }
             }
@@ -482,7 +499,7 @@ fn plan(a: PlanArgs) -> i32 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let manifest = repo.join(&a.manifest.to_string_lossy());
+    let manifest = repo.root().join(&a.manifest);
     let req = qual_legacy::plan::PlanRequest {
         fixture_ids: &a.fixture_ids,
         include_covered: a.include_covered,
@@ -500,7 +517,7 @@ fn plan(a: PlanArgs) -> i32 {
         match qual_legacy::plan::shell_lines(&plan) {
             Ok(lines) => {
                 for l in lines {
-                    println!("{l}");
+                    outln!("{}", esc(&l));
                 }
                 exit::OK
             }

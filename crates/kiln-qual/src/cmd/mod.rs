@@ -1,5 +1,6 @@
 //! One module per subcommand family; each owns its clap types and printing.
 
+pub mod args;
 pub mod cargo;
 pub mod latency;
 pub mod receipt;

@@ -11,6 +11,7 @@
 //! load and binding errors), 2 usage.
 
 use crate::exit;
+use crate::output::{errln, esc, esc_path, out, outln};
 use clap::{Args, Subcommand};
 use qual_receipt::validate::{self, FileOutcome, StrictChecks};
 use serde::Serialize;
@@ -38,19 +39,19 @@ pub enum ReceiptCommand {
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
     /// The receipt file.
-    #[arg(value_name = "RECEIPT")]
+    #[arg(value_parser = super::args::Path, value_name = "RECEIPT")]
     pub receipt: PathBuf,
     /// The run directory the runner retained (default:
     /// `<root>/.qualification/runs/<receipt_id>`).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_parser = super::args::Path, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
     /// Repository root the receipt's commit and workload are read from (default: the git top
     /// level of the current directory).
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_parser = super::args::Path, value_name = "R")]
     pub root: Option<PathBuf>,
     /// Also require the attestation `<receipt>.intoto.jsonl` to be signed by one of these
     /// keys (OpenSSH public key lines, `ssh-ed25519 AAAA… comment`).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_parser = super::args::Path, value_name = "FILE")]
     pub trusted_keys: Option<PathBuf>,
     /// Only check the attestation (with --trusted-keys), not the run directory.
     #[arg(long, requires = "trusted_keys")]
@@ -64,10 +65,10 @@ pub struct VerifyArgs {
 #[derive(Args, Debug)]
 pub struct SignArgs {
     /// The receipt file.
-    #[arg(value_name = "RECEIPT")]
+    #[arg(value_parser = super::args::Path, value_name = "RECEIPT")]
     pub receipt: PathBuf,
     /// OpenSSH Ed25519 private key without a passphrase (`ssh-keygen -t ed25519 -N ''`).
-    #[arg(long, value_name = "KEY")]
+    #[arg(long, value_parser = super::args::Path, value_name = "KEY")]
     pub key: PathBuf,
 }
 
@@ -75,11 +76,11 @@ pub struct SignArgs {
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// Receipt files to validate.
-    #[arg(required = true, value_name = "RECEIPT")]
+    #[arg(value_parser = super::args::Path, required = true, value_name = "RECEIPT")]
     pub receipts: Vec<PathBuf>,
     /// Repository root for the strict checks (default: the git top level of the current
     /// directory, else the current directory).
-    #[arg(long, value_name = "R")]
+    #[arg(value_parser = super::args::Path, long, value_name = "R")]
     pub root: Option<PathBuf>,
     /// Require the current source tree of the root to hash to the receipt's digest.
     #[arg(long)]
@@ -100,7 +101,7 @@ pub struct CheckArgs {
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// The receipt file.
-    #[arg(value_name = "RECEIPT")]
+    #[arg(value_parser = super::args::Path, value_name = "RECEIPT")]
     pub receipt: PathBuf,
 }
 
@@ -108,18 +109,18 @@ pub struct ShowArgs {
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     /// The baseline receipt.
-    #[arg(value_name = "BASELINE")]
+    #[arg(value_parser = super::args::Path, value_name = "BASELINE")]
     pub baseline: PathBuf,
     /// The candidate receipt.
-    #[arg(value_name = "CANDIDATE")]
+    #[arg(value_parser = super::args::Path, value_name = "CANDIDATE")]
     pub candidate: PathBuf,
     /// The committed workload manifest both receipts name (required unless both are
     /// environment receipts without a workload).
-    #[arg(long, value_name = "M")]
+    #[arg(value_parser = super::args::Path, long, value_name = "M")]
     pub workload_manifest: Option<PathBuf>,
     /// Repository root the manifest must be committed in (default: the git top level of the
     /// current directory).
-    #[arg(long, value_name = "R")]
+    #[arg(value_parser = super::args::Path, long, value_name = "R")]
     pub root: Option<PathBuf>,
     /// Print the machine report on stdout.
     #[arg(long)]
@@ -163,6 +164,9 @@ struct CheckEntry {
     ok: bool,
     outcome: FileOutcome,
     path: String,
+    /// The path for the terminal (exact bytes, escaped).
+    #[serde(skip)]
+    shown: String,
 }
 
 fn check(a: CheckArgs) -> i32 {
@@ -185,6 +189,7 @@ fn check(a: CheckArgs) -> i32 {
             ok: outcome.is_valid(),
             outcome,
             path: path.display().to_string(),
+            shown: esc_path(path),
         });
     }
     let ok = entries.iter().all(|e| e.ok);
@@ -196,15 +201,15 @@ fn check(a: CheckArgs) -> i32 {
     } else {
         for e in &entries {
             match &e.outcome {
-                FileOutcome::Valid => println!("OK {}", e.path),
+                FileOutcome::Valid => outln!("OK {}", e.shown),
                 FileOutcome::Unloadable { error } => {
-                    eprintln!("FAILED {}", e.path);
-                    eprintln!("  receipt: failed to load: {error}");
+                    errln!("FAILED {}", e.shown);
+                    errln!("  receipt: failed to load: {}", esc(error));
                 }
                 FileOutcome::Invalid { violations } => {
-                    eprintln!("FAILED {}", e.path);
+                    errln!("FAILED {}", e.shown);
                     for v in violations {
-                        eprintln!("  {}: {}", v.path, v.message);
+                        errln!("  {}: {}", esc(&v.path), esc(&v.message));
                     }
                 }
             }
@@ -221,23 +226,26 @@ fn show(a: ShowArgs) -> i32 {
     let value = match validate::load(&a.receipt) {
         Ok((v, _)) => v,
         Err(e) => {
-            eprintln!("kiln-qual: failed to load the receipt: {e}");
+            errln!(
+                "kiln-qual: failed to load the receipt: {}",
+                esc(&e.to_string())
+            );
             return exit::FAILED;
         }
     };
     let violations = validate::validate(&value);
     if !violations.is_empty() {
-        eprintln!(
+        errln!(
             "kiln-qual: failed to show {}: the receipt is invalid ({} violations; run `kiln-qual receipt check`)",
-            a.receipt.display(),
+            esc_path(&a.receipt),
             violations.len()
         );
         for v in &violations {
-            eprintln!("  {}: {}", v.path, v.message);
+            errln!("  {}: {}", esc(&v.path), esc(&v.message));
         }
         return exit::FAILED;
     }
-    print!("{}", qual_receipt::render::receipt_summary(&value));
+    out!("{}", qual_receipt::render::receipt_summary(&value));
     exit::OK
 }
 
@@ -294,18 +302,18 @@ fn verify(a: VerifyArgs) -> i32 {
             path,
         });
     } else if ok {
-        println!("OK {path}");
+        outln!("OK {}", esc(&path));
         if let Some(att) = &attestation {
-            println!(
+            outln!(
                 "  attestation {} signed by {}",
-                att.path,
-                att.keyid.as_deref().unwrap_or_default()
+                esc(&att.path),
+                esc(att.keyid.as_deref().unwrap_or_default())
             );
         }
     } else {
-        eprintln!("FAILED {path}");
+        errln!("FAILED {}", esc(&path));
         for f in &findings {
-            eprintln!("  {f}");
+            errln!("  {}", esc(&f.to_string()));
         }
         if let Some(AttestationReport {
             error: Some(e),
@@ -313,7 +321,7 @@ fn verify(a: VerifyArgs) -> i32 {
             ..
         }) = &attestation
         {
-            eprintln!("  {path}: failed to {e}");
+            errln!("  {}: failed to {}", esc(path), esc(e));
         }
     }
     if ok {
@@ -347,12 +355,12 @@ fn sign(a: SignArgs) -> i32 {
         .and_then(|key| qual_attest::sign(&a.receipt, &key).map(|p| (p, key)));
     match result {
         Ok((p, key)) => {
-            println!("{}", p.display());
-            eprintln!("signed {} with {}", a.receipt.display(), key.keyid());
+            outln!("{}", esc_path(&p));
+            errln!("signed {} with {}", esc_path(&a.receipt), key.keyid());
             exit::OK
         }
         Err(e) => {
-            eprintln!("kiln-qual: failed to {e}");
+            errln!("kiln-qual: failed to {}", esc(&e.to_string()));
             exit::FAILED
         }
     }
@@ -395,7 +403,7 @@ pub fn compare(a: CompareArgs) -> i32 {
                     ok: false,
                 });
             } else {
-                eprintln!("kiln-qual: comparison failed: {}", e.message);
+                errln!("kiln-qual: comparison failed: {}", esc(&e.message));
             }
             return exit::FAILED;
         }
@@ -405,23 +413,23 @@ pub fn compare(a: CompareArgs) -> i32 {
     if a.json {
         crate::output::print_json(&report);
     } else {
-        print!("{}", qual_receipt::render::comparison_table(&report));
+        out!("{}", qual_receipt::render::comparison_table(&report));
         for d in &report.compatibility.rejected_differences {
-            eprintln!("rejected {}:", d.describe());
+            errln!("rejected {}:", esc(&d.describe()));
             for line in d.detail.iter().take(20) {
-                eprintln!("    {line}");
+                errln!("    {}", esc(line));
             }
             if d.detail.len() > 20 {
-                eprintln!("    ... and {} more differing leaves", d.detail.len() - 20);
+                errln!("    ... and {} more differing leaves", d.detail.len() - 20);
             }
         }
         for e in &report.errors {
-            eprintln!("error: {e}");
+            errln!("error: {}", esc(e));
         }
         if !report.compatible {
-            eprintln!("metric deltas were not computed");
+            errln!("metric deltas were not computed");
         } else if report.metric_evaluations.is_empty() && !report.evidence_errors.is_empty() {
-            eprintln!("metric deltas were not computed: the evidence is not admissible");
+            errln!("metric deltas were not computed: the evidence is not admissible");
         }
     }
     if report.ok {

@@ -5,6 +5,7 @@
 //! (nothing created), 4 aborted after the run started (run data removed, no receipt), 130
 //! interrupted by SIGINT/SIGTERM (owned processes and run data cleaned).
 
+use crate::output::{errln, esc, outln};
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
@@ -16,6 +17,7 @@ use qual_runner::{RunError, RunRequest};
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Committed workload under qualification/workloads/ (relative to the repository root).
+    #[arg(value_parser = super::args::Path)]
     pub workload: PathBuf,
     /// Variant id to run.
     #[arg(long)]
@@ -24,13 +26,13 @@ pub struct RunArgs {
     #[arg(long = "host-id")]
     pub host_id: String,
     /// Receipt path below qualification/receipts/ or .qualification/receipts/.
-    #[arg(long)]
+    #[arg(value_parser = super::args::Path, long)]
     pub output: Option<PathBuf>,
     /// Workload variable assignment NAME=VALUE (repeatable).
     #[arg(long = "var", value_name = "NAME=VALUE")]
     pub vars: Vec<String>,
     /// Local model directory to fingerprint and pass as ${model_path}.
-    #[arg(long)]
+    #[arg(value_parser = super::args::Path, long)]
     pub model: Option<PathBuf>,
     /// Model id recorded in the receipt (default: the directory name).
     #[arg(long = "model-id")]
@@ -39,11 +41,15 @@ pub struct RunArgs {
     #[arg(long = "receipt-id")]
     pub receipt_id: Option<String>,
     /// Seconds between SIGTERM and SIGKILL when a case is terminated (0..=75).
-    #[arg(long = "term-grace-seconds", default_value_t = qual_runner::DEFAULT_TERM_GRACE_SECONDS)]
+    #[arg(
+        long = "term-grace-seconds",
+        default_value_t = qual_runner::DEFAULT_TERM_GRACE_SECONDS,
+        value_parser = super::args::seconds_in(0.0..=75.0)
+    )]
     pub term_grace_seconds: f64,
     /// Sign the receipt when it is written: an OpenSSH Ed25519 private key (see
     /// `kiln-qual receipt sign`); the key is loaded before anything runs.
-    #[arg(long = "sign-key", value_name = "KEY")]
+    #[arg(long = "sign-key", value_parser = super::args::Path, value_name = "KEY")]
     pub sign_key: Option<PathBuf>,
 }
 
@@ -51,7 +57,7 @@ pub struct RunArgs {
 #[derive(Args, Debug)]
 pub struct SourceTreeArgs {
     /// Repository root (default: the git worktree containing the current directory).
-    #[arg(long)]
+    #[arg(value_parser = super::args::Path, long)]
     pub root: Option<PathBuf>,
     /// Print {format, profile, sha256, file_count, files} as JSON.
     #[arg(long)]
@@ -69,7 +75,7 @@ pub enum ModelCommand {
 #[derive(Args, Debug)]
 pub struct FingerprintArgs {
     /// Model directory.
-    #[arg(long = "model-path")]
+    #[arg(value_parser = super::args::Path, long = "model-path")]
     pub model_path: PathBuf,
     /// Model id (default: the directory name).
     #[arg(long = "model-id")]
@@ -92,7 +98,7 @@ pub fn run(a: RunArgs) -> i32 {
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("kiln-qual: failed to read the current directory: {e}");
+            errln!("kiln-qual: failed to read the current directory: {e}");
             return qual_runner::EXIT_REFUSED;
         }
     };
@@ -101,7 +107,10 @@ pub fn run(a: RunArgs) -> i32 {
         Some(k) => match qual_attest::SigningKey::from_openssh_file(k) {
             Ok(k) => Some(k),
             Err(e) => {
-                eprintln!("kiln-qual: qualification run refused: failed to {e}");
+                errln!(
+                    "kiln-qual: qualification run refused: failed to {}",
+                    esc(&e.to_string())
+                );
                 return qual_runner::EXIT_REFUSED;
             }
         },
@@ -126,7 +135,7 @@ pub fn run(a: RunArgs) -> i32 {
     match &result {
         Ok(o) => {
             let r = &o.receipt;
-            eprintln!("case results:");
+            errln!("case results:");
             for res in &r.results {
                 let status = match res.status {
                     ResultStatus::Passed => "passed",
@@ -134,17 +143,17 @@ pub fn run(a: RunArgs) -> i32 {
                     ResultStatus::Skipped => "skipped",
                 };
                 let req = if res.required { "required" } else { "optional" };
-                eprintln!(
+                errln!(
                     "  {:<8} {:<40} {:<9} {}",
                     status,
-                    res.id,
+                    esc(&res.id),
                     req,
                     fmt_seconds(res.duration_seconds)
                 );
                 if res.status != ResultStatus::Passed {
                     if let Some(d) = &res.details {
                         let short: String = d.chars().take(300).collect();
-                        eprintln!("           {short}");
+                        errln!("           {}", esc(&short));
                     }
                 }
             }
@@ -153,7 +162,7 @@ pub fn run(a: RunArgs) -> i32 {
                 .iter()
                 .filter(|x| x.status == ResultStatus::Passed)
                 .count();
-            eprintln!(
+            errln!(
                 "verdict: {} ({} of {} cases passed, {} total, backend {}, source {})",
                 match r.qualification.verdict {
                     Verdict::Passed => "passed",
@@ -162,34 +171,40 @@ pub fn run(a: RunArgs) -> i32 {
                 passed,
                 r.results.len(),
                 fmt_seconds(r.qualification.duration_seconds),
-                r.qualification.backend,
-                r.source.tree_hash,
+                esc(&r.qualification.backend.to_string()),
+                esc(&r.source.tree_hash),
             );
-            eprintln!("receipt: {}", o.receipt_rel);
+            errln!("receipt: {}", esc(&o.receipt_rel));
             if let Some(key) = &signing_key {
                 match qual_attest::sign(&o.receipt_path, key) {
-                    Ok(_) => eprintln!(
+                    Ok(_) => errln!(
                         "attestation: {}{} (key {})",
-                        o.receipt_rel,
+                        esc(&o.receipt_rel),
                         qual_attest::ENVELOPE_SUFFIX,
                         key.keyid()
                     ),
                     Err(e) => {
-                        eprintln!(
-                            "kiln-qual: the receipt was written but not signed: failed to {e}"
+                        errln!(
+                            "kiln-qual: the receipt was written but not signed: failed to {}",
+                            esc(&e.to_string())
                         );
-                        println!("{}", o.receipt_rel);
+                        let _ = crate::output::try_outln(&esc(&o.receipt_rel));
                         return crate::exit::FAILED;
                     }
                 }
             }
-            println!("{}", o.receipt_rel);
+            // The receipt is written: a closed stdout must not change the verdict's exit code.
+            let _ = crate::output::try_outln(&esc(&o.receipt_rel));
         }
-        Err(RunError::Refused(e)) => eprintln!("kiln-qual: qualification run refused: {e}"),
-        Err(RunError::Aborted(e)) => {
-            eprintln!("kiln-qual: qualification run failed: {e}; run data were removed")
-        }
-        Err(RunError::Interrupted { .. }) => eprintln!(
+        Err(RunError::Refused(e)) => errln!(
+            "kiln-qual: qualification run refused: {}",
+            esc(&e.to_string())
+        ),
+        Err(RunError::Aborted(e)) => errln!(
+            "kiln-qual: qualification run failed: {}; run data were removed",
+            esc(&e.to_string())
+        ),
+        Err(RunError::Interrupted { .. }) => errln!(
             "kiln-qual: qualification run interrupted; owned processes and run data were cleaned"
         ),
     }
@@ -203,7 +218,7 @@ pub fn source_tree(a: SourceTreeArgs) -> i32 {
         None => match std::env::current_dir() {
             Ok(d) => d,
             Err(e) => {
-                eprintln!("kiln-qual: failed to read the current directory: {e}");
+                errln!("kiln-qual: failed to read the current directory: {e}");
                 return 1;
             }
         },
@@ -211,21 +226,21 @@ pub fn source_tree(a: SourceTreeArgs) -> i32 {
     let root = match qual_probe::git::Repo::discover(&start) {
         Ok(r) => r.root().to_path_buf(),
         Err(e) => {
-            eprintln!("source-tree hash failed: {e}");
+            errln!("source-tree hash failed: {}", esc(&e.to_string()));
             return 1;
         }
     };
     let policy = match qual_probe::load_policy(&root) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("source-tree hash failed: {e}");
+            errln!("source-tree hash failed: {}", esc(&e.to_string()));
             return 1;
         }
     };
     let t = match qual_probe::source_tree::compute(&root, policy.source_tree_profile) {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("source-tree hash failed: {e}");
+            errln!("source-tree hash failed: {}", esc(&e.to_string()));
             return 1;
         }
     };
@@ -251,10 +266,10 @@ pub fn source_tree(a: SourceTreeArgs) -> i32 {
                     .collect(),
             ),
         );
-        print!("{}", qual_receipt::write::to_pretty_json(&Value::Object(o)));
+        crate::output::print_json_text(&qual_receipt::write::to_pretty_json(&Value::Object(o)));
     } else {
-        println!("{}", t.digest);
-        eprintln!(
+        outln!("{}", t.digest);
+        errln!(
             "{} files, profile {}, format {}",
             t.files.len(),
             t.profile.as_str(),
@@ -271,16 +286,18 @@ pub fn model(c: ModelCommand) -> i32 {
             match qual_probe::model::fingerprint(&a.model_path, a.model_id.as_deref()) {
                 Ok(f) => {
                     if a.json {
-                        print!("{}", qual_receipt::write::to_pretty_json(&f.to_value()));
+                        crate::output::print_json_text(&qual_receipt::write::to_pretty_json(
+                            &f.to_value(),
+                        ));
                     } else {
-                        println!("id: {}", f.id);
-                        println!("path: {}", f.path);
+                        outln!("id: {}", esc(&f.id));
+                        outln!("path: {}", esc(&f.path));
                         for w in &f.weight_files {
-                            println!("weight: {} {} ({} bytes)", w.path, w.sha256, w.bytes);
+                            outln!("weight: {} {} ({} bytes)", esc(&w.path), w.sha256, w.bytes);
                         }
-                        println!("config: {}", f.config_hash);
-                        println!("tokenizer: {}", f.tokenizer_hash);
-                        println!(
+                        outln!("config: {}", f.config_hash);
+                        outln!("tokenizer: {}", f.tokenizer_hash);
+                        outln!(
                             "chat template: {}",
                             f.chat_template_hash.as_deref().unwrap_or("none")
                         );
@@ -288,7 +305,7 @@ pub fn model(c: ModelCommand) -> i32 {
                     0
                 }
                 Err(e) => {
-                    eprintln!("model fingerprint failed: {e}");
+                    errln!("model fingerprint failed: {}", esc(&e.to_string()));
                     1
                 }
             }

@@ -7,6 +7,7 @@
 
 use crate::exit;
 use crate::output;
+use crate::output::{err, errln, esc, esc_path, outln};
 use clap::Args;
 use qual_serve::campaign::{self, CaseStatus, ServeOptions};
 use qual_serve::client::StreamRules;
@@ -19,21 +20,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn non_negative_ms(s: &str) -> Result<Duration, String> {
-    let x: f64 = s.parse().map_err(|_| format!("not a number: {s}"))?;
-    if !(x.is_finite() && x >= 0.0) {
-        return Err("must be a finite number >= 0".into());
-    }
-    Duration::try_from_secs_f64(x / 1000.0).map_err(|_| "too large".to_string())
-}
+use super::args::{count, cpu, f64_in, ms_in, seconds_in};
 
-fn positive_f64(s: &str) -> Result<f64, String> {
-    let x: f64 = s.parse().map_err(|_| format!("not a number: {s}"))?;
-    if !(x.is_finite() && x > 0.0) {
-        return Err("must be a finite number > 0".into());
-    }
-    Ok(x)
-}
+/// Longest injected delay or SLO bound, in ms (one day).
+const MAX_MS: f64 = 86_400_000.0;
 
 /// Open-loop arrival process.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,7 +39,7 @@ pub enum ArrivalKind {
 pub struct ServeArgs {
     /// Launch recipe: `kiln-qual.serve-launch.v1`, or Kiln's
     /// `kiln.serving-benchmark-server-launch.v1` (then `--base-url` is required).
-    #[arg(long, value_name = "RECIPE.json")]
+    #[arg(value_parser = super::args::Path, long, value_name = "RECIPE.json")]
     pub launch: PathBuf,
     /// Server URL for a `kiln.serving-benchmark-server-launch.v1` recipe (which has no port):
     /// origin-only loopback, `http://127.0.0.1|localhost|[::1][:PORT][/]`, port 80 by
@@ -57,11 +47,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "URL")]
     pub base_url: Option<BaseUrl>,
     /// Request corpus (JSONL, one strict request object per line).
-    #[arg(long, value_name = "CORPUS.jsonl")]
+    #[arg(value_parser = super::args::Path, long, value_name = "CORPUS.jsonl")]
     pub corpus: PathBuf,
     /// Case-result path (default: `$KILN_QUALIFICATION_CASE_RESULT`); the evidence is
     /// written next to it as `<stem>.serve-evidence.json`.
-    #[arg(long, value_name = "PATH")]
+    #[arg(value_parser = super::args::Path, long, value_name = "PATH")]
     pub result: Option<PathBuf>,
     /// Case id (default: the launch recipe's id).
     #[arg(long)]
@@ -73,35 +63,36 @@ pub struct ServeArgs {
     /// Seed of the request order (and of Poisson arrivals).
     #[arg(long)]
     pub seed: u64,
-    /// Warmup requests, excluded from every metric.
-    #[arg(long, default_value_t = 1)]
+    /// Warmup requests, excluded from every metric (0..=1000000).
+    #[arg(long, default_value_t = 1, value_parser = count::<usize>(0..=1_000_000))]
     pub warmup: usize,
-    /// Measured requests (default: the number of corpus entries).
-    #[arg(long)]
+    /// Measured requests (default: the number of corpus entries; 1..=10000000).
+    #[arg(long, value_parser = count::<usize>(1..=10_000_000))]
     pub requests: Option<usize>,
-    /// Closed loop with this many outstanding requests (default 1).
-    #[arg(long, conflicts_with = "rate")]
+    /// Closed loop with this many outstanding requests (default 1; 1..=65536).
+    #[arg(long, conflicts_with = "rate", value_parser = count::<usize>(1..=65_536))]
     pub concurrency: Option<usize>,
-    /// Open loop at this many requests per second.
-    #[arg(long, value_parser = positive_f64)]
+    /// Open loop at this many requests per second (0.001..=1000000).
+    #[arg(long, value_parser = f64_in(0.001..=1e6))]
     pub rate: Option<f64>,
     /// Open-loop arrival process.
     #[arg(long, value_enum, default_value = "constant", requires = "rate")]
     pub arrival: ArrivalKind,
-    /// Open-loop bound on outstanding requests (later sends lag; none is dropped).
-    #[arg(long, default_value_t = 1024)]
+    /// Open-loop bound on outstanding requests (later sends lag; none is dropped;
+    /// 1..=65536).
+    #[arg(long, default_value_t = 1024, value_parser = count::<usize>(1..=65_536))]
     pub max_in_flight: usize,
-    /// Per-request deadline in seconds.
-    #[arg(long, default_value = "600", value_parser = positive_f64)]
+    /// Per-request deadline in seconds (0.001..=86400).
+    #[arg(long, default_value = "600", value_parser = seconds_in(0.001..=86_400.0))]
     pub request_timeout_seconds: f64,
     /// Goodput SLO: TTFT bound in ms.
-    #[arg(long, value_parser = positive_f64)]
+    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
     pub slo_ttft_ms: Option<f64>,
     /// Goodput SLO: bound on each request's largest ITL, in ms.
-    #[arg(long, value_parser = positive_f64)]
+    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
     pub slo_itl_ms: Option<f64>,
     /// Goodput SLO: E2E bound in ms.
-    #[arg(long, value_parser = positive_f64)]
+    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
     pub slo_e2e_ms: Option<f64>,
     /// Accept streams without a usage record (tokens then counted from content events).
     #[arg(long)]
@@ -110,7 +101,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub allow_missing_done: bool,
     /// Failed measured requests tolerated before the case fails.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = count::<usize>(0..=10_000_000))]
     pub max_failed_requests: usize,
     /// Emit exactly these metrics (repeatable; default: every metric with a value). A selected
     /// metric without a value fails the case.
@@ -121,10 +112,10 @@ pub struct ServeArgs {
     pub model: Option<String>,
     /// Directory substituted for `${model_path}` in the launch recipe (a workload passes the
     /// runner's `${model_path}` here). Refused when the recipe does not use it.
-    #[arg(long, value_name = "DIR")]
+    #[arg(value_parser = super::args::Path, long, value_name = "DIR")]
     pub model_path: Option<PathBuf>,
-    /// Pin the load generator thread to this CPU.
-    #[arg(long)]
+    /// Pin the load generator thread to this CPU (one that exists on this host).
+    #[arg(long, value_parser = cpu)]
     pub pin_cpu: Option<usize>,
     /// Also print the outcome as JSON on stdout.
     #[arg(long)]
@@ -138,19 +129,19 @@ pub struct MockServerArgs {
     #[arg(long)]
     pub port: u16,
     /// Time from request to the first content event, in ms.
-    #[arg(long, default_value = "0", value_parser = non_negative_ms)]
+    #[arg(long, default_value = "0", value_parser = ms_in(0.0..=MAX_MS))]
     pub ttft_ms: Duration,
     /// Gap between content events, in ms.
-    #[arg(long, default_value = "0", value_parser = non_negative_ms)]
+    #[arg(long, default_value = "0", value_parser = ms_in(0.0..=MAX_MS))]
     pub itl_ms: Duration,
-    /// Content events per response (default: the request's max_tokens).
-    #[arg(long)]
+    /// Content events per response (default: the request's max_tokens; 0..=10000000).
+    #[arg(long, value_parser = count::<u64>(0..=10_000_000))]
     pub output_tokens: Option<u64>,
     /// Model id served by /v1/models.
     #[arg(long, default_value = "kiln-qual-mock")]
     pub model: String,
     /// Answer /v1/models with 503 until this many ms after start.
-    #[arg(long, default_value = "0", value_parser = non_negative_ms)]
+    #[arg(long, default_value = "0", value_parser = ms_in(0.0..=MAX_MS))]
     pub ready_after_ms: Duration,
     /// Never become ready.
     #[arg(long)]
@@ -168,8 +159,11 @@ pub struct MockServerArgs {
     #[arg(long, value_name = "N")]
     pub exit_after_requests: Option<u64>,
     /// Injection: keep running this many ms after SIGTERM.
-    #[arg(long, default_value = "0", value_parser = non_negative_ms)]
+    #[arg(long, default_value = "0", value_parser = ms_in(0.0..=MAX_MS))]
     pub slow_shutdown_ms: Duration,
+    /// Injection: send --output-tokens content events even beyond the request's max_tokens.
+    #[arg(long, requires = "output_tokens")]
+    pub overrun_max_tokens: bool,
     /// Injection: ignore SIGTERM.
     #[arg(long)]
     pub ignore_sigterm: bool,
@@ -227,13 +221,16 @@ pub fn serve(a: ServeArgs) -> i32 {
         .result
         .or_else(|| std::env::var_os("KILN_QUALIFICATION_CASE_RESULT").map(PathBuf::from))
     else {
-        eprintln!("kiln-qual: failed to find the case-result path: pass --result or set KILN_QUALIFICATION_CASE_RESULT");
+        errln!("kiln-qual: failed to find the case-result path: pass --result or set KILN_QUALIFICATION_CASE_RESULT");
         return exit::USAGE;
     };
     let effective_config = match qual_json::from_str(&a.effective_config) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("kiln-qual: failed to parse --effective-config: {e}");
+            errln!(
+                "kiln-qual: failed to parse --effective-config: {}",
+                esc(&e.to_string())
+            );
             return exit::USAGE;
         }
     };
@@ -287,7 +284,7 @@ pub fn serve(a: ServeArgs) -> i32 {
     // SIGINT/SIGTERM stop the load and shut the owned server down (a failed case result is
     // still written) instead of killing this process and orphaning the server.
     if let Err(e) = qual_exec::signals::install_forwarding() {
-        eprintln!("kiln-qual: failed to install signal forwarding: {e}");
+        errln!("kiln-qual: failed to install signal forwarding: {e}");
         return exit::FAILED;
     }
     let outcome = campaign::run_with_base_url(&opts, a.base_url.as_ref(), sink);
@@ -297,7 +294,10 @@ pub fn serve(a: ServeArgs) -> i32 {
     let out = match outcome {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("kiln-qual: failed to run the serving case: {e}");
+            errln!(
+                "kiln-qual: failed to run the serving case: {}",
+                esc(&e.to_string())
+            );
             return exit::FAILED;
         }
     };
@@ -313,18 +313,18 @@ pub fn serve(a: ServeArgs) -> i32 {
                 ]
             })
             .collect();
-        eprint!("{}", output::table(&["metric", "value", "unit"], &rows));
+        err!("{}", output::table(&["metric", "value", "unit"], &rows));
     }
     match out.status {
-        CaseStatus::Passed => eprintln!("kiln-qual: serving case passed"),
+        CaseStatus::Passed => errln!("kiln-qual: serving case passed"),
         CaseStatus::Failed => {
             for r in &out.reasons {
-                eprintln!("kiln-qual: serving case failed: {r}");
+                errln!("kiln-qual: serving case failed: {}", esc(r));
             }
         }
     }
-    eprintln!("kiln-qual: case result: {}", out.result_path.display());
-    eprintln!("kiln-qual: evidence: {}", out.evidence_path.display());
+    errln!("kiln-qual: case result: {}", esc_path(&out.result_path));
+    errln!("kiln-qual: evidence: {}", esc_path(&out.evidence_path));
     if a.json {
         output::print_json(&serde_json::json!({
             "status": out.status,
@@ -346,6 +346,7 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
         ttft: a.ttft_ms,
         itl: a.itl_ms,
         output_tokens: a.output_tokens,
+        overrun_max_tokens: a.overrun_max_tokens,
         model: a.model,
         ready_after: if a.never_ready {
             Duration::MAX
@@ -363,13 +364,16 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
         leave_escaped_sleeper: a.leave_escaped_sleeper,
     };
     let r = qual_serve::mock::run_blocking(cfg, |port| {
-        println!("listening on 127.0.0.1:{port}");
-        eprintln!("kiln-qual: mock-server listening on 127.0.0.1:{port}");
+        outln!("listening on 127.0.0.1:{port}");
+        errln!("kiln-qual: mock-server listening on 127.0.0.1:{port}");
     });
     match r {
         Ok(()) => exit::OK,
         Err(e) => {
-            eprintln!("kiln-qual: failed to run the mock server: {e}");
+            errln!(
+                "kiln-qual: failed to run the mock server: {}",
+                esc(&e.to_string())
+            );
             exit::FAILED
         }
     }

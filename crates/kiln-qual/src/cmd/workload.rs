@@ -1,7 +1,8 @@
 //! `kiln-qual workload check|show`: validate workload contracts and describe them.
 
 use crate::exit;
-use crate::output::{print_json, table};
+use crate::output::{errln, out, outln};
+use crate::output::{esc, esc_path, print_json, table};
 use clap::{Args, Subcommand};
 use qual_contract::{Violation, Workload};
 use serde::Serialize;
@@ -22,10 +23,10 @@ pub enum WorkloadCommand {
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// Workload files (relative paths resolve against --root).
-    #[arg(required = true)]
+    #[arg(value_parser = super::args::Path, required = true)]
     files: Vec<PathBuf>,
     /// Directory that relative paths are resolved against.
-    #[arg(long, default_value = ".")]
+    #[arg(value_parser = super::args::Path, long, default_value = ".")]
     root: PathBuf,
     /// Print a machine-readable report on stdout.
     #[arg(long)]
@@ -36,6 +37,7 @@ pub struct CheckArgs {
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// The workload file.
+    #[arg(value_parser = super::args::Path)]
     file: PathBuf,
     /// Print the description as JSON on stdout.
     #[arg(long)]
@@ -53,6 +55,9 @@ pub fn run(c: WorkloadCommand) -> i32 {
 #[derive(Serialize)]
 struct FileReport {
     path: String,
+    /// The path for the terminal (exact bytes, escaped).
+    #[serde(skip)]
+    shown: String,
     ok: bool,
     workload_id: Option<String>,
     sha256: Option<String>,
@@ -66,9 +71,10 @@ struct CheckReport {
     workloads: Vec<FileReport>,
 }
 
-fn check_one(shown: &str, path: &Path) -> FileReport {
+fn check_one(given: &Path, path: &Path) -> FileReport {
     let mut report = FileReport {
-        path: shown.to_owned(),
+        path: given.display().to_string(),
+        shown: esc_path(given),
         ok: false,
         workload_id: None,
         sha256: None,
@@ -123,7 +129,7 @@ fn check(a: CheckArgs) -> i32 {
     let reports: Vec<FileReport> = a
         .files
         .iter()
-        .map(|p| check_one(&p.display().to_string(), &resolve(&a.root, p)))
+        .map(|p| check_one(p, &resolve(&a.root, p)))
         .collect();
     let ok = reports.iter().all(|r| r.ok);
     if a.json {
@@ -134,22 +140,22 @@ fn check(a: CheckArgs) -> i32 {
     } else {
         for r in &reports {
             if r.ok {
-                println!("OK {} {}", r.path, r.sha256.as_deref().unwrap_or_default());
+                outln!("OK {} {}", r.shown, r.sha256.as_deref().unwrap_or_default());
             } else {
-                eprintln!("FAILED {}", r.path);
+                errln!("FAILED {}", r.shown);
                 for e in &r.errors {
                     let ptr = if e.pointer.is_empty() {
                         "/"
                     } else {
                         &e.pointer
                     };
-                    eprintln!("  {ptr}: {}", e.message);
+                    errln!("  {}: {}", esc(ptr), esc(&e.message));
                 }
             }
         }
         let bad = reports.iter().filter(|r| !r.ok).count();
         if bad > 0 {
-            eprintln!("{bad} of {} workload files invalid", reports.len());
+            errln!("{bad} of {} workload files invalid", reports.len());
         }
     }
     if ok {
@@ -195,9 +201,10 @@ fn show(a: ShowArgs) -> i32 {
     let loaded = match qual_contract::load_workload(&a.file) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!(
-                "kiln-qual: failed to load workload {}: {e}",
-                a.file.display()
+            errln!(
+                "kiln-qual: failed to load workload {}: {}",
+                esc_path(&a.file),
+                esc(&e.to_string())
             );
             return exit::FAILED;
         }
@@ -260,20 +267,22 @@ fn show(a: ShowArgs) -> i32 {
         print_json(&report);
         return exit::OK;
     }
-    println!(
+    outln!(
         "{} ({})  {}",
-        report.workload_id, report.kind, report.sha256
+        esc(&report.workload_id),
+        report.kind,
+        report.sha256
     );
-    println!("{}", report.description);
-    println!(
+    outln!("{}", esc(&report.description));
+    outln!(
         "seed: {}  repetitions: {}",
         report.seed.map_or("none".to_owned(), |s| s.to_string()),
         report.repetitions
     );
     if !report.variables.is_empty() {
-        println!("variables: {}", report.variables.join(", "));
+        outln!("variables: {}", esc(&report.variables.join(", ")));
     }
-    println!();
+    outln!();
     let rows: Vec<Vec<String>> = report
         .variants
         .iter()
@@ -297,12 +306,12 @@ fn show(a: ShowArgs) -> i32 {
             ]
         })
         .collect();
-    print!(
+    out!(
         "{}",
         table(&["VARIANT", "BACKEND", "DEVICE", "SKIP", "CASES"], &rows)
     );
-    println!();
-    println!("comparison: {}", report.comparison_policy);
+    outln!();
+    outln!("comparison: {}", report.comparison_policy);
     exit::OK
 }
 
@@ -328,9 +337,9 @@ fn describe_policy(w: &Workload) -> String {
                 .map(|v| {
                     format!(
                         "{} -> {} (may differ only in {})",
-                        v.baseline_variant_id,
-                        v.candidate_variant_id,
-                        v.allowed_effective_config_differences.join(", ")
+                        esc(&v.baseline_variant_id),
+                        esc(&v.candidate_variant_id),
+                        esc(&v.allowed_effective_config_differences.join(", "))
                     )
                 })
                 .collect();
@@ -344,9 +353,9 @@ fn describe_policy(w: &Workload) -> String {
                     format!(
                         "{}:{} <-> {}:{} ({} environment differences allowed)",
                         b.backend_a.as_str(),
-                        b.variant_a_id,
+                        esc(&b.variant_a_id),
                         b.backend_b.as_str(),
-                        b.variant_b_id,
+                        esc(&b.variant_b_id),
                         b.allowed_environment_differences.len()
                     )
                 })
@@ -362,10 +371,10 @@ fn describe_policy(w: &Workload) -> String {
         };
         out.push_str(&format!(
             "\n  - {}/{} [{}, {}] {} (abs tol {}, rel tol {}){}",
-            r.result_id,
-            r.metric,
-            r.unit,
-            r.aggregation,
+            esc(&r.result_id),
+            esc(&r.metric),
+            esc(&r.unit),
+            esc(&r.aggregation),
             op,
             r.absolute_tolerance,
             r.relative_tolerance,

@@ -110,3 +110,49 @@ pub fn assert_verdicts(corpus_name: &str, verdicts: &[(String, bool, bool, Strin
         unexpected.join("\n")
     );
 }
+
+/// The legacy latency manifest's path in a repository.
+pub const LATENCY_MANIFEST: &str = "docs/contracts/backend-latency-fixtures.json";
+
+/// A git repository with one committed latency fixture, `echo_fixture` (`echo` stands in for
+/// a benchmark binary; the command is an argv, never a shell line), whose `result_artifact`
+/// is `result`.
+pub fn latency_repo(result: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    git(root, &["init", "-q"]);
+    std::fs::write(root.join(".gitignore"), "*.log\ntarget/\n").unwrap();
+    std::fs::create_dir_all(root.join("docs/contracts")).unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("src/bench.rs"), "// bench\n").unwrap();
+    let manifest = serde_json::json!({
+        "schema_version": 1,
+        "status": "fixture_required",
+        "policy": {"covered_gate_requires": [
+            "Every required backend has at least one known hardware fixture.",
+            "Every fixture has locked numeric thresholds for its required measurements.",
+            "Every locked threshold has a checked hardware-result artifact from the named fixture.",
+            "Default-feature local tests must not mark the hardware latency gate covered."
+        ]},
+        "required_backends": ["metal"],
+        "fixtures": [{
+            "id": "echo_fixture",
+            "backend": "metal",
+            "hardware": "any host",
+            "source": "src/bench.rs",
+            "command": "echo 'KILN_LATENCY_METRIC latency_ms 9.5 ms'",
+            "result_artifact": result,
+            "threshold_state": "pending_fixture_result",
+            "metrics": [{"name": "latency_ms", "unit": "ms", "comparison": "<=", "max": null}]
+        }],
+        "missing_fixture_slots": []
+    });
+    std::fs::write(
+        root.join(LATENCY_MANIFEST),
+        serde_json::to_string_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "fixture"]);
+    dir
+}
