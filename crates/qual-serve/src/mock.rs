@@ -226,12 +226,32 @@ pub fn run_blocking(cfg: MockConfig, on_bound: impl FnOnce(u16)) -> Result<(), M
                     if !cfg.slow_shutdown.is_zero() {
                         tokio::time::sleep(cfg.slow_shutdown).await;
                     }
+                    report_usage(&state);
                     return Ok(());
                 }
-                _ = int.recv() => return Ok(()),
+                _ = int.recv() => {
+                    report_usage(&state);
+                    return Ok(());
+                }
             }
         }
     })
+}
+
+/// One line on stderr at shutdown: the server's own CPU time and request count, so a
+/// benchmark can subtract the server from a client's process-tree CPU time.
+fn report_usage(state: &State) {
+    // SAFETY: getrusage writes one rusage for this process.
+    let cpu = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        t(ru.ru_utime) + t(ru.ru_stime)
+    };
+    eprintln!(
+        "mock-server: cpu_seconds {cpu:.6} requests {}",
+        state.requests.load(Ordering::SeqCst)
+    );
 }
 
 fn spawn_lingering_child(escape: bool) -> Result<(), MockError> {
