@@ -4,12 +4,14 @@
 //! strict flag.
 //!
 //! Needs what `scripts/setup-real-server` installs under `.cache/real-server/` (CI runs it
-//! first) and root (for `chroot`). Without either, the test says so and passes: it is a real
-//! third-party server, not something a mock can stand in for.
+//! first) and root (for `chroot`). Without either the test is reported ignored with the reason,
+//! and under `CI=true` it fails (`qual_test_fixtures::harness`): it is a real third-party
+//! server, not something a mock can stand in for.
 
 mod common;
 
 use common::git;
+use qual_test_fixtures::harness::{self, Trial};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,32 +29,30 @@ fn copy(src: &Path, root: &Path, rel: &str) {
     std::fs::copy(src.join(rel), to).unwrap();
 }
 
-#[test]
-fn llama_server_workload_passes_and_its_receipt_validates() {
-    let src = repo_root();
-    let cache = src.join(".cache/real-server");
-    if !cache.join("root/usr/bin/llama-server").is_file() {
-        println!("skipped: llama-server is not installed (run scripts/setup-real-server)");
-        return;
-    }
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or("");
-    if euid != "0" {
-        println!("skipped: chroot needs root");
-        return;
-    }
-    let model = cache.join("root/models/tiny");
+/// What the test needs: the installed server, root, and the chroot's link to this checkout.
+fn real_server_present() -> Result<(), String> {
+    let cache = repo_root().join(".cache/real-server");
+    harness::needs_file(
+        &cache.join("root/usr/bin/llama-server"),
+        "llama-server (run scripts/setup-real-server)",
+    )?;
+    harness::needs_root("the launch recipe uses chroot")?;
     let in_chroot = cache
         .join("root")
         .join(cache.join("root").strip_prefix("/").unwrap());
     if std::fs::symlink_metadata(&in_chroot).is_err() {
-        println!("skipped: the chroot has no path link for this checkout (rerun scripts/setup-real-server)");
-        return;
+        return Err(
+            "needs the chroot's path link for this checkout (rerun scripts/setup-real-server)"
+                .into(),
+        );
     }
+    Ok(())
+}
+
+fn llama_server_workload_passes_and_its_receipt_validates() {
+    let src = repo_root();
+    let cache = src.join(".cache/real-server");
+    let model = cache.join("root/models/tiny");
 
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
@@ -141,17 +141,19 @@ fn llama_server_workload_passes_and_its_receipt_validates() {
     let text = v.to_string();
     assert!(text.contains("output_tokens_per_second"), "{text:.2000}");
     assert!(text.contains("tiny.gguf"), "{text:.2000}");
-    // Nothing of the server is left: no llama-server process runs from this chroot.
-    let leftover = Command::new("pgrep")
-        .args(["-f", "llama-server-tiny-workload|/models/tiny/tiny.gguf"])
-        .output();
-    if let Ok(o) = leftover {
-        assert!(
-            o.stdout.is_empty(),
-            "leftover: {}",
-            String::from_utf8_lossy(&o.stdout)
-        );
-    }
+    // Nothing of the server is left: no process runs the tiny model (a /proc scan, so the
+    // check cannot be skipped for want of a tool).
+    let leftover: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| {
+            c.contains("/models/tiny/tiny.gguf") || c.contains("llama-server-tiny-workload")
+        })
+        .collect();
+    assert!(leftover.is_empty(), "leftover: {leftover:?}");
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -167,4 +169,12 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+fn main() {
+    harness::run(vec![Trial::new(
+        "llama_server_workload_passes_and_its_receipt_validates",
+        llama_server_workload_passes_and_its_receipt_validates,
+    )
+    .needs(real_server_present())]);
 }

@@ -19,7 +19,9 @@
 //!   still sent (late), never dropped, and its lag is recorded.
 //!
 //! The whole generator runs on one thread with a single-threaded runtime (optionally pinned
-//! to one CPU), so its capacity is a per-core number. Invariant: every scheduled request
+//! to one CPU), so its capacity is a per-core number. Each request records that thread's
+//! run-queue wait and involuntary context switches between its start and end
+//! ([`crate::threadstat`]), for the measurement-validity gate. Invariant: every scheduled request
 //! yields exactly one record, in sequence order.
 
 use crate::client::{self, Connection, SendOutcome, StreamRules};
