@@ -499,7 +499,7 @@ fn sigstop_of_the_load_generator_mid_stream_is_an_invalid_run() {
         &["--ttft-ms", "20", "--itl-ms", "5", "--output-tokens", "20"],
     );
     let result = dir.path().join("r.json");
-    let mut child = std::process::Command::new(BIN)
+    let child = std::process::Command::new(BIN)
         .current_dir(dir.path())
         .args([
             "serve",
