@@ -214,24 +214,34 @@ fn bare_unary_requests_per_second(port: u16, seconds: f64) -> f64 {
                     let mut n = 0u64;
                     while Instant::now() < stop {
                         s.write_all(req).await.expect("send");
+                        // Read the head, then the body: by Content-Length, or chunked up to
+                        // the terminating zero-length chunk.
                         let mut have = 0;
-                        let need = loop {
+                        let (body_start, len) = loop {
                             let r = s.read(&mut buf[have..]).await.expect("read");
                             assert!(r > 0, "closed");
                             have += r;
                             let text = &buf[..have];
                             if let Some(h) = text.windows(4).position(|w| w == b"\r\n\r\n") {
                                 let head = String::from_utf8_lossy(&text[..h]).to_ascii_lowercase();
-                                let len: usize = head
+                                let len: Option<usize> = head
                                     .lines()
                                     .find_map(|l| l.strip_prefix("content-length:"))
-                                    .and_then(|v| v.trim().parse().ok())
-                                    .expect("content-length");
-                                break h + 4 + len;
+                                    .and_then(|v| v.trim().parse().ok());
+                                break (h + 4, len);
                             }
                         };
-                        while have < need {
-                            have += s.read(&mut buf[have..]).await.expect("read");
+                        match len {
+                            Some(len) => {
+                                while have < body_start + len {
+                                    have += s.read(&mut buf[have..]).await.expect("read");
+                                }
+                            }
+                            None => {
+                                while !buf[body_start..have].ends_with(b"0\r\n\r\n") {
+                                    have += s.read(&mut buf[have..]).await.expect("read");
+                                }
+                            }
                         }
                         n += 1;
                     }
