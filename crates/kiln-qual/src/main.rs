@@ -40,7 +40,7 @@ enum Command {
     /// Compare two receipts under the workload's comparison policy.
     Compare(cmd::receipt::CompareArgs),
     /// Run an owned-server serving campaign and write its case result.
-    Serve(cmd::serve::ServeArgs),
+    Serve(Box<cmd::serve::ServeArgs>),
     /// A zero-compute OpenAI-compatible server for tests and headroom measurements.
     MockServer(cmd::serve::MockServerArgs),
     /// Legacy backend latency fixtures.
@@ -72,7 +72,7 @@ fn main() {
         Command::Cargo(a) => cmd::cargo::run(a),
         Command::Receipt(c) => cmd::receipt::run(c),
         Command::Compare(a) => cmd::receipt::compare(a),
-        Command::Serve(a) => cmd::serve::serve(a),
+        Command::Serve(a) => cmd::serve::serve(*a),
         Command::MockServer(a) => cmd::serve::mock_server(a),
         Command::Latency(c) => cmd::latency::run(c),
     };

@@ -2,24 +2,28 @@
 //! (`../shared/kiln-corpus/legacy-latency`): fixture digests, raw-log digests and parsed
 //! metrics of the five committed artifacts; the non-strict and strict gates on the current
 //! manifest; and the CLI pipeline (run → lock → strict check → tampering) in a real temporary
-//! git repository. Corpus tests skip, saying so, when the corpus is absent.
+//! git repository. Without the corpus the corpus tests are reported ignored (failed under
+//! `CI=true`) by `qual_test_fixtures::harness`.
 
 mod common;
 
 use common::git;
 
 use assert_cmd::Command;
+use qual_test_fixtures::harness::{self, Trial};
 use std::path::{Path, PathBuf};
+
+fn corpus_present() -> Result<(), String> {
+    harness::needs_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/kiln-corpus/legacy-latency"),
+        "the Kiln legacy-latency corpus",
+    )
+}
 
 fn corpus() -> Option<PathBuf> {
     let p =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/kiln-corpus/legacy-latency");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("SKIP: legacy-latency corpus not present at {}", p.display());
-        None
-    }
+    p.is_dir().then_some(p)
 }
 
 fn kq(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -43,9 +47,8 @@ fn json_out(out: &std::process::Output) -> serde_json::Value {
 
 const MANIFEST: &str = common::LATENCY_MANIFEST;
 
-#[test]
 fn artifact_digests_raw_logs_and_metrics_agree() {
-    let Some(c) = corpus() else { return };
+    let c = corpus().expect("checked by the harness");
     let load = |p: &Path| qual_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
     let mut agree = 0;
     let mut total = 0;
@@ -163,9 +166,8 @@ fn stub_repo(c: &Path) -> tempfile::TempDir {
     dir
 }
 
-#[test]
 fn current_manifest_passes_non_strict_and_fails_the_covered_gate() {
-    let Some(c) = corpus() else { return };
+    let c = corpus().expect("checked by the harness");
     let dir = stub_repo(&c);
     let root = dir.path();
     // The committed compact results, tracked like in Kiln.
@@ -252,9 +254,8 @@ fn current_manifest_passes_non_strict_and_fails_the_covered_gate() {
     ));
 }
 
-#[test]
 fn plan_on_the_current_manifest() {
-    let Some(c) = corpus() else { return };
+    let c = corpus().expect("checked by the harness");
     let dir = stub_repo(&c);
     let root = dir.path();
     std::fs::create_dir_all(root.join("bench-results/backend-latency")).unwrap();
@@ -349,7 +350,6 @@ fn plan_on_the_current_manifest() {
     );
 }
 
-#[test]
 fn cli_pipeline_run_lock_check_and_tampering() {
     let dir = common::latency_repo("bench-results/backend-latency/echo.json");
     let root = dir.path();
@@ -483,4 +483,25 @@ fn cli_pipeline_run_lock_check_and_tampering() {
         String::from_utf8_lossy(&out.stderr),
         "kiln-qual: failed to run latency fixture nope: fixture id not found in manifest: nope\n"
     );
+}
+
+fn main() {
+    harness::run(vec![
+        Trial::new(
+            "artifact_digests_raw_logs_and_metrics_agree",
+            artifact_digests_raw_logs_and_metrics_agree,
+        )
+        .needs(corpus_present()),
+        Trial::new(
+            "current_manifest_passes_non_strict_and_fails_the_covered_gate",
+            current_manifest_passes_non_strict_and_fails_the_covered_gate,
+        )
+        .needs(corpus_present()),
+        Trial::new("plan_on_the_current_manifest", plan_on_the_current_manifest)
+            .needs(corpus_present()),
+        Trial::new(
+            "cli_pipeline_run_lock_check_and_tampering",
+            cli_pipeline_run_lock_check_and_tampering,
+        ),
+    ]);
 }

@@ -3,12 +3,21 @@
 //!
 //! Labels: the real receipts are all valid except the two pre-c8d9 `*-cuda-rtx4090-laptop-*`
 //! receipts (older platform shape); the mutants carry `labels.jsonl`. A disagreement is allowed
-//! only when `compat/deliberate-differences.json` lists it with a reason. Skips, saying so,
-//! when the corpus is absent (a user's clone has no `../shared`).
+//! only when `compat/deliberate-differences.json` lists it with a reason. Without the corpus (a
+//! user's clone has no `../shared`) both tests are reported ignored, and fail under `CI=true`
+//! (`qual_test_fixtures::harness`).
 
 use assert_cmd::Command;
+use qual_test_fixtures::harness::{self, Trial};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+fn corpus_present() -> Result<(), String> {
+    harness::needs_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/kiln-corpus/receipts"),
+        "the Kiln corpus",
+    )
+}
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -137,12 +146,8 @@ fn assert_agreement(
     );
 }
 
-#[test]
 fn real_receipts_get_their_labelled_verdicts() {
-    let Some(corpus) = corpus() else {
-        println!("skipped: ../shared/kiln-corpus is absent (compatibility check not run)");
-        return;
-    };
+    let corpus = corpus().expect("checked by the harness");
     let files = json_files(&corpus.join("receipts"));
     assert_eq!(files.len(), 30, "the corpus holds 30 real receipts");
     let labels: BTreeMap<String, bool> = files
@@ -160,12 +165,8 @@ fn real_receipts_get_their_labelled_verdicts() {
     assert_agreement("receipts", &ours, &labels);
 }
 
-#[test]
 fn labelled_receipt_mutants_agree() {
-    let Some(corpus) = corpus() else {
-        println!("skipped: ../shared/kiln-corpus is absent (compatibility check not run)");
-        return;
-    };
+    let corpus = corpus().expect("checked by the harness");
     let dir = corpus.join("receipt-mutants");
     let text = std::fs::read_to_string(dir.join("labels.jsonl")).expect("labels.jsonl");
     let labels: BTreeMap<String, bool> = text
@@ -183,4 +184,19 @@ fn labelled_receipt_mutants_agree() {
     let files: Vec<PathBuf> = labels.keys().map(|f| dir.join(f)).collect();
     let ours = check_json(&files);
     assert_agreement("receipt-mutants", &ours, &labels);
+}
+
+fn main() {
+    harness::run(vec![
+        Trial::new(
+            "real_receipts_get_their_labelled_verdicts",
+            real_receipts_get_their_labelled_verdicts,
+        )
+        .needs(corpus_present()),
+        Trial::new(
+            "labelled_receipt_mutants_agree",
+            labelled_receipt_mutants_agree,
+        )
+        .needs(corpus_present()),
+    ]);
 }

@@ -1,11 +1,20 @@
 //! Compatibility: `workload check --json` reaches the original implementation's verdict on
-//! every real workload and every labelled mutant of `../shared/kiln-corpus`. Skips (and says
-//! so) when the corpus is absent, as in a user's clone.
+//! every real workload and every labelled mutant of `../shared/kiln-corpus`. Without the corpus
+//! (a user's clone) both tests are reported ignored, and fail under `CI=true`
+//! (`qual_test_fixtures::harness`).
 
 mod common;
 
 use assert_cmd::Command;
+use qual_test_fixtures::harness::{self, Trial};
 use std::collections::BTreeMap;
+
+fn corpus_present() -> Result<(), String> {
+    harness::needs_dir(
+        &common::repo_root().join("../shared/kiln-corpus"),
+        "the Kiln corpus",
+    )
+}
 
 fn check_json(files: &[std::path::PathBuf]) -> serde_json::Value {
     let out = Command::cargo_bin("kiln-qual")
@@ -28,12 +37,8 @@ fn json_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     v
 }
 
-#[test]
 fn real_workloads_are_valid() {
-    let Some(corpus) = common::corpus() else {
-        println!("skipped: ../shared/kiln-corpus is absent");
-        return;
-    };
+    let corpus = common::corpus().expect("checked by the harness");
     let files = json_files(&corpus.join("workloads"));
     assert_eq!(files.len(), 31);
     let report = check_json(&files);
@@ -55,12 +60,8 @@ fn real_workloads_are_valid() {
     common::assert_verdicts("workloads", &verdicts);
 }
 
-#[test]
 fn labelled_mutants_agree() {
-    let Some(corpus) = common::corpus() else {
-        println!("skipped: ../shared/kiln-corpus is absent");
-        return;
-    };
+    let corpus = common::corpus().expect("checked by the harness");
     let dir = corpus.join("workload-mutants");
     let labels: BTreeMap<String, bool> = std::fs::read_to_string(dir.join("labels.jsonl"))
         .unwrap()
@@ -98,4 +99,11 @@ fn labelled_mutants_agree() {
         .collect();
     assert_eq!(verdicts.len(), 400);
     common::assert_verdicts("workload-mutants", &verdicts);
+}
+
+fn main() {
+    harness::run(vec![
+        Trial::new("real_workloads_are_valid", real_workloads_are_valid).needs(corpus_present()),
+        Trial::new("labelled_mutants_agree", labelled_mutants_agree).needs(corpus_present()),
+    ]);
 }

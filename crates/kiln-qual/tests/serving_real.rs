@@ -5,12 +5,14 @@
 //! receipt passes `receipt check` with every strict flag.
 //!
 //! Needs what `scripts/setup-real-server` installs under `.cache/real-server/` (CI runs it
-//! first). Without it, the test says so and passes: it is a real third-party server, not
-//! something a mock can stand in for.
+//! first). Without it the test is reported ignored with the reason, and under `CI=true` it
+//! fails (`qual_test_fixtures::harness`): it is a real third-party server, not something a mock
+//! can stand in for.
 
 mod common;
 
 use common::git;
+use qual_test_fixtures::harness::{self, Trial};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,14 +30,19 @@ fn copy(src: &Path, root: &Path, rel: &str) {
     std::fs::copy(src.join(rel), to).unwrap();
 }
 
-#[test]
+/// What the test needs: the installed server and its launcher.
+fn real_server_present() -> Result<(), String> {
+    let cache = repo_root().join(".cache/real-server");
+    harness::needs_file(
+        &cache.join("llama-server"),
+        "llama-server (run scripts/setup-real-server)",
+    )?;
+    Ok(())
+}
+
 fn llama_server_workload_passes_and_its_receipt_validates() {
     let src = repo_root();
     let cache = src.join(".cache/real-server");
-    if !cache.join("llama-server").is_file() {
-        println!("skipped: llama-server is not installed (run scripts/setup-real-server)");
-        return;
-    }
     let model = cache.join("root/models/tiny");
 
     let d = tempfile::tempdir().unwrap();
@@ -126,17 +133,19 @@ fn llama_server_workload_passes_and_its_receipt_validates() {
     let text = v.to_string();
     assert!(text.contains("output_tokens_per_second"), "{text:.2000}");
     assert!(text.contains("tiny.gguf"), "{text:.2000}");
-    // Nothing of the server is left: no llama-server process runs from this chroot.
-    let leftover = Command::new("pgrep")
-        .args(["-f", "llama-server-tiny-workload|/models/tiny/tiny.gguf"])
-        .output();
-    if let Ok(o) = leftover {
-        assert!(
-            o.stdout.is_empty(),
-            "leftover: {}",
-            String::from_utf8_lossy(&o.stdout)
-        );
-    }
+    // Nothing of the server is left: no process runs the tiny model (a /proc scan, so the
+    // check cannot be skipped for want of a tool).
+    let leftover: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| {
+            c.contains("/models/tiny/tiny.gguf") || c.contains("llama-server-tiny-workload")
+        })
+        .collect();
+    assert!(leftover.is_empty(), "leftover: {leftover:?}");
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -152,4 +161,12 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+fn main() {
+    harness::run(vec![Trial::new(
+        "llama_server_workload_passes_and_its_receipt_validates",
+        llama_server_workload_passes_and_its_receipt_validates,
+    )
+    .needs(real_server_present())]);
 }

@@ -1,21 +1,27 @@
 //! Acceptance against Kiln's real files: fixture digests, raw-log digests and parsed metrics
-//! of the five committed artifacts, under both manifests. Skips (with a message) when the
-//! shared corpus is absent.
+//! of the five committed artifacts, under both manifests. Without the shared corpus every test
+//! is reported ignored (failed under `CI=true`) by `qual_test_fixtures::harness`.
 
 mod common;
 
 use qual_json::Value;
 use qual_legacy::metric::parse_metric_log;
+use qual_test_fixtures::harness::{self, Trial};
+
+fn corpus_present() -> Result<(), String> {
+    harness::needs_dir(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/kiln-corpus/legacy-latency"),
+        "the Kiln legacy-latency corpus",
+    )
+}
 
 fn load(path: &std::path::Path) -> Value {
     qual_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
-#[test]
 fn artifacts_agree_with_manifests_and_raw_logs() {
-    let Some(corpus) = common::corpus_dir() else {
-        return;
-    };
+    let corpus = common::corpus_dir().expect("checked by the harness");
     let manifests = ["manifest-current.json", "manifest-covered.json"];
     let mut artifacts: Vec<_> = std::fs::read_dir(corpus.join("artifacts"))
         .unwrap()
@@ -76,11 +82,8 @@ fn artifacts_agree_with_manifests_and_raw_logs() {
     assert_eq!(agree, 20);
 }
 
-#[test]
 fn undeclared_lines_in_real_logs_are_dropped() {
-    let Some(corpus) = common::corpus_dir() else {
-        return;
-    };
+    let corpus = common::corpus_dir().expect("checked by the harness");
     let raw = corpus.join("raw/metal_apple_silicon_matmul_qwen35_4b-20260607T184746Z.log");
     let parsed = parse_metric_log(&raw).unwrap();
     assert!(parsed.contains_key("prefill_qkv_m512_2560x4096_ms"));
@@ -95,11 +98,8 @@ fn undeclared_lines_in_real_logs_are_dropped() {
         .any(|(n, _)| n == "prefill_qkv_m512_2560x4096_ms"));
 }
 
-#[test]
 fn covered_thresholds_follow_from_observed_values_with_ten_percent_headroom() {
-    let Some(corpus) = common::corpus_dir() else {
-        return;
-    };
+    let corpus = common::corpus_dir().expect("checked by the harness");
     let covered = load(&corpus.join("manifest-covered.json"));
     // CUDA and ROCm were locked from their committed artifacts; Vulkan from the earlier run.
     let mut checked = 0;
@@ -141,11 +141,8 @@ fn covered_thresholds_follow_from_observed_values_with_ten_percent_headroom() {
     println!("{checked}/3 locked fixtures reproduce their committed thresholds");
 }
 
-#[test]
 fn locking_the_current_manifest_reproduces_the_covered_manifest_byte_for_byte() {
-    let Some(corpus) = common::corpus_dir() else {
-        return;
-    };
+    let corpus = common::corpus_dir().expect("checked by the harness");
     let current = load(&corpus.join("manifest-current.json"));
     let observed_from_artifact = |file: &str| -> Vec<(String, f64)> {
         let art = load(&corpus.join("artifacts").join(file));
@@ -197,4 +194,29 @@ fn locking_the_current_manifest_reproduces_the_covered_manifest_byte_for_byte() 
         &std::fs::read(corpus.join("manifest-covered.json")).unwrap()[..]
     );
     println!("1/1 covered manifest reproduced byte for byte");
+}
+
+fn main() {
+    harness::run(vec![
+        Trial::new(
+            "artifacts_agree_with_manifests_and_raw_logs",
+            artifacts_agree_with_manifests_and_raw_logs,
+        )
+        .needs(corpus_present()),
+        Trial::new(
+            "undeclared_lines_in_real_logs_are_dropped",
+            undeclared_lines_in_real_logs_are_dropped,
+        )
+        .needs(corpus_present()),
+        Trial::new(
+            "covered_thresholds_follow_from_observed_values_with_ten_percent_headroom",
+            covered_thresholds_follow_from_observed_values_with_ten_percent_headroom,
+        )
+        .needs(corpus_present()),
+        Trial::new(
+            "locking_the_current_manifest_reproduces_the_covered_manifest_byte_for_byte",
+            locking_the_current_manifest_reproduces_the_covered_manifest_byte_for_byte,
+        )
+        .needs(corpus_present()),
+    ]);
 }

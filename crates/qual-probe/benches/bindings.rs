@@ -131,9 +131,7 @@ fn bench_source_tree(dir: &Path, s: f64) {
     );
     if s >= 1.0 {
         println!(
-            "source-tree vs the original's documented 2.0-2.7 s on this tree shape: {:.1}x-{:.1}x (target >= 4x)",
-            2.0 / ours.as_secs_f64(),
-            2.7 / ours.as_secs_f64()
+            "source-tree: the original's documented figure on this tree shape (not measured here): 2.0-2.7 s; the ratio below is against the baseline measured in this run"
         );
     }
     let py = Command::new("python3").arg("-c").arg("1").status();

@@ -4,7 +4,9 @@
 //! 3 metrics each and 26 artifacts (the shape of a real runner receipt), each copy with its own
 //! receipt id, so nothing is cached between validations. Target: at least 5 000 receipts/s on
 //! one core (a full `receipt check` of the 30-file reference corpus then takes well under a
-//! second); the figure is printed, never asserted.
+//! second); the figure is printed, never asserted. Baseline, measured in the same run: a plain
+//! `serde_json` parse of the same receipts' canonical text (what reading each document once
+//! costs); the ratio says what validation costs beyond that.
 
 use qual_json::Value;
 use std::time::Instant;
@@ -63,10 +65,26 @@ fn main() {
     }
     let elapsed = start.elapsed().as_secs_f64();
     assert_eq!(invalid, 0);
+    let texts: Vec<String> = receipts
+        .iter()
+        .map(qual_json::to_canonical_string)
+        .collect();
+    let start = Instant::now();
+    for t in &texts {
+        let v: serde_json::Value = serde_json::from_str(t).expect("canonical text parses");
+        std::hint::black_box(v);
+    }
+    let baseline = start.elapsed().as_secs_f64();
     println!(
         "validated {} receipts in {:.3} s: {:.0} receipts/s (target >= 5000 receipts/s)",
         receipts.len(),
         elapsed,
         receipts.len() as f64 / elapsed
+    );
+    println!(
+        "baseline serde_json parse of the same receipts: {:.3} s ({:.0} receipts/s); validate / parse time ratio {:.2}x",
+        baseline,
+        receipts.len() as f64 / baseline,
+        elapsed / baseline
     );
 }

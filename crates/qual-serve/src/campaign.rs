@@ -19,15 +19,16 @@
 //!
 //! Both files are created exclusively (an existing file is never replaced). Invariant: the
 //! status is `passed` only when the lifecycle passed, at least one measured request succeeded,
-//! failed requests are within the allowance, the schedule was kept and every selected metric
-//! has a value.
+//! failed requests are within the allowance, every measurement-validity signal stayed within
+//! its declared limit (otherwise one `invalid run: …` reason per signal, status `failed`)
+//! and every selected metric has a value.
 
 use crate::client::StreamRules;
 use crate::corpus::{self, Corpus};
 use crate::kiln_launch::{self, BaseUrl};
 use crate::lifecycle::{LifecycleRecord, OwnedServer};
 use crate::load::{self, Arrival, LoadSpec, ProgressSink};
-use crate::metrics::{self, MetricRow, ServingMetrics, Slo};
+use crate::metrics::{self, MetricRow, ServingMetrics, Slo, ValidityLimits};
 use crate::recipe::LaunchRecipe;
 use crate::record::RequestRecord;
 use qual_json::Value;
@@ -75,6 +76,8 @@ pub struct ServeOptions {
     pub model_path: Option<PathBuf>,
     /// CPU to pin the load generator to.
     pub pin_cpu: Option<usize>,
+    /// Thresholds of the measurement-validity gate.
+    pub validity: ValidityLimits,
 }
 
 /// The case status.
@@ -171,7 +174,7 @@ pub fn validate_config(v: &Value) -> Vec<String> {
 
 /// Every metric name a campaign can emit.
 pub fn metric_names() -> Vec<String> {
-    metrics::compute(&[], Slo::default())
+    metrics::compute(&[], Slo::default(), ValidityLimits::default())
         .rows()
         .into_iter()
         .map(|r| r.name)
@@ -408,7 +411,7 @@ pub fn run_with_base_url(
     }
     reasons.extend(lifecycle.failures.iter().cloned());
     let ran = load_spec.is_some() && !records.is_empty();
-    let m = ran.then(|| metrics::compute(&records, o.slo));
+    let m = ran.then(|| metrics::compute(&records, o.slo, o.validity));
     let rows = m.as_ref().map(|m| m.rows()).unwrap_or_default();
     if let Some(m) = &m {
         if m.succeeded_requests == 0 {
@@ -441,12 +444,7 @@ pub fn run_with_base_url(
         if warm_failed > 0 {
             reasons.push(format!("{warm_failed} warmup request(s) failed"));
         }
-        if !m.schedule.valid {
-            reasons.push(format!(
-                "invalid run: {:.2}% of sends lagged their schedule by more than 1 ms (limit 1%)",
-                m.schedule.late_fraction * 100.0
-            ));
-        }
+        reasons.extend(m.validity.violations.iter().cloned());
         if let Some(sel) = &o.metrics {
             for name in sel {
                 if let Some(r) = rows.iter().find(|r| &r.name == name) {
@@ -479,8 +477,9 @@ pub fn run_with_base_url(
         "definitions": definitions,
         "percentile_method": metrics::PERCENTILE_METHOD,
         "percentile_minimum_samples": minimums,
-        "late_send_threshold_ms": metrics::LATE_SEND_NS as f64 / 1e6,
-        "max_late_send_fraction": metrics::MAX_LATE_FRACTION,
+        "late_send_threshold_ms": o.validity.late_send_ms,
+        "max_late_send_fraction": o.validity.max_disturbed_fraction,
+        "validity_limits": o.validity,
         "launch": {
             "path": o.launch.display().to_string(),
             "file_sha256": inputs.recipe.file_sha256,

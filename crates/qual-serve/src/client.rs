@@ -13,15 +13,21 @@
 //!   token count: `usage.completion_tokens` (source `server_usage`), or — only when usage is
 //!   allowed to be missing — the content-event count (source `client_count`).
 //!
-//! Every event is stamped with the arrival time of the read that completed it. Invariant:
-//! the requested `max_tokens` is never used as a count — only as a bound: [`StreamLimits`]
+//! Every event is stamped with the arrival time of the read that completed it: the kernel's
+//! receive timestamp of that read where the kernel gives one ([`crate::rxclock`]), else the
+//! time the read returned; the record names the clock, keeps each event's read lag and
+//! counts content events that shared a read with a later one. hyper hands the body over one
+//! frame at a time and reads the socket again only after the previous frame was taken, so
+//! the connection's latest read is the read that delivered the frame in hand. Invariant: the
+//! requested `max_tokens` is never used as a count — only as a bound: [`StreamLimits`]
 //! caps the events and bytes one response may carry, so an endless or bloated stream fails
 //! that request and cannot fill memory or the evidence file. A request holds only what it
 //! actually received (content and reasoning text for the output digest, one timestamp per
 //! content event, and the event being parsed), never more than its limits.
 
-use crate::io::{FullBody, TokioIo};
+use crate::io::FullBody;
 use crate::record::{Outcome, RequestRecord, TokenCount, TokenSource, Usage};
+use crate::rxclock::{ClockSource, ReadLog, StampedStream};
 use crate::sse::{SseEvent, SseParser};
 use hyper::body::{Body, Bytes, Incoming};
 use hyper::client::conn::http1::SendRequest;
@@ -37,6 +43,7 @@ use std::time::{Duration, Instant};
 pub struct Connection {
     sender: SendRequest<FullBody>,
     first_write: Arc<AtomicU64>,
+    reads: ReadLog,
 }
 
 /// Opens a connection (TCP_NODELAY) and drives it on the current tokio runtime.
@@ -44,7 +51,7 @@ pub async fn connect(addr: SocketAddr) -> std::io::Result<Connection> {
     let stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let first_write = Arc::new(AtomicU64::new(0));
-    let io = TokioIo::with_write_stamp(stream, first_write.clone());
+    let (io, reads, _kernel) = StampedStream::new(stream, first_write.clone());
     let (sender, conn) = hyper::client::conn::http1::handshake(io)
         .await
         .map_err(std::io::Error::other)?;
@@ -57,6 +64,7 @@ pub async fn connect(addr: SocketAddr) -> std::io::Result<Connection> {
     Ok(Connection {
         sender,
         first_write,
+        reads,
     })
 }
 
@@ -460,6 +468,8 @@ pub async fn stream_request(
     };
     let mut failure: Option<String> = None;
     let mut reusable = true;
+    let mut last_content_read: Option<u64> = None;
+    let mut read_clock_events = 0usize;
     loop {
         match next_frame(&mut body).await {
             None => break,
@@ -472,7 +482,8 @@ pub async fn stream_request(
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
-                let t = ns(epoch);
+                let read = *conn.reads.lock().expect("read log");
+                let t = read.arrival().saturating_duration_since(epoch).as_nanos() as u64;
                 if rec.first_byte_ns.is_none() {
                     rec.first_byte_ns = Some(t);
                 }
@@ -483,14 +494,30 @@ pub async fn stream_request(
                     .and_then(|()| {
                         received_events = received_events.saturating_add(events.len() as u64);
                         within(received_events, limits.max_events, "events")
-                    })
-                    .and_then(|()| {
-                        events
-                            .iter()
-                            .try_for_each(|ev| on_event(ev, t, rec, &mut st))
                     });
                 if let Err(reason) = step {
                     failure = Some(reason);
+                    reusable = false;
+                    break;
+                }
+                for ev in &events {
+                    let before = rec.content_event_ns.len();
+                    if let Err(reason) = on_event(ev, t, rec, &mut st) {
+                        failure = Some(reason);
+                        break;
+                    }
+                    if rec.content_event_ns.len() > before {
+                        if last_content_read == Some(read.seq) {
+                            rec.content_events_coalesced += 1;
+                        }
+                        last_content_read = Some(read.seq);
+                        match read.lag_ns {
+                            Some(lag) => rec.content_read_lag_ns.push(lag),
+                            None => read_clock_events += 1,
+                        }
+                    }
+                }
+                if failure.is_some() {
                     reusable = false;
                     break;
                 }
@@ -498,6 +525,13 @@ pub async fn stream_request(
         }
     }
     rec.end_ns = Some(ns(epoch));
+    if !rec.content_event_ns.is_empty() {
+        rec.clock_source = Some(if read_clock_events == 0 {
+            ClockSource::KernelRxTimestamp
+        } else {
+            ClockSource::UserRead
+        });
+    }
     let verdict = failure
         .map(Err)
         .unwrap_or_else(|| finish(rec, &st, &parser, rules));

@@ -55,6 +55,13 @@ pub fn mono_instant(ns: u64) -> Instant {
     mono_base() + Duration::from_nanos(ns.saturating_sub(1))
 }
 
+impl<T> TokioIo<T> {
+    /// The wrapped stream.
+    pub fn get_ref(&self) -> &T {
+        &self.inner
+    }
+}
+
 impl<T: AsyncRead + Unpin> hyper::rt::Read for TokioIo<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,

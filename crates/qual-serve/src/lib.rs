@@ -11,7 +11,8 @@
 //! Modules: [`sse`] (incremental SSE parser), [`corpus`] (strict JSONL corpus, seeded order),
 //! [`recipe`] (strict launch recipe), [`kiln_launch`] (Kiln's launch schema, the base URL,
 //! reading either schema), [`record`] (per-request records),
-//! [`client`] (one streamed request → one record),
+//! [`client`] (one streamed request → one record), [`rxclock`] (kernel receive timestamps
+//! on the client socket), [`threadstat`] (the load thread's run-queue wait and preemptions),
 //! [`load`] (closed and open loop), [`metrics`] (definitions and percentiles),
 //! [`lifecycle`] (owned process group, readiness, listener ownership, shutdown, residue),
 //! [`campaign`] (the whole case), [`mock`], [`pacer`] and [`io`] (plumbing).
@@ -28,4 +29,6 @@ pub mod mock;
 pub mod pacer;
 pub mod recipe;
 pub mod record;
+pub mod rxclock;
 pub mod sse;
+pub mod threadstat;

@@ -19,13 +19,16 @@
 //!   still sent (late), never dropped, and its lag is recorded.
 //!
 //! The whole generator runs on one thread with a single-threaded runtime (optionally pinned
-//! to one CPU), so its capacity is a per-core number. Invariant: every scheduled request
+//! to one CPU), so its capacity is a per-core number. Each request records that thread's
+//! run-queue wait and involuntary context switches between its start and end
+//! ([`crate::threadstat`]), for the measurement-validity gate. Invariant: every scheduled request
 //! yields exactly one record, in sequence order.
 
 use crate::client::{self, Connection, SendOutcome, StreamRules};
 use crate::corpus::{self, Corpus, SplitMix64};
 use crate::pacer::Pacer;
 use crate::record::{Outcome, Phase, RequestRecord};
+use crate::threadstat::ThreadSample;
 use hyper::body::Bytes;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -171,6 +174,7 @@ impl Ctx {
         let endpoint = self.endpoints[ci];
         let mut rec =
             RequestRecord::scheduled(k as u64, &self.ids[ci], phase, endpoint, scheduled_ns);
+        let thread_before = ThreadSample::now();
         rec.started_ns = Some(self.now_ns());
         let timeout = self.spec.request_timeout;
         let fut = async {
@@ -236,6 +240,9 @@ impl Ctx {
                 reason: format!("request timed out after {} s", timeout.as_secs_f64()),
             };
         }
+        let thread = ThreadSample::now().since(&thread_before);
+        rec.run_queue_wait_ns = thread.run_queue_wait_ns;
+        rec.involuntary_switches = Some(thread.involuntary_switches);
         rec
     }
 }

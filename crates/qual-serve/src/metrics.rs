@@ -27,11 +27,24 @@
 //!   keep-alive connection): the client's own delay. Connection set-up and lost attempts are
 //!   kept in each record (`connected_ns`, `first_attempt_send_ns`).
 //!
+//! * measurement validity ([`Validity`]): what can make client-side timing wrong, per run,
+//!   against declared [`ValidityLimits`]: late sends (schedule lag above the limit), late
+//!   reads (read lag = read returned − kernel receive timestamp, for kernel-stamped events),
+//!   content events coalesced into one read with a later event (they carry a later time than
+//!   their arrival), and requests stamped at read time during which the load generator thread
+//!   waited in the run queue or was preempted more than allowed (for kernel-stamped requests
+//!   those counters are recorded, not gated: their effect is measured directly as read lag,
+//!   coalescing and send lag). Each exceeded limit is one `invalid run: <signal, how much>`
+//!   reason.
+//!
 //! Invariants: failed requests never enter a latency or throughput numerator; they are
-//! counted. Warmup requests never enter anything. A run is invalid when more than 1 % of
-//! measured sends lag by more than 1 ms.
+//! counted. Warmup requests never enter anything. A run whose validity signals exceed their
+//! limits is invalid (defaults: more than 1 % of sends late by more than 1 ms, of content
+//! events read late by more than 1 ms or coalesced, or of requests starved by more than 1 ms
+//! of run-queue wait or preempted more than 10 times).
 
 use crate::record::{Phase, RequestRecord};
+use crate::rxclock::ClockSource;
 use serde::Serialize;
 
 /// The percentiles reported for every distribution: (label, p, minimum samples).
@@ -46,13 +59,62 @@ pub const PERCENTILES: [(&str, f64, usize); 5] = [
 /// The name of the percentile method.
 pub const PERCENTILE_METHOD: &str = "hyndman_fan_type7_linear";
 
-/// Lag beyond which a send counts as late.
+/// Default lag beyond which a send counts as late.
 pub const LATE_SEND_NS: u64 = 1_000_000;
-/// Largest accepted fraction of late sends.
+/// Default read-lag limit for kernel-stamped content events (ms).
+pub const DEFAULT_MAX_READ_LAG_MS: f64 = 20.0;
+/// Default largest accepted fraction of late sends (and of every other disturbed item).
 pub const MAX_LATE_FRACTION: f64 = 0.01;
 
+/// The declared thresholds of the measurement-validity gate.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ValidityLimits {
+    /// A send lagging its schedule by more than this is late (ms).
+    pub late_send_ms: f64,
+    /// A content event read more than this after the kernel received it is read late (ms).
+    pub max_read_lag_ms: f64,
+    /// A request during which the load thread waited longer than this in the run queue is
+    /// starved (ms).
+    pub max_run_queue_wait_ms: f64,
+    /// A request during which the load thread was preempted more often than this is
+    /// preempted.
+    pub max_involuntary_switches: u64,
+    /// Largest accepted fraction of late sends, late reads, coalesced content events,
+    /// starved requests and preempted requests (each on its own).
+    pub max_disturbed_fraction: f64,
+}
+
+impl Default for ValidityLimits {
+    fn default() -> ValidityLimits {
+        ValidityLimits {
+            late_send_ms: LATE_SEND_NS as f64 / 1e6,
+            // Kernel-stamped events carry their arrival time, so read lag alone does not
+            // distort them (coalescing, gated separately, does): this limit only says the
+            // client could not keep up at all.
+            max_read_lag_ms: DEFAULT_MAX_READ_LAG_MS,
+            max_run_queue_wait_ms: 1.0,
+            max_involuntary_switches: 10,
+            max_disturbed_fraction: MAX_LATE_FRACTION,
+        }
+    }
+}
+
+impl ValidityLimits {
+    /// Limits no measurement can exceed (for tests and benchmarks that are not about
+    /// timing; never a default).
+    pub fn unlimited() -> ValidityLimits {
+        ValidityLimits {
+            late_send_ms: f64::INFINITY,
+            max_read_lag_ms: f64::INFINITY,
+            max_run_queue_wait_ms: f64::INFINITY,
+            max_involuntary_switches: u64::MAX,
+            max_disturbed_fraction: 1.0,
+        }
+    }
+}
+
 /// Metric definitions, by id, as recorded in the evidence.
-pub const DEFINITIONS: [(&str, &str); 9] = [
+pub const DEFINITIONS: [(&str, &str); 14] = [
     ("ttft_ms", "send to the first event carrying non-empty content or reasoning; role-only and usage-only events excluded; per successful request"),
     ("e2e_ms", "send to the last content event; the [DONE] time is kept separately; per successful request"),
     ("itl_ms", "each gap between consecutive content events of one successful request, pooled over requests"),
@@ -61,7 +123,12 @@ pub const DEFINITIONS: [(&str, &str); 9] = [
     ("output_tokens_per_second", "sum of output tokens of successful requests / request window; window = last completion of a successful request - first send of any measured request"),
     ("requests_per_second", "successful requests / request window"),
     ("goodput", "successful requests meeting every declared slo (ttft <=, max itl <=, e2e <=) per second of request window, in requests and in output tokens"),
-    ("schedule_lag_ms", "actual send (first request byte written to the socket) - scheduled send per measured request (measured from the latest of: the schedule, the establishment of a new connection, the start of a retry after the server closed a reused keep-alive connection; connection set-up is the server's accept path and is recorded per request); the run is invalid when more than 1% of sends lag by more than 1 ms"),
+    ("schedule_lag_ms", "actual send (first request byte written to the socket) - scheduled send per measured request (measured from the latest of: the schedule, the establishment of a new connection, the start of a retry after the server closed a reused keep-alive connection; connection set-up is the server's accept path and is recorded per request); the run is invalid when more than max_disturbed_fraction of sends lag by more than late_send_ms"),
+    ("read_lag_ms", "per content event stamped by the kernel: the time its read returned - the kernel's software receive timestamp (SO_TIMESTAMPNS) of the newest segment the read consumed; events carry the kernel timestamp, so read lag disturbs them only through coalescing"),
+    ("late_read_fraction", "content events of successful requests read more than max_read_lag_ms after the kernel received them / kernel-stamped content events"),
+    ("coalesced_event_fraction", "content events of successful requests that shared one read with a later content event of the same request (stamped with a time later than their own arrival) / content events"),
+    ("run_queue_wait_ms", "per measured request: time the load generator thread spent runnable but waiting for a cpu between the request's start and end (/proc/thread-self/schedstat); starved_request_fraction = requests stamped at read time above max_run_queue_wait_ms / requests stamped at read time (kernel-stamped requests are recorded, not gated: their disturbance shows as read lag and coalescing)"),
+    ("involuntary_switches", "per measured request: involuntary context switches of the load generator thread between the request's start and end (getrusage RUSAGE_THREAD ru_nivcsw); preempted_request_fraction = requests stamped at read time above max_involuntary_switches / requests stamped at read time"),
 ];
 
 /// One percentile value, or null with a reason.
@@ -174,8 +241,174 @@ pub struct ScheduleLag {
     pub late_sends: usize,
     /// `late_sends` / measured sends (0 when none).
     pub late_fraction: f64,
-    /// Whether the schedule was kept (`late_fraction <= 0.01`).
+    /// Whether the schedule was kept (`late_fraction` within the limit).
     pub valid: bool,
+}
+
+/// The measurement-validity signals of one run and the limits they were held to.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Validity {
+    /// The limits applied.
+    pub limits: ValidityLimits,
+    /// Successful requests whose every content event carries a kernel receive timestamp.
+    pub kernel_clock_requests: usize,
+    /// Successful requests with at least one event stamped at read time.
+    pub user_clock_requests: usize,
+    /// Read lag of kernel-stamped content events, in ms.
+    pub read_lag_ms: Distribution,
+    /// Content events read later than the limit.
+    pub late_reads: usize,
+    /// `late_reads` / kernel-stamped content events (0 when none).
+    pub late_read_fraction: f64,
+    /// Content events coalesced into one read with a later content event.
+    pub coalesced_events: u64,
+    /// `coalesced_events` / content events (0 when none).
+    pub coalesced_event_fraction: f64,
+    /// Load-thread run-queue wait per measured request (all), in ms.
+    pub run_queue_wait_ms: Distribution,
+    /// Requests stamped at read time (or without content) above the run-queue wait limit.
+    pub starved_requests: usize,
+    /// `starved_requests` / such requests with a run-queue sample.
+    pub starved_request_fraction: f64,
+    /// Load-thread involuntary context switches per measured request.
+    pub involuntary_switches: Distribution,
+    /// Requests stamped at read time (or without content) above the involuntary-switch limit.
+    pub preempted_requests: usize,
+    /// `preempted_requests` / such requests with a sample.
+    pub preempted_request_fraction: f64,
+    /// One `invalid run: …` reason per exceeded limit (empty: the measurement is valid).
+    pub violations: Vec<String>,
+}
+
+fn fraction(part: usize, whole: usize) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+fn fmt_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".into(), |v| format!("{v:.3} ms"))
+}
+
+fn validity(
+    measured: &[&RequestRecord],
+    ok: &[&RequestRecord],
+    schedule: &ScheduleLag,
+    limits: ValidityLimits,
+) -> Validity {
+    let pct = |f: f64| f * 100.0;
+    let limit_pct = pct(limits.max_disturbed_fraction);
+    let over = |f: f64| f > limits.max_disturbed_fraction;
+    let lags: Vec<f64> = ok
+        .iter()
+        .flat_map(|r| r.content_read_lag_ns.iter().map(|&l| ms(l)))
+        .collect();
+    let late_reads = lags.iter().filter(|&&l| l > limits.max_read_lag_ms).count();
+    let late_read_fraction = fraction(late_reads, lags.len());
+    let events: u64 = ok.iter().map(|r| r.content_event_ns.len() as u64).sum();
+    let coalesced: u64 = ok.iter().map(|r| r.content_events_coalesced).sum();
+    let coalesced_event_fraction = fraction(coalesced as usize, events as usize);
+    // The scheduler counters are held to their limits for requests stamped at read time:
+    // there a run-queue wait delays the stamps themselves. Kernel-stamped requests carry
+    // their arrival times regardless; what a starved thread does to them shows directly as
+    // read lag and coalescing (gated above) and as send lag.
+    let read_clocked = |r: &&&RequestRecord| r.clock_source != Some(ClockSource::KernelRxTimestamp);
+    let waits: Vec<f64> = measured
+        .iter()
+        .filter_map(|r| r.run_queue_wait_ns.map(ms))
+        .collect();
+    let gated_waits: Vec<f64> = measured
+        .iter()
+        .filter(read_clocked)
+        .filter_map(|r| r.run_queue_wait_ns.map(ms))
+        .collect();
+    let starved = gated_waits
+        .iter()
+        .filter(|&&w| w > limits.max_run_queue_wait_ms)
+        .count();
+    let starved_request_fraction = fraction(starved, gated_waits.len());
+    let switches: Vec<u64> = measured
+        .iter()
+        .filter_map(|r| r.involuntary_switches)
+        .collect();
+    let gated_switches: Vec<u64> = measured
+        .iter()
+        .filter(read_clocked)
+        .filter_map(|r| r.involuntary_switches)
+        .collect();
+    let preempted = gated_switches
+        .iter()
+        .filter(|&&n| n > limits.max_involuntary_switches)
+        .count();
+    let preempted_request_fraction = fraction(preempted, gated_switches.len());
+    let read_lag_ms = Distribution::of(lags);
+    let run_queue_wait_ms = Distribution::of(waits);
+    let involuntary_switches = Distribution::of(switches.iter().map(|&n| n as f64).collect());
+    let mut violations = Vec::new();
+    if !schedule.valid {
+        violations.push(format!(
+            "invalid run: {:.2}% of sends lagged their schedule by more than {} ms (limit {limit_pct}%; max {})",
+            pct(schedule.late_fraction),
+            limits.late_send_ms,
+            fmt_ms(schedule.lag_ms.max)
+        ));
+    }
+    if over(late_read_fraction) {
+        violations.push(format!(
+            "invalid run: {:.2}% of content events were read more than {} ms after the kernel received them (limit {limit_pct}%; read lag p50 {}, max {})",
+            pct(late_read_fraction),
+            limits.max_read_lag_ms,
+            fmt_ms(read_lag_ms.get("p50")),
+            fmt_ms(read_lag_ms.max)
+        ));
+    }
+    if over(coalesced_event_fraction) {
+        violations.push(format!(
+            "invalid run: {:.2}% of content events were coalesced into one read with a later event ({coalesced} of {events}; limit {limit_pct}%)",
+            pct(coalesced_event_fraction)
+        ));
+    }
+    if over(starved_request_fraction) {
+        violations.push(format!(
+            "invalid run: {:.2}% of requests stamped at read time saw more than {} ms of load-generator run-queue wait (limit {limit_pct}%; max {})",
+            pct(starved_request_fraction),
+            limits.max_run_queue_wait_ms,
+            fmt_ms(run_queue_wait_ms.max)
+        ));
+    }
+    if over(preempted_request_fraction) {
+        violations.push(format!(
+            "invalid run: {:.2}% of requests stamped at read time saw more than {} involuntary context switches of the load generator (limit {limit_pct}%; max {})",
+            pct(preempted_request_fraction),
+            limits.max_involuntary_switches,
+            involuntary_switches.max.unwrap_or(0.0)
+        ));
+    }
+    Validity {
+        limits,
+        kernel_clock_requests: ok
+            .iter()
+            .filter(|r| r.clock_source == Some(ClockSource::KernelRxTimestamp))
+            .count(),
+        user_clock_requests: ok
+            .iter()
+            .filter(|r| r.clock_source == Some(ClockSource::UserRead))
+            .count(),
+        read_lag_ms,
+        late_reads,
+        late_read_fraction,
+        coalesced_events: coalesced,
+        coalesced_event_fraction,
+        run_queue_wait_ms,
+        starved_requests: starved,
+        starved_request_fraction,
+        involuntary_switches,
+        preempted_requests: preempted,
+        preempted_request_fraction,
+        violations,
+    }
 }
 
 /// Everything computed from one campaign's measured records.
@@ -219,14 +452,17 @@ pub struct ServingMetrics {
     pub decode_tokens_per_second: Distribution,
     /// Schedule lag.
     pub schedule: ScheduleLag,
+    /// Measurement-validity signals and violations.
+    pub validity: Validity,
 }
 
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-/// Computes the metrics of the measured records in `records` (warmup rows are skipped).
-pub fn compute(records: &[RequestRecord], slo: Slo) -> ServingMetrics {
+/// Computes the metrics of the measured records in `records` (warmup rows are skipped) and
+/// holds the measurement to `limits`.
+pub fn compute(records: &[RequestRecord], slo: Slo, limits: ValidityLimits) -> ServingMetrics {
     let measured: Vec<&RequestRecord> = records
         .iter()
         .filter(|r| r.phase == Phase::Measured)
@@ -308,12 +544,18 @@ pub fn compute(records: &[RequestRecord], slo: Slo) -> ServingMetrics {
             r.send_ns.map(|s| s.saturating_sub(reference))
         })
         .collect();
-    let late = lags.iter().filter(|&&l| l > LATE_SEND_NS).count();
-    let late_fraction = if lags.is_empty() {
-        0.0
-    } else {
-        late as f64 / lags.len() as f64
+    let late = lags
+        .iter()
+        .filter(|&&l| ms(l) > limits.late_send_ms)
+        .count();
+    let late_fraction = fraction(late, lags.len());
+    let schedule = ScheduleLag {
+        lag_ms: Distribution::of(lags.iter().map(|&l| ms(l)).collect()),
+        late_sends: late,
+        late_fraction,
+        valid: late_fraction <= limits.max_disturbed_fraction,
     };
+    let validity = validity(&measured, &ok, &schedule, limits);
     ServingMetrics {
         measured_requests: measured.len(),
         succeeded_requests: ok.len(),
@@ -342,12 +584,8 @@ pub fn compute(records: &[RequestRecord], slo: Slo) -> ServingMetrics {
         itl_ms: Distribution::of(itl),
         tpot_ms: Distribution::of(tpot),
         decode_tokens_per_second: Distribution::of(decode),
-        schedule: ScheduleLag {
-            lag_ms: Distribution::of(lags.iter().map(|&l| ms(l)).collect()),
-            late_sends: late,
-            late_fraction,
-            valid: late_fraction <= MAX_LATE_FRACTION,
-        },
+        schedule,
+        validity,
     }
 }
 
@@ -547,6 +785,40 @@ impl ServingMetrics {
             "ratio",
             true,
         );
+        let v = &self.validity;
+        dist(&mut rows, "read_lag_ms", &v.read_lag_ms, "ms", true);
+        dist(
+            &mut rows,
+            "run_queue_wait_ms",
+            &v.run_queue_wait_ms,
+            "ms",
+            true,
+        );
+        dist(
+            &mut rows,
+            "involuntary_switches",
+            &v.involuntary_switches,
+            "count",
+            true,
+        );
+        for (name, value) in [
+            ("late_read_fraction", v.late_read_fraction),
+            ("coalesced_event_fraction", v.coalesced_event_fraction),
+            ("starved_request_fraction", v.starved_request_fraction),
+            ("preempted_request_fraction", v.preempted_request_fraction),
+        ] {
+            scalar(&mut rows, name, Some(value), "", "fraction", "ratio", true);
+        }
+        let clocked = v.kernel_clock_requests + v.user_clock_requests;
+        scalar(
+            &mut rows,
+            "kernel_clock_request_fraction",
+            (clocked > 0).then(|| fraction(v.kernel_clock_requests, clocked)),
+            "no successful measured request",
+            "fraction",
+            "ratio",
+            false,
+        );
         rows.sort_by(|a, b| a.name.cmp(&b.name));
         rows
     }
@@ -598,7 +870,7 @@ mod tests {
             itl_ms: None,
             e2e_ms: None,
         };
-        let m = compute(&[w, a, b, c], slo);
+        let m = compute(&[w, a, b, c], slo, ValidityLimits::default());
         assert_eq!(
             (m.measured_requests, m.succeeded_requests, m.failed_requests),
             (3, 2, 1)
@@ -652,10 +924,63 @@ mod tests {
         let mut b = rec(2, 4_500_000, &[6 * MS], 7 * MS, 1);
         b.scheduled_ns = 0;
         b.retry_started_ns = Some(3 * MS);
-        let m = compute(&[a, b], Slo::default());
+        let m = compute(&[a, b], Slo::default(), ValidityLimits::default());
         assert!((m.schedule.lag_ms.min.unwrap() - 0.2).abs() < 1e-9);
         assert!((m.schedule.lag_ms.max.unwrap() - 1.5).abs() < 1e-9);
         assert_eq!(m.schedule.late_sends, 1);
+    }
+
+    /// The validity gate, signal by signal, on hand-built records.
+    #[test]
+    fn each_validity_signal_invalidates_past_its_limit() {
+        let limits = ValidityLimits::default();
+        let kernel = |i: u64, lags: &[u64], coalesced: u64| {
+            let mut r = rec(i, 0, &[10 * MS, 15 * MS, 20 * MS, 25 * MS], 30 * MS, 4);
+            r.clock_source = Some(ClockSource::KernelRxTimestamp);
+            r.content_read_lag_ns = lags.to_vec();
+            r.content_events_coalesced = coalesced;
+            r.run_queue_wait_ns = Some(50 * MS);
+            r.involuntary_switches = Some(100);
+            r
+        };
+        // Clean kernel-stamped run: scheduler counters are recorded, not gated.
+        let clean: Vec<RequestRecord> = (0..10).map(|i| kernel(i, &[1000; 4], 0)).collect();
+        let m = compute(&clean, Slo::default(), limits);
+        assert!(
+            m.validity.violations.is_empty(),
+            "{:?}",
+            m.validity.violations
+        );
+        assert_eq!(m.validity.kernel_clock_requests, 10);
+        assert_eq!(m.validity.run_queue_wait_ms.max, Some(50.0));
+        // One event of 40 read 2 ms late: 2.5% > 1%.
+        let mut late = clean.clone();
+        late[3] = kernel(3, &[1000, 2 * MS, 1000, 1000], 0);
+        let v = compute(&late, Slo::default(), limits).validity;
+        assert_eq!(v.late_reads, 1);
+        assert_eq!(v.violations.len(), 1);
+        assert!(v.violations[0]
+            .starts_with("invalid run: 2.50% of content events were read more than 1 ms"));
+        // One coalesced event of 40.
+        let mut co = clean.clone();
+        co[0] = kernel(0, &[1000; 4], 1);
+        let v = compute(&co, Slo::default(), limits).validity;
+        assert_eq!(v.violations.len(), 1);
+        assert!(v.violations[0].contains("coalesced into one read with a later event (1 of 40"));
+        // Read-time stamps: run-queue wait and preemption are gated.
+        let mut user = clean.clone();
+        for r in &mut user {
+            r.clock_source = Some(ClockSource::UserRead);
+            r.content_read_lag_ns.clear();
+        }
+        let v = compute(&user, Slo::default(), limits).validity;
+        assert_eq!(v.user_clock_requests, 10);
+        assert_eq!(v.violations.len(), 2, "{:?}", v.violations);
+        assert!(v.violations[0].contains("more than 1 ms of load-generator run-queue wait"));
+        assert!(v.violations[1].contains("more than 10 involuntary context switches"));
+        // Limits are the caller's: unlimited accepts everything.
+        let v = compute(&user, Slo::default(), ValidityLimits::unlimited()).validity;
+        assert!(v.violations.is_empty());
     }
 
     #[test]
@@ -681,7 +1006,7 @@ mod tests {
 
     #[test]
     fn rows_are_sorted_unique_and_well_named() {
-        let m = compute(&[], Slo::default());
+        let m = compute(&[], Slo::default(), ValidityLimits::default());
         let rows = m.rows();
         for w in rows.windows(2) {
             assert!(w[0].name < w[1].name);

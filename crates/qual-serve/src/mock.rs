@@ -11,6 +11,10 @@
 //! `stream_options.include_usage` is true, and `data: [DONE]`. Deadlines are absolute, so
 //! pacing errors never accumulate. With zero TTFT and ITL the whole stream is one buffer.
 //!
+//! Requests are read the way the load generators engineers use write them: `max_tokens` or
+//! `max_completion_tokens` (AIPerf), a `prompt` string or array, message `content` as a
+//! string or an array of text parts (guidellm); every chunk carries the OpenAI `object`.
+//!
 //! Listens on 127.0.0.1 only. Invariant: no injection is active unless its flag was given.
 
 use crate::io::{BodyItem, ChannelBody, EitherBody, FullBody, TokioIo};
@@ -235,12 +239,32 @@ pub fn run_blocking(cfg: MockConfig, on_bound: impl FnOnce(u16)) -> Result<(), M
                     if !cfg.slow_shutdown.is_zero() {
                         tokio::time::sleep(cfg.slow_shutdown).await;
                     }
+                    report_usage(&state);
                     return Ok(());
                 }
-                _ = int.recv() => return Ok(()),
+                _ = int.recv() => {
+                    report_usage(&state);
+                    return Ok(());
+                }
             }
         }
     })
+}
+
+/// One line on stderr at shutdown: the server's own CPU time and request count, so a
+/// benchmark can subtract the server from a client's process-tree CPU time.
+fn report_usage(state: &State) {
+    // SAFETY: getrusage writes one rusage for this process.
+    let cpu = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        t(ru.ru_utime) + t(ru.ru_stime)
+    };
+    eprintln!(
+        "mock-server: cpu_seconds {cpu:.6} requests {}",
+        state.requests.load(Ordering::SeqCst)
+    );
 }
 
 fn spawn_lingering_child(escape: bool, ignore_term: bool) -> Result<(), MockError> {
@@ -375,7 +399,10 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
             )
         }
     };
-    let max_tokens = parsed.max_tokens.unwrap_or(16);
+    let max_tokens = parsed
+        .max_tokens
+        .or(parsed.max_completion_tokens)
+        .unwrap_or(16);
     let stream = parsed.stream;
     let include_usage = parsed
         .stream_options
@@ -474,12 +501,16 @@ async fn stream_paced(
 struct MockRequest {
     #[serde(default)]
     max_tokens: Option<u64>,
+    /// The newer OpenAI name of `max_tokens` (AIPerf sends it).
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
     #[serde(default)]
     stream: bool,
     #[serde(default)]
     stream_options: Option<StreamOptions>,
+    /// A string, or an array of strings or token ids.
     #[serde(default)]
-    prompt: Option<String>,
+    prompt: Option<serde_json::Value>,
     #[serde(default)]
     messages: Option<Vec<Message>>,
 }
@@ -492,18 +523,36 @@ struct StreamOptions {
 
 #[derive(serde::Deserialize)]
 struct Message {
+    /// A string, or an array of content parts (`{"type": "text", "text": …}`, as guidellm
+    /// sends).
     #[serde(default)]
-    content: Option<String>,
+    content: Option<serde_json::Value>,
+}
+
+/// Words of a prompt or message content: a string, or an array of strings, text parts or
+/// token ids (one word each).
+fn words(v: &serde_json::Value) -> u64 {
+    match v {
+        serde_json::Value::String(s) => s.split_whitespace().count() as u64,
+        serde_json::Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                serde_json::Value::Object(o) => o.get("text").map_or(0, words),
+                serde_json::Value::Number(_) => 1,
+                other => words(other),
+            })
+            .sum(),
+        _ => 0,
+    }
 }
 
 /// Prompt "tokens" of the mock: whitespace-separated words (at least 1).
 fn prompt_token_count(v: &MockRequest, ep: Endpoint) -> u64 {
-    let words = |s: &str| s.split_whitespace().count() as u64;
     let n = match ep {
-        Endpoint::Completions => v.prompt.as_deref().map_or(0, words),
+        Endpoint::Completions => v.prompt.as_ref().map_or(0, words),
         Endpoint::Chat => v.messages.as_ref().map_or(0, |ms| {
             ms.iter()
-                .filter_map(|m| m.content.as_deref())
+                .filter_map(|m| m.content.as_ref())
                 .map(words)
                 .sum()
         }),
@@ -647,6 +696,18 @@ mod tests {
             };
             assert_eq!(got, "tok7 ");
         }
+    }
+
+    #[test]
+    fn prompts_count_words_in_strings_parts_and_token_arrays() {
+        let v: MockRequest = serde_json::from_str(
+            r#"{"max_completion_tokens":3,"messages":[{"role":"user","content":[{"type":"text","text":"a b"},{"type":"text","text":"c"}]},{"content":"d e"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(prompt_token_count(&v, Endpoint::Chat), 5);
+        assert_eq!(v.max_tokens.or(v.max_completion_tokens), Some(3));
+        let v: MockRequest = serde_json::from_str(r#"{"prompt":[1,2,3,4]}"#).unwrap();
+        assert_eq!(prompt_token_count(&v, Endpoint::Completions), 4);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! wall-clock time. Invariants: `content_event_ns` is non-decreasing; a record's token count
 //! always names its source ([`TokenSource`]) and is never the requested `max_tokens`.
 
+use crate::rxclock::ClockSource;
 use serde::Serialize;
 
 /// Which part of the campaign a request belongs to.
@@ -139,6 +140,18 @@ pub struct RequestRecord {
     /// measured from here (the time lost before it is the server's connection handling, kept
     /// in `first_attempt_send_ns`, never the client's).
     pub retry_started_ns: Option<u64>,
+    /// Which clock stamped the content events (absent without content).
+    pub clock_source: Option<ClockSource>,
+    /// Read lag (read returned − kernel receive timestamp) of each kernel-stamped content
+    /// event, in ns, in order.
+    pub content_read_lag_ns: Vec<u64>,
+    /// Content events that shared one read with a later content event of this request.
+    pub content_events_coalesced: u64,
+    /// Load-generator thread run-queue wait between the request's start and end (absent
+    /// where `/proc/thread-self/schedstat` is unreadable).
+    pub run_queue_wait_ns: Option<u64>,
+    /// Load-generator thread involuntary context switches between start and end.
+    pub involuntary_switches: Option<u64>,
     /// How it ended.
     pub outcome: Outcome,
 }
@@ -174,6 +187,11 @@ impl RequestRecord {
             stale_connection_retries: 0,
             first_attempt_send_ns: None,
             retry_started_ns: None,
+            clock_source: None,
+            content_read_lag_ns: Vec::new(),
+            content_events_coalesced: 0,
+            run_queue_wait_ns: None,
+            involuntary_switches: None,
             outcome: Outcome::Failed {
                 reason: "request was never completed".into(),
             },

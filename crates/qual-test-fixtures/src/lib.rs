@@ -24,11 +24,15 @@
 //! | `deny-syscalls NAMES -- CMD...` | installs a seccomp filter making the named system calls (`unshare`, `seccomp`, `mount_setattr`, `mount`) fail with `EPERM`, then executes CMD: a kernel without those mechanisms |
 //! | `send-stdout SOCKET` | passes its stdout descriptor to the listener on UNIX socket SOCKET (SCM_RIGHTS), prints `sent`, exits 0 |
 //!
+//! [`harness`] is the loud-skip test runner for targets whose tests need something real.
+//!
 //! Invariant: fixtures only ever address 127.0.0.1.
 //!
 //! Other crates' tests cannot use `env!("CARGO_BIN_EXE_...")` for a bin of this crate (and
 //! cargo does not build a dependency's binaries); they can call [`fixture_binary`] after
 //! `cargo build -p qual-test-fixtures --bins`, or put their integration tests here.
+
+pub mod harness;
 
 use std::path::PathBuf;
 

@@ -13,7 +13,7 @@ use qual_serve::campaign::{self, CaseStatus, ServeOptions};
 use qual_serve::client::StreamRules;
 use qual_serve::kiln_launch::BaseUrl;
 use qual_serve::load::{Arrival, Progress, ProgressSink};
-use qual_serve::metrics::Slo;
+use qual_serve::metrics::{Slo, ValidityLimits};
 use qual_serve::mock::MockConfig;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -117,6 +117,26 @@ pub struct ServeArgs {
     /// Pin the load generator thread to this CPU (one that exists on this host).
     #[arg(long, value_parser = cpu)]
     pub pin_cpu: Option<usize>,
+    /// Validity gate: a send lagging its schedule by more than this is late (ms).
+    #[arg(long, default_value = "1", value_parser = f64_in(0.001..=MAX_MS))]
+    pub late_send_ms: f64,
+    /// Validity gate: a content event read more than this after the kernel received it is
+    /// read late (ms; kernel-stamped events keep their arrival time, coalescing is gated
+    /// separately).
+    #[arg(long, default_value = "20", value_parser = f64_in(0.001..=MAX_MS))]
+    pub max_read_lag_ms: f64,
+    /// Validity gate: a request during which the load generator waited longer than this in
+    /// the run queue is starved (ms).
+    #[arg(long, default_value = "1", value_parser = f64_in(0.001..=MAX_MS))]
+    pub max_run_queue_wait_ms: f64,
+    /// Validity gate: a request during which the load generator was preempted more often
+    /// than this is preempted.
+    #[arg(long, default_value_t = 10)]
+    pub max_involuntary_switches: u64,
+    /// Validity gate: largest accepted fraction (0..1) of late sends, late reads, coalesced
+    /// content events, starved requests and preempted requests, each on its own.
+    #[arg(long, default_value = "0.01", value_parser = f64_in(0.0..=1.0))]
+    pub max_disturbed_fraction: f64,
     /// Also print the outcome as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -267,6 +287,13 @@ pub fn serve(a: ServeArgs) -> i32 {
         model: a.model,
         model_path: a.model_path,
         pin_cpu: a.pin_cpu,
+        validity: ValidityLimits {
+            late_send_ms: a.late_send_ms,
+            max_read_lag_ms: a.max_read_lag_ms,
+            max_run_queue_wait_ms: a.max_run_queue_wait_ms,
+            max_involuntary_switches: a.max_involuntary_switches,
+            max_disturbed_fraction: a.max_disturbed_fraction,
+        },
     };
     let bar = std::io::stderr().is_terminal().then(|| {
         let pb = indicatif::ProgressBar::new(0);
