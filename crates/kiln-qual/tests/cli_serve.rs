@@ -485,8 +485,7 @@ fn sigkill_of_serve_leaves_no_server_and_no_listener() {
 
 /// A disturbed load generator is declared invalid: `kiln-qual serve` runs as a child process
 /// against its owned mock (20 ms TTFT, 5 ms ITL) and is stopped with SIGSTOP for 50 ms
-/// mid-stream (three times, so at least one stop lands in the measured phase), then
-/// continued. The events that waited in the socket carry their kernel receive timestamps,
+/// every 400 ms until it ends (so stops land in the measured phase), then continued. The events that waited in the socket carry their kernel receive timestamps,
 /// are read late and coalesced, and the validity gate must turn the case into
 /// `invalid run: …` naming the signal — never a number with `passed`.
 #[test]
@@ -514,7 +513,7 @@ fn sigstop_of_the_load_generator_mid_stream_is_an_invalid_run() {
             "--warmup",
             "2",
             "--requests",
-            "48",
+            "200",
             "--result",
         ])
         .arg(&result)
@@ -523,16 +522,19 @@ fn sigstop_of_the_load_generator_mid_stream_is_an_invalid_run() {
         .spawn()
         .unwrap();
     let pid = child.id() as libc::pid_t;
-    // About 2.8 s of measured load (24 rounds of 115 ms, 960 content events); stops at 0.9,
-    // 1.5 and 2.1 s. One stop alone delays about 20 events (2%, twice the default limit).
-    std::thread::sleep(std::time::Duration::from_millis(900));
-    for _ in 0..3 {
+    // Stop it for 50 ms every 400 ms until it ends, so that stops land in the measured phase
+    // however long start-up takes (about 4.5 s of measured load: 100 rounds of ~45 ms).
+    let mut child = child;
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(350));
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
         // SAFETY: signalling our own child, which is still running (not yet waited for).
         unsafe { libc::kill(pid, libc::SIGSTOP) };
         std::thread::sleep(std::time::Duration::from_millis(50));
         // SAFETY: as above.
         unsafe { libc::kill(pid, libc::SIGCONT) };
-        std::thread::sleep(std::time::Duration::from_millis(550));
     }
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
