@@ -953,14 +953,21 @@ mod tests {
         );
         assert_eq!(m.validity.kernel_clock_requests, 10);
         assert_eq!(m.validity.run_queue_wait_ms.max, Some(50.0));
-        // One event of 40 read 2 ms late: 2.5% > 1%.
+        // One event of 40 read 25 ms late (past the 20 ms default): 2.5% > 1%.
         let mut late = clean.clone();
-        late[3] = kernel(3, &[1000, 2 * MS, 1000, 1000], 0);
+        late[3] = kernel(3, &[1000, 25 * MS, 1000, 1000], 0);
         let v = compute(&late, Slo::default(), limits).validity;
         assert_eq!(v.late_reads, 1);
         assert_eq!(v.violations.len(), 1);
         assert!(v.violations[0]
-            .starts_with("invalid run: 2.50% of content events were read more than 1 ms"));
+            .starts_with("invalid run: 2.50% of content events were read more than 20 ms"));
+        // 2 ms of read lag alone (no coalescing) is within the default.
+        let mut lagged = clean.clone();
+        lagged[3] = kernel(3, &[1000, 2 * MS, 1000, 1000], 0);
+        assert!(compute(&lagged, Slo::default(), limits)
+            .validity
+            .violations
+            .is_empty());
         // One coalesced event of 40.
         let mut co = clean.clone();
         co[0] = kernel(0, &[1000; 4], 1);
