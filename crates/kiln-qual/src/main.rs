@@ -39,6 +39,8 @@ enum Command {
     Receipt(cmd::receipt::ReceiptCommand),
     /// Compare two receipts under the workload's comparison policy.
     Compare(cmd::receipt::CompareArgs),
+    /// Reports over receipts and their evidence: Markdown, JUnit XML, CSV, HTML with plots.
+    Report(cmd::report::ReportArgs),
     /// Run an owned-server serving campaign and write its case result.
     Serve(cmd::serve::ServeArgs),
     /// A zero-compute OpenAI-compatible server for tests and headroom measurements.
@@ -72,6 +74,7 @@ fn main() {
         Command::Cargo(a) => cmd::cargo::run(a),
         Command::Receipt(c) => cmd::receipt::run(c),
         Command::Compare(a) => cmd::receipt::compare(a),
+        Command::Report(a) => cmd::report::run(a),
         Command::Serve(a) => cmd::serve::serve(a),
         Command::MockServer(a) => cmd::serve::mock_server(a),
         Command::Latency(c) => cmd::latency::run(c),

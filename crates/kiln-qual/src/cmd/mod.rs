@@ -4,6 +4,7 @@ pub mod args;
 pub mod cargo;
 pub mod latency;
 pub mod receipt;
+pub mod report;
 pub mod run;
 pub mod serve;
 pub mod workload;
