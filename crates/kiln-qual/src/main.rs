@@ -10,11 +10,20 @@ mod cmd;
 mod exit;
 mod output;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+
+/// `--version`: the package version and the commit it was built from (recorded by `build.rs`
+/// at build time; `unknown` without git).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("KILN_QUAL_COMMIT"),
+    ")"
+);
 
 /// Source-bound hardware qualification for ML inference backends.
 #[derive(Parser, Debug)]
-#[command(name = "kiln-qual", version, about, long_about = None)]
+#[command(name = "kiln-qual", version = VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -48,10 +57,24 @@ enum Command {
     /// Legacy backend latency fixtures.
     #[command(subcommand)]
     Latency(cmd::latency::LatencyCommand),
+    /// Print a shell completion script (generated from the command-line definition).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff, generated from the command-line definition).
+    Man,
 }
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    let color = if output::color_allowed() {
+        clap::ColorChoice::Auto
+    } else {
+        clap::ColorChoice::Never
+    };
+    let matches = Cli::command().color(color).try_get_matches();
+    let cli = match matches.and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m)) {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
             // A usage error may quote what was typed: shown escaped, line by line.
@@ -78,6 +101,25 @@ fn main() {
         Command::Serve(a) => cmd::serve::serve(a),
         Command::MockServer(a) => cmd::serve::mock_server(a),
         Command::Latency(c) => cmd::latency::run(c),
+        Command::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "kiln-qual", &mut buf);
+            output::out!("{}", String::from_utf8_lossy(&buf));
+            exit::OK
+        }
+        Command::Man => {
+            let mut buf = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut buf) {
+                Ok(()) => {
+                    output::out!("{}", String::from_utf8_lossy(&buf));
+                    exit::OK
+                }
+                Err(e) => {
+                    output::errln!("kiln-qual: failed to render the man page: {e}");
+                    exit::FAILED
+                }
+            }
+        }
     };
     std::process::exit(code);
 }
