@@ -57,6 +57,9 @@ enum Command {
     /// Legacy backend latency fixtures.
     #[command(subcommand)]
     Latency(cmd::latency::LatencyCommand),
+    /// Scaffold serving qualification for a real engine: policy, workload, launch recipe,
+    /// seeded corpus (never overwrites; --dry-run shows them).
+    Init(cmd::init::InitArgs),
     /// Print a shell completion script (generated from the command-line definition).
     Completions {
         /// The shell.
@@ -101,6 +104,7 @@ fn main() {
         Command::Serve(a) => cmd::serve::serve(a),
         Command::MockServer(a) => cmd::serve::mock_server(a),
         Command::Latency(c) => cmd::latency::run(c),
+        Command::Init(a) => cmd::init::run(a),
         Command::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "kiln-qual", &mut buf);

@@ -14,7 +14,8 @@
 //! [`client`] (one streamed request → one record),
 //! [`load`] (closed and open loop), [`metrics`] (definitions and percentiles),
 //! [`lifecycle`] (owned process group, readiness, listener ownership, shutdown, residue),
-//! [`campaign`] (the whole case), [`mock`], [`pacer`] and [`io`] (plumbing).
+//! [`campaign`] (the whole case), [`scaffold`] (`kiln-qual init`), [`mock`], [`pacer`] and
+//! [`io`] (plumbing).
 
 pub mod campaign;
 pub mod client;
@@ -28,4 +29,5 @@ pub mod mock;
 pub mod pacer;
 pub mod recipe;
 pub mod record;
+pub mod scaffold;
 pub mod sse;

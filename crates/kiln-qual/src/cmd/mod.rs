@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod cargo;
+pub mod init;
 pub mod latency;
 pub mod receipt;
 pub mod report;
