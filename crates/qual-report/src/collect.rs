@@ -2,7 +2,9 @@
 //!
 //! Every path given is a receipt file or a directory searched recursively for `*.json` files
 //! (symlinked directories are not followed; a `runs/` directory inside `.qualification/` is run
-//! evidence, not receipts, and is skipped). Each file is read strictly and validated with
+//! evidence, not receipts, and is skipped; a JSON document found there without a `receipt_id`
+//! — a workload, a recipe — is counted as skipped, while a broken or invalid receipt is
+//! refused). Each file is read strictly and validated with
 //! `qual_receipt::validate`; a file that fails is *refused* with its reasons, never shown as a
 //! result. Files are read on every available core; the output order does not depend on it
 //! (newest run first, then by receipt id).
@@ -34,6 +36,9 @@ pub struct ReportSet {
     pub refused: Vec<Refused>,
     /// Evidence that was looked for but not used, one line each.
     pub evidence_notes: Vec<String>,
+    /// JSON files found in directories that are not receipts at all (no `receipt_id`: a
+    /// workload, a recipe), skipped. A file named on the command line is never skipped.
+    pub skipped: usize,
 }
 
 /// A file that is not a valid receipt.
@@ -80,7 +85,43 @@ pub struct ReceiptView {
     pub notes: Vec<String>,
     /// Whether the run directory was found.
     pub run_evidence: bool,
+    /// The workload's comparison rules, when its manifest was found next to the receipt (an
+    /// ancestor directory holding the path the receipt's command names) with the exact digest
+    /// the receipt records.
+    pub rules: Vec<PolicyRule>,
 }
+
+/// One `comparison_policy.metric_rules[]` entry, as the trend charts draw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyRule {
+    /// `result_id` (rules of `result` scope; `None` for other scopes).
+    pub result_id: Option<String>,
+    /// Metric name.
+    pub metric: String,
+    /// `equal`, `not_greater` or `not_less`.
+    pub operator: String,
+    /// Absolute tolerance.
+    pub absolute: f64,
+    /// Relative tolerance (of the baseline's magnitude).
+    pub relative: f64,
+}
+
+impl PolicyRule {
+    /// The band a candidate must stay in against `base`: `(low, high)`, unbounded sides as
+    /// `None` (the tolerance is `max(absolute, relative × |base|)`, as `compare` applies it).
+    pub fn band(&self, base: f64) -> (Option<f64>, Option<f64>) {
+        let tol = self.absolute.max(self.relative * base.abs());
+        match self.operator.as_str() {
+            "not_greater" => (None, Some(base + tol)),
+            "not_less" => (Some(base - tol), None),
+            _ => (Some(base - tol), Some(base + tol)),
+        }
+    }
+}
+
+/// Workload manifests already read: path → (sha256 of the bytes, rules).
+type PolicyCache =
+    std::sync::Mutex<std::collections::HashMap<PathBuf, Option<(String, Vec<PolicyRule>)>>>;
 
 impl ReceiptView {
     /// Whether the verdict is `passed`.
@@ -176,23 +217,36 @@ pub struct ServeView {
 
 /// Reads every receipt under `paths` with their evidence.
 pub fn collect(paths: &[PathBuf]) -> ReportSet {
-    let mut files = Vec::new();
+    let mut found = Vec::new();
     let mut set = ReportSet::default();
+    let mut files: Vec<(PathBuf, bool)> = Vec::new();
     for p in paths {
         match std::fs::metadata(p) {
-            Ok(m) if m.is_dir() => walk(p, &mut files),
-            _ => files.push(p.clone()),
+            Ok(m) if m.is_dir() => {
+                found.clear();
+                walk(p, &mut found);
+                files.extend(found.drain(..).map(|f| (f, false)));
+            }
+            _ => files.push((p.clone(), true)),
         }
     }
     files.sort();
-    files.dedup();
-    let loaded = parallel_map(&files, |p| read_one(p));
-    for (path, outcome) in files.into_iter().zip(loaded) {
+    files.dedup_by(|a, b| {
+        let same = a.0 == b.0;
+        if same {
+            b.1 |= a.1;
+        }
+        same
+    });
+    let cache = PolicyCache::default();
+    let loaded = parallel_map(&files, |(p, explicit)| read_one(p, *explicit, &cache));
+    for ((path, _), outcome) in files.into_iter().zip(loaded) {
         match outcome {
-            Ok((view, notes)) => {
+            Ok(Some((view, notes))) => {
                 set.receipts.push(view);
                 set.evidence_notes.extend(notes);
             }
+            Ok(None) => set.skipped += 1,
             Err(reasons) => set.refused.push(Refused { path, reasons }),
         }
     }
@@ -312,10 +366,13 @@ fn metrics(v: Option<&Value>) -> Vec<MetricObs> {
         .collect()
 }
 
-type Loaded = Result<(ReceiptView, Vec<String>), Vec<String>>;
+type Loaded = Result<Option<(ReceiptView, Vec<String>)>, Vec<String>>;
 
-fn read_one(path: &Path) -> Loaded {
+fn read_one(path: &Path, explicit: bool, cache: &PolicyCache) -> Loaded {
     let (value, _) = validate::load(path).map_err(|e| vec![e.to_string()])?;
+    if !explicit && value.get("receipt_id").is_none() {
+        return Ok(None);
+    }
     let violations = validate::validate(&value);
     if !violations.is_empty() {
         return Err(violations.iter().map(ToString::to_string).collect());
@@ -361,9 +418,62 @@ fn read_one(path: &Path) -> Loaded {
         unsupported: strings(value.get("unsupported")),
         notes: strings(value.get("notes")),
         run_evidence: false,
+        rules: Vec::new(),
     };
+    view.rules = policy_rules(path, &value, cache);
     let notes = read_evidence(path, &value, &mut view);
-    Ok((view, notes))
+    Ok(Some((view, notes)))
+}
+
+/// The comparison rules of the workload the receipt names, when its manifest is found under an
+/// ancestor of the receipt at the path the receipt's command names and hashes to the digest
+/// the receipt records (otherwise none: a changed manifest never draws a band).
+fn policy_rules(receipt_path: &Path, receipt: &Value, cache: &PolicyCache) -> Vec<PolicyRule> {
+    let Some(want) = at(receipt, &["workload", "sha256"]).and_then(Value::as_str) else {
+        return Vec::new();
+    };
+    let Some(rel) = at(receipt, &["qualification", "command"])
+        .and_then(Value::as_array)
+        .and_then(|c| {
+            c.iter()
+                .filter_map(Value::as_str)
+                .find(|a| a.ends_with(".json") && !a.starts_with('-'))
+        })
+    else {
+        return Vec::new();
+    };
+    let Some(root) = find_root(receipt_path, rel) else {
+        return Vec::new();
+    };
+    let file = root.join(rel);
+    let mut guard = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let entry = guard.entry(file.clone()).or_insert_with(|| {
+        let (v, bytes) = qual_json::load_file(&file, qual_json::Limits::default()).ok()?;
+        let rules = at(&v, &["comparison_policy", "metric_rules"])
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| {
+                Some(PolicyRule {
+                    result_id: r
+                        .get("result_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    metric: r.get("metric")?.as_str()?.to_owned(),
+                    operator: r.get("operator")?.as_str()?.to_owned(),
+                    absolute: r.get("absolute_tolerance")?.as_f64()?,
+                    relative: r.get("relative_tolerance")?.as_f64()?,
+                })
+            })
+            .collect();
+        Some((qual_json::sha256_prefixed(&bytes), rules))
+    });
+    match entry {
+        Some((digest, rules)) if digest == want => rules.clone(),
+        _ => Vec::new(),
+    }
 }
 
 /// A `case_result` artifact: its path, digest, size, result index and repetition.

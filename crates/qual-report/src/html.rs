@@ -268,16 +268,37 @@ fn trends(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
             let last = runs.last().map(|r| r.started_at.as_str()).unwrap_or("");
             let lo = points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
             let hi = points.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+            // The comparison policy's tolerance band against the oldest run shown.
+            let rule = runs.iter().rev().find_map(|r| {
+                r.rules.iter().find(|p| {
+                    &p.metric == metric && p.result_id.as_deref().is_none_or(|id| id == case)
+                })
+            });
+            let band = rule.map(|p| {
+                let base = points[0].1;
+                let (low, high) = p.band(base);
+                (
+                    low.unwrap_or(lo.min(base)),
+                    high.unwrap_or(hi.max(base)),
+                    p.operator.clone(),
+                )
+            });
             let chart = Chart {
                 title: format!("{case}: {metric} ({unit}) across runs"),
                 desc: format!(
-                    "{} runs from {first} to {last}; values from {} to {} {unit}; {} is better; {} of these runs failed.",
+                    "{} runs from {first} to {last}; values from {} to {} {unit}; {} is better; {} of these runs failed.{}",
                     points.len(),
                     crate::num(lo),
                     crate::num(hi),
                     if *lower { "lower" } else { "higher" },
-                    failed.len()
+                    failed.len(),
+                    band.as_ref().map_or_else(String::new, |(a, b, op)| format!(
+                        " Shaded: the comparison policy's {op} tolerance against the oldest run, {} to {} {unit}.",
+                        crate::num(*a),
+                        crate::num(*b)
+                    ))
                 ),
+                band: band.as_ref().map(|(a, b, _)| (*a, *b)),
                 x_label: "run (commit, oldest to newest)".into(),
                 y_label: unit.clone(),
                 series: vec![Series {

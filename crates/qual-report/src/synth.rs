@@ -123,6 +123,26 @@ const SERVING: [CaseSpec; 2] = [
 /// evidence in `.qualification/runs/<id>/`). Returns the number of receipts written.
 pub fn write_set(root: &Path, o: &Options) -> std::io::Result<usize> {
     let mut n = 0usize;
+    let mut digests = BTreeMap::new();
+    for (workload, rules) in [
+        (
+            "cpu-correctness-v1",
+            r#"[{"scope":"result","result_id":"decode-throughput","metric":"tokens_per_second","operator":"not_less","absolute_tolerance":0,"relative_tolerance":0.1}]"#,
+        ),
+        (
+            "serving-mock-v1",
+            r#"[{"scope":"result","result_id":"serve-c4","metric":"ttft_ms.p50","operator":"not_greater","absolute_tolerance":1,"relative_tolerance":0.05},{"scope":"result","result_id":"serve-c4","metric":"output_tokens_per_second","operator":"not_less","absolute_tolerance":0,"relative_tolerance":0.2}]"#,
+        ),
+    ] {
+        // Only what the report reads of a workload manifest: its comparison rules.
+        let text = format!(
+            "{{\"schema_version\":1,\"workload_id\":\"{workload}\",\"comparison_policy\":{{\"mode\":\"same_environment_performance\",\"metric_rules\":{rules}}}}}\n"
+        );
+        let dir = root.join("qualification/workloads");
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(format!("{workload}.json")), &text)?;
+        digests.insert(workload, qual_json::sha256_prefixed(text.as_bytes()));
+    }
     for (hi, host) in o.hosts.iter().enumerate() {
         for (bi, backend) in o.backends.iter().enumerate() {
             for (wi, (workload, kind, cases)) in [
@@ -138,7 +158,14 @@ pub fn write_set(root: &Path, o: &Options) -> std::io::Result<usize> {
                     let minutes = commit as u64 * 60 + (hi * 7 + bi * 3 + wi) as u64;
                     let fail = o.fail_every > 0 && n % o.fail_every == 0;
                     write_one(
-                        root, o, host, backend, workload, kind, cases, commit, minutes, seq, fail,
+                        root,
+                        o,
+                        (host, backend, workload, kind, &digests[workload]),
+                        cases,
+                        commit,
+                        minutes,
+                        seq,
+                        fail,
                     )?;
                 }
             }
@@ -151,10 +178,7 @@ pub fn write_set(root: &Path, o: &Options) -> std::io::Result<usize> {
 fn write_one(
     root: &Path,
     o: &Options,
-    host: &str,
-    backend: &str,
-    workload: &str,
-    kind: &str,
+    (host, backend, workload, kind, workload_sha256): (&str, &str, &str, &str, &str),
     cases: &[CaseSpec],
     commit: usize,
     minutes: u64,
@@ -335,7 +359,7 @@ fn write_one(
         model,
         workload: Some(WorkloadBinding {
             id: workload.into(),
-            sha256: format!("sha256:{}", "ef".repeat(32)),
+            sha256: workload_sha256.to_owned(),
             seed: Value::from(17u64),
             parameters,
         }),

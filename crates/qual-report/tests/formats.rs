@@ -24,6 +24,7 @@ fn generated(o: &Options) -> (tempfile::TempDir, qual_report::ReportSet) {
     synth::write_set(tmp.path(), o).expect("generate");
     let set = qual_report::collect(&[tmp.path().join("qualification/receipts")]);
     assert!(set.refused.is_empty(), "refused: {:?}", set.refused);
+    assert_eq!(set.skipped, 0);
     assert!(set.evidence_notes.is_empty(), "{:?}", set.evidence_notes);
     (tmp, set)
 }
@@ -81,6 +82,22 @@ fn changed_evidence_is_not_used() {
     let set = qual_report::collect(&[tmp.path().join("qualification/receipts")]);
     assert_eq!(set.evidence_notes.len(), 1, "{:?}", set.evidence_notes);
     assert!(set.evidence_notes[0].contains("no longer match the digest"));
+}
+
+#[test]
+fn workloads_found_in_directories_are_skipped_not_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    synth::write_set(tmp.path(), &small()).expect("generate");
+    let set = qual_report::collect(&[tmp.path().join("qualification")]);
+    assert_eq!(
+        (set.receipts.len(), set.skipped, set.refused.len()),
+        (8, 2, 0)
+    );
+    let workload = tmp
+        .path()
+        .join("qualification/workloads/serving-mock-v1.json");
+    let set = qual_report::collect(&[workload]);
+    assert_eq!(set.refused.len(), 1, "a file named explicitly is validated");
 }
 
 #[test]
@@ -173,6 +190,8 @@ fn html_is_self_contained_and_escaped() {
     ] {
         assert!(html.contains(section), "missing {section}");
     }
+    assert!(html.contains("class=\"band\""), "tolerance band drawn");
+    assert!(html.contains("comparison policy&apos;s not_less tolerance"));
     let svgs = html.matches("<svg").count();
     assert!(svgs >= 10, "{svgs} charts");
     assert_eq!(svgs, html.matches("<desc id=").count());

@@ -85,8 +85,13 @@ pub fn run(a: ReportArgs) -> i32 {
     }
     let (n, passed, failed) = count(&set);
     errln!(
-        "report: {n} receipts ({passed} passed, {failed} failed), {} refused",
-        set.refused.len()
+        "report: {n} receipts ({passed} passed, {failed} failed), {} refused{}",
+        set.refused.len(),
+        if set.skipped > 0 {
+            format!(", {} other JSON files skipped", set.skipped)
+        } else {
+            String::new()
+        }
     );
     code
 }
