@@ -118,6 +118,8 @@ fn untrusted_receipt_text_cannot_spoof_the_terminal() {
     let mut failed = receipt();
     failed["qualification"]["verdict"] = json!("failed");
     failed["results"][0]["status"] = json!("failed");
+    // A failed result's runner metric says so (internal-consistency rule).
+    failed["results"][0]["metrics"][0]["value"] = json!(0);
     failed["results"][0]["details"] = json!(evil);
     failed["environment"]["device"]["name"] = json!(evil);
     failed["environment"]["os"]["name"] = json!(evil);
