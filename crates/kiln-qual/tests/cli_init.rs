@@ -162,3 +162,81 @@ fn openai_compatible_scaffold_runs_end_to_end() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// The llama-cpp scaffold against the real `llama-server` that `scripts/setup-real-server`
+/// installs (CI does): init, commit, `run` with the tiny GGUF as `MODEL_DIR/model.gguf`, and
+/// the receipt validates. Skipped, saying so, without the installed server.
+#[test]
+fn llama_cpp_scaffold_runs_against_the_real_server() {
+    let cache = repo_root().join(".cache/real-server");
+    let server = cache.join("llama-server");
+    if !server.is_file() {
+        println!("skipped: llama-server is not installed (run scripts/setup-real-server)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let model = root.join("models/tiny");
+    std::fs::create_dir_all(&model).unwrap();
+    let src = cache.join("root/models/tiny");
+    for (from, to) in [
+        ("config.json", "config.json"),
+        ("tokenizer.json", "tokenizer.json"),
+        ("chat_template.jinja", "chat_template.jinja"),
+        ("tiny.gguf", "model.gguf"),
+    ] {
+        std::fs::copy(src.join(from), model.join(to)).unwrap();
+    }
+    std::fs::write(root.join(".gitignore"), ".qualification/\nmodels/\n").unwrap();
+    git(root, &["init", "-q"]);
+    let server = server.to_string_lossy().into_owned();
+    let out = kq(
+        root,
+        &[
+            "init",
+            "--engine",
+            "llama-cpp",
+            "--server",
+            &server,
+            "--port",
+            "18141",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "scaffold"]);
+    let out = kq(
+        root,
+        &[
+            "run",
+            "qualification/workloads/serving-llama-cpp-v1.json",
+            "--variant",
+            "cpu",
+            "--host-id",
+            "ci-host",
+            "--model",
+            "models/tiny",
+            "--output",
+            ".qualification/receipts/llama.json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kq(
+        root,
+        &["receipt", "check", ".qualification/receipts/llama.json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
