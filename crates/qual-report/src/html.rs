@@ -67,7 +67,10 @@ pub fn render(set: &ReportSet) -> String {
     let (n, passed, failed, hosts, commits) = matrix::counts(set);
     let _ = writeln!(
         o,
-        "<p>{n} receipts: <strong class=\"good\">{passed} passed</strong>, <strong class=\"bad\">{failed} failed</strong> — {hosts} hosts, {commits} commits{}.</p>",
+        "<p>{}: <strong class=\"good\">{passed} passed</strong>, <strong class=\"bad\">{failed} failed</strong> — {}, {}{}.</p>",
+        crate::count(n, "receipt"),
+        crate::count(hosts, "host"),
+        crate::count(commits, "commit"),
         if set.refused.is_empty() {
             String::new()
         } else {

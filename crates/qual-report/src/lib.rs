@@ -82,6 +82,15 @@ pub(crate) fn short_commit(c: &str) -> &str {
     c.get(..12).unwrap_or(c)
 }
 
+/// `1 host`, `2 hosts`.
+pub(crate) fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// A number as a short human text (`12.3`, `0.000123`, `1.2e9`).
 pub(crate) fn num(v: f64) -> String {
     if v == 0.0 {

@@ -50,7 +50,10 @@ pub fn render(set: &ReportSet) -> String {
     let _ = writeln!(out, "## kiln-qual report\n");
     let _ = writeln!(
         out,
-        "{n} receipts: **{passed} passed**, **{failed} failed** — {hosts} hosts, {commits} commits{}.\n",
+        "{}: **{passed} passed**, **{failed} failed** — {}, {}{}.\n",
+        crate::count(n, "receipt"),
+        crate::count(hosts, "host"),
+        crate::count(commits, "commit"),
         if set.refused.is_empty() {
             String::new()
         } else {

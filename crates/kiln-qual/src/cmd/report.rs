@@ -85,7 +85,12 @@ pub fn run(a: ReportArgs) -> i32 {
     }
     let (n, passed, failed) = count(&set);
     errln!(
-        "report: {n} receipts ({passed} passed, {failed} failed), {} refused{}",
+        "report: {} ({passed} passed, {failed} failed), {} refused{}",
+        if n == 1 {
+            "1 receipt".to_owned()
+        } else {
+            format!("{n} receipts")
+        },
         set.refused.len(),
         if set.skipped > 0 {
             format!(", {} other JSON files skipped", set.skipped)
