@@ -192,7 +192,6 @@ pub fn render(c: &Chart, id: &str) -> String {
     for (i, s) in c.series.iter().enumerate() {
         let (stroke, dash) = STYLES[i % STYLES.len()];
         let mut d = String::new();
-        let mut prev_y: Option<f64> = None;
         for (k, &(x, y)) in s.points.iter().enumerate() {
             let (px, py) = (sx(x), sy(y));
             if k == 0 {
@@ -202,9 +201,7 @@ pub fn render(c: &Chart, id: &str) -> String {
             } else {
                 let _ = write!(d, "L{px:.1} {py:.1}");
             }
-            prev_y = Some(py);
         }
-        let _ = prev_y;
         if !d.is_empty() {
             let dash_attr = if dash.is_empty() {
                 String::new()

@@ -175,8 +175,11 @@ fn csv_has_one_row_per_observation() {
 fn html_is_self_contained_and_escaped() {
     let (_tmp, set) = generated(&small());
     let html = qual_report::html::render(&set);
-    assert!(!html.contains("http://") || !html.contains("src=\"http"));
-    assert!(!html.contains("<script"));
+    // Offline: no script, no link or resource attribute, every fetch forbidden by the CSP.
+    for needle in ["<script", " src=", " href=", "<link", "url("] {
+        assert!(!html.contains(needle), "{needle}");
+    }
+    assert!(html.contains("default-src 'none'"));
     assert!(!html.contains("<b>&"), "document text must be escaped");
     assert!(html.contains("&lt;b&gt;&amp;"));
     for section in [
