@@ -10,11 +10,20 @@ mod cmd;
 mod exit;
 mod output;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
+
+/// `--version`: the package version and the commit it was built from (recorded by `build.rs`
+/// at build time; `unknown` without git).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("KILN_QUAL_COMMIT"),
+    ")"
+);
 
 /// Source-bound hardware qualification for ML inference backends.
 #[derive(Parser, Debug)]
-#[command(name = "kiln-qual", version, about, long_about = None)]
+#[command(name = "kiln-qual", version = VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -39,6 +48,8 @@ enum Command {
     Receipt(cmd::receipt::ReceiptCommand),
     /// Compare two receipts under the workload's comparison policy.
     Compare(cmd::receipt::CompareArgs),
+    /// Reports over receipts and their evidence: Markdown, JUnit XML, CSV, HTML with plots.
+    Report(cmd::report::ReportArgs),
     /// Run an owned-server serving campaign and write its case result.
     Serve(Box<cmd::serve::ServeArgs>),
     /// A zero-compute OpenAI-compatible server for tests and headroom measurements.
@@ -46,10 +57,27 @@ enum Command {
     /// Legacy backend latency fixtures.
     #[command(subcommand)]
     Latency(cmd::latency::LatencyCommand),
+    /// Scaffold serving qualification for a real engine: policy, workload, launch recipe,
+    /// seeded corpus (never overwrites; --dry-run shows them).
+    Init(cmd::init::InitArgs),
+    /// Print a shell completion script (generated from the command-line definition).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff, generated from the command-line definition).
+    Man,
 }
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    let color = if output::color_allowed() {
+        clap::ColorChoice::Auto
+    } else {
+        clap::ColorChoice::Never
+    };
+    let matches = Cli::command().color(color).try_get_matches();
+    let cli = match matches.and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m)) {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
             // A usage error may quote what was typed: shown escaped, line by line.
@@ -72,9 +100,30 @@ fn main() {
         Command::Cargo(a) => cmd::cargo::run(a),
         Command::Receipt(c) => cmd::receipt::run(c),
         Command::Compare(a) => cmd::receipt::compare(a),
+        Command::Report(a) => cmd::report::run(a),
         Command::Serve(a) => cmd::serve::serve(*a),
         Command::MockServer(a) => cmd::serve::mock_server(a),
         Command::Latency(c) => cmd::latency::run(c),
+        Command::Init(a) => cmd::init::run(a),
+        Command::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "kiln-qual", &mut buf);
+            output::out!("{}", String::from_utf8_lossy(&buf));
+            exit::OK
+        }
+        Command::Man => {
+            let mut buf = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut buf) {
+                Ok(()) => {
+                    output::out!("{}", String::from_utf8_lossy(&buf));
+                    exit::OK
+                }
+                Err(e) => {
+                    output::errln!("kiln-qual: failed to render the man page: {e}");
+                    exit::FAILED
+                }
+            }
+        }
     };
     std::process::exit(code);
 }

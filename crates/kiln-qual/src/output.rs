@@ -5,6 +5,8 @@
 //!   embed them) is shown through [`esc`] / [`esc_path`], i.e. `qual_json::escape` (controls as
 //!   `\xNN`, bidirectional overrides as `\u{XXXX}`), so a document cannot print a line of its
 //!   own or drive the terminal. JSON output has DEL, C1 and bidi characters as `\uXXXX`.
+//! - Colour only on a terminal and never with `NO_COLOR` set ([`color_allowed`]); kiln-qual's
+//!   own output has none, clap's help and errors follow this rule.
 //! - A closed stdout (`kiln-qual … | head -1`) ends the process quietly with status 141
 //!   (128 + SIGPIPE, what a shell reports for a filter killed by SIGPIPE), never a panic;
 //!   `run` prints its receipt path with [`try_outln`] instead, so a closed stdout never turns
@@ -14,6 +16,14 @@ use serde::Serialize;
 use std::borrow::Cow;
 use std::io::Write;
 use std::path::Path;
+
+/// Whether colour may be used on stderr: never when `NO_COLOR` is set to a non-empty value
+/// (<https://no-color.org>), never when stderr is not a terminal. Progress bars follow the
+/// same terminal rule (`serve` draws one only on a terminal).
+pub fn color_allowed() -> bool {
+    use std::io::IsTerminal;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
 
 /// Exit status after stdout was closed by its reader.
 pub const BROKEN_PIPE: i32 = 128 + 13;

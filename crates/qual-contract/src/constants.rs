@@ -169,12 +169,3 @@ pub fn placeholder_name(s: &str) -> Option<&str> {
         .and_then(|c| c.get(1))
         .map(|m| m.as_str())
 }
-
-/// Formats a list the way Python prints a list of strings: `['a', 'b']`.
-pub fn py_list(items: &[&str]) -> String {
-    let inner: Vec<String> = items
-        .iter()
-        .map(|s| qual_json::python_str_repr(s))
-        .collect();
-    format!("[{}]", inner.join(", "))
-}

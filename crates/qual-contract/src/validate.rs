@@ -13,7 +13,7 @@
 
 use crate::constants::*;
 use crate::pattern;
-use qual_json::{python_str_repr as repr, to_canonical_string, Number, Object, Value};
+use qual_json::{show::quote as repr, to_canonical_string, Number, Object, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::LazyLock;
@@ -188,7 +188,10 @@ fn one_of<'a>(
     match o.get(key) {
         Some(Value::String(s)) if allowed.contains(&s.as_str()) => Some(s),
         _ => {
-            r.at(&ctx.f(key), format!("must be one of {}", py_list(allowed)));
+            r.at(
+                &ctx.f(key),
+                format!("must be one of {}", qual_json::show::list(allowed)),
+            );
             None
         }
     }
@@ -300,14 +303,15 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
         if !seed_is_null || delivery_raw != Some("not_applicable") {
             r.raw(
                 &dctx.ptr,
-                "environment workloads require seed=null and seed_delivery='not_applicable'".into(),
+                "environment workloads require seed=null and seed_delivery=\"not_applicable\""
+                    .into(),
             );
         }
     } else {
         let kind_repr = match w.get("kind") {
             Some(Value::String(s)) => repr(s),
             Some(other) => to_canonical_string(other),
-            None => "None".into(),
+            None => "null".into(),
         };
         if seed_is_null {
             r.raw(
@@ -318,14 +322,14 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
         if delivery_raw == Some("not_applicable") {
             r.raw(
                 &dctx.f("seed_delivery").ptr,
-                format!("{kind_repr} workloads cannot use seed_delivery='not_applicable'"),
+                format!("{kind_repr} workloads cannot use seed_delivery=\"not_applicable\""),
             );
         }
     }
     if delivery_raw == Some("fixed_fixture") && kind_text != Some("correctness") {
         r.raw(
             &dctx.f("seed_delivery").ptr,
-            "seed_delivery='fixed_fixture' is limited to correctness workloads".into(),
+            "seed_delivery=\"fixed_fixture\" is limited to correctness workloads".into(),
         );
     }
 
@@ -403,7 +407,9 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
         if variants.iter().any(|v| v.seed_in_argv || v.seed_in_env) {
             r.raw(
                 &dctx.f("seed_delivery").ptr,
-                format!("seed_delivery='{dl}' cannot reference the reserved ${{seed}} placeholder"),
+                format!(
+                    "seed_delivery=\"{dl}\" cannot reference the reserved ${{seed}} placeholder"
+                ),
             );
         }
     }
@@ -1856,11 +1862,11 @@ fn validate_rule(r: &mut Report, item: &Value, c: &Ctx) -> RuleFacts {
             r.at(
                 c,
                 format!(
-                    "runner metric {} must use canonical definition {{'unit': {}, 'aggregation': {}, 'lower_is_better': {}}}",
+                    "runner metric {} must use canonical definition {{\"unit\": {}, \"aggregation\": {}, \"lower_is_better\": {}}}",
                     repr(rm.name),
                     repr(rm.unit),
                     repr(rm.aggregation),
-                    if rm.lower_is_better { "True" } else { "False" }
+                    rm.lower_is_better
                 ),
             );
         }

@@ -61,17 +61,17 @@ pub fn resolve(
         if !w.variables.iter().any(|v| &v.name == name) {
             errors.push(format!(
                 "unknown workload variable {}",
-                qual_json::python_str_repr(name)
+                qual_json::show::quote(name)
             ));
         } else if !refs.contains(name) {
             errors.push(format!(
                 "workload variable {} is not used by the selected variant",
-                qual_json::python_str_repr(name)
+                qual_json::show::quote(name)
             ));
         } else if supplied.insert(name, raw).is_some() {
             errors.push(format!(
                 "workload variable {} was supplied more than once",
-                qual_json::python_str_repr(name)
+                qual_json::show::quote(name)
             ));
         }
     }
@@ -104,7 +104,7 @@ pub fn resolve(
                 None => {
                     errors.push(format!(
                         "selected variant references variable {}, but no value or default was provided",
-                        qual_json::python_str_repr(name)
+                        qual_json::show::quote(name)
                     ));
                     continue;
                 }

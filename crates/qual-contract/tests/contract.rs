@@ -217,7 +217,7 @@ fn declared_placeholders_and_seed_delivery() {
     let e = errors(&d);
     has(
         &e,
-        "undeclared variable 'missing'",
+        "undeclared variable \"missing\"",
         Some("/variants/0/cases/0/command/4"),
     );
     has(&e, "does not deliver determinism.seed", Some("/variants/0"));
@@ -381,7 +381,7 @@ fn cross_backend_metrics_target_required_declared_results() {
     let e = errors(&d);
     has(
         &e,
-        "is not required by variant 'vulkan'",
+        "is not required by variant \"vulkan\"",
         Some("/comparison_policy/metric_rules/0/result_id"),
     );
     has(&e, "identical result contracts", None);
@@ -598,7 +598,7 @@ fn suggested_additional_cases() {
     d["comparison_policy"]["metric_rules"][0]["unit"] = json!("boolean");
     has(
         &errors(&d),
-        "canonical definition {'unit': 'bool', 'aggregation': 'exact', 'lower_is_better': False}",
+        "canonical definition {\"unit\": \"bool\", \"aggregation\": \"exact\", \"lower_is_better\": false}",
         None,
     );
 }

@@ -21,6 +21,7 @@ mod canonical;
 pub mod escape;
 pub mod file;
 mod parse;
+pub mod show;
 mod value;
 
 pub use canonical::{

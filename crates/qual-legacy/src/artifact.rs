@@ -11,8 +11,8 @@
 
 use crate::git::Repo;
 use crate::metric::{self, Observations};
+use crate::msg::{eq_int, finite_number, float, list, text, value};
 use crate::paths::{is_canonical_raw_log_path, is_repo_relative, repo_relative_path};
-use crate::pyfmt::{eq_int, finite_number, py_float, py_list, py_repr, py_str};
 use crate::{is_checksum, is_git_commit, LegacyError, Result};
 use qual_json::{Number, Object, Value};
 use std::path::Path;
@@ -103,8 +103,8 @@ pub fn extract_declared_metrics(
         if !obs.value.is_finite() {
             return Err(LegacyError::Refused(format!(
                 "non-finite metric value for {}: {}",
-                crate::pyfmt::py_str_repr(name),
-                py_float(obs.value)
+                crate::msg::quote(name),
+                float(obs.value)
                     .replace("Infinity", "inf")
                     .replace("NaN", "nan")
             )));
@@ -112,8 +112,8 @@ pub fn extract_declared_metrics(
         if &obs.unit != unit {
             mismatches.push(format!(
                 "{name}: expected unit {}, got {}",
-                crate::pyfmt::py_str_repr(unit),
-                crate::pyfmt::py_str_repr(&obs.unit)
+                crate::msg::quote(unit),
+                crate::msg::quote(&obs.unit)
             ));
             continue;
         }
@@ -159,7 +159,7 @@ pub fn build_result_artifact(
     if !VALID_RESULT_STATUSES.contains(&inputs.status) {
         return Err(LegacyError::Refused(format!(
             "status must be one of {}",
-            py_list(&VALID_RESULT_STATUSES)
+            list(&VALID_RESULT_STATUSES)
         )));
     }
     let metrics = extract_declared_metrics(fixture, observations)?;
@@ -310,7 +310,7 @@ pub fn validate_result_artifact(
         .collect();
     missing.sort();
     if !missing.is_empty() {
-        errors.push(format!("{p}missing required keys: {}", py_list(&missing)));
+        errors.push(format!("{p}missing required keys: {}", list(&missing)));
     }
     let mut unknown: Vec<&str> = result
         .keys()
@@ -319,7 +319,7 @@ pub fn validate_result_artifact(
         .collect();
     unknown.sort();
     if !unknown.is_empty() {
-        errors.push(format!("{p}contains unknown keys: {}", py_list(&unknown)));
+        errors.push(format!("{p}contains unknown keys: {}", list(&unknown)));
     }
 
     // 3. Identity.
@@ -327,8 +327,8 @@ pub fn validate_result_artifact(
         if result.get(field) != fixture.get(fixture_key) {
             errors.push(format!(
                 "{p}{field} must be {}, got {}",
-                py_repr(fixture.get(fixture_key)),
-                py_repr(result.get(field))
+                value(fixture.get(fixture_key)),
+                value(result.get(field))
             ));
         }
     }
@@ -339,7 +339,7 @@ pub fn validate_result_artifact(
         Some("failed") => errors.push(format!("{p}status must be passed")),
         _ => errors.push(format!(
             "{p}status must be one of {}",
-            py_list(&VALID_RESULT_STATUSES)
+            list(&VALID_RESULT_STATUSES)
         )),
     }
 
@@ -409,7 +409,7 @@ pub fn validate_result_artifact(
     if !undeclared.is_empty() {
         errors.push(format!(
             "{p}metrics contains undeclared metrics: {}",
-            py_list(&undeclared)
+            list(&undeclared)
         ));
     }
 
@@ -439,8 +439,8 @@ pub fn validate_result_artifact(
                             if raw.unit != unit {
                                 errors.push(format!(
                                     "{p}raw_log metric {name} unit must be {}, got {}",
-                                    crate::pyfmt::py_str_repr(unit),
-                                    crate::pyfmt::py_str_repr(&raw.unit)
+                                    crate::msg::quote(unit),
+                                    crate::msg::quote(&raw.unit)
                                 ));
                             }
                         }
@@ -448,7 +448,7 @@ pub fn validate_result_artifact(
                             if v != raw.value {
                                 errors.push(format!(
                                     "{p}metrics.{name} must match raw_log value {}",
-                                    py_float(raw.value)
+                                    float(raw.value)
                                 ));
                             }
                         }
@@ -469,9 +469,9 @@ pub fn validate_result_artifact(
         if opts.require_threshold_pass && !metric_threshold_passes(m, v) {
             errors.push(format!(
                 "{ctx}.metrics[{i}] observed value {} does not satisfy {} {}",
-                py_str(value),
-                py_str(m.get("comparison")),
-                py_str(m.get("max"))
+                text(value),
+                text(m.get("comparison")),
+                text(m.get("max"))
             ));
         }
     }
@@ -523,8 +523,8 @@ fn validate_provenance(
                 if m != want {
                     errors.push(format!(
                         "{p}manifest must be {}, got {}",
-                        crate::pyfmt::py_str_repr(&want),
-                        crate::pyfmt::py_str_repr(m)
+                        crate::msg::quote(&want),
+                        crate::msg::quote(m)
                     ));
                 }
             } else if strict && !is_repo_relative(m) {
@@ -538,8 +538,8 @@ fn validate_provenance(
     if result.get("manifest_schema_version") != manifest_schema_version {
         errors.push(format!(
             "{p}manifest_schema_version must be {}, got {}",
-            py_repr(manifest_schema_version),
-            py_repr(result.get("manifest_schema_version"))
+            value(manifest_schema_version),
+            value(result.get("manifest_schema_version"))
         ));
     }
     // 11. Fixture digest.
@@ -548,8 +548,8 @@ fn validate_provenance(
             Ok(want) if want == d => {}
             Ok(want) => errors.push(format!(
                 "{p}fixture_spec_sha256 must be {}, got {}",
-                crate::pyfmt::py_str_repr(&want),
-                crate::pyfmt::py_str_repr(d)
+                crate::msg::quote(&want),
+                crate::msg::quote(d)
             )),
             Err(e) => errors.push(format!("{p}fixture_spec_sha256 cannot be computed: {e}")),
         },
@@ -562,8 +562,8 @@ fn validate_provenance(
         if result.get(key) != fixture.get(key) {
             errors.push(format!(
                 "{p}{key} must be {}, got {}",
-                py_repr(fixture.get(key)),
-                py_repr(result.get(key))
+                value(fixture.get(key)),
+                value(result.get(key))
             ));
         }
     }

@@ -20,10 +20,10 @@
 
 use crate::artifact::{validate_result_artifact, ValidateOptions};
 use crate::git::Repo;
+use crate::msg::quote;
 use crate::paths::{
     is_canonical_raw_log_path, is_canonical_result_path, is_repo_relative, RESULT_DIR,
 };
-use crate::pyfmt::py_str_repr;
 use crate::{LegacyError, Result};
 use qual_json::Value;
 use std::path::{Component, Path, PathBuf};
@@ -197,43 +197,42 @@ pub fn extract_zip(zip_path: &Path, dest: &Path, limits: &ImportLimits) -> Resul
         {
             return refuse(format!(
                 "artifact zip contains unsafe path: {}",
-                py_str_repr(&name)
+                quote(&name)
             ));
         }
         if entry.is_symlink() {
             return refuse(format!(
                 "artifact zip contains a symlink member: {}",
-                py_str_repr(&name)
+                quote(&name)
             ));
         }
         let target = dest.join(rel);
         if !target.starts_with(dest) {
             return refuse(format!(
                 "artifact zip escapes extraction root: {}",
-                py_str_repr(&name)
+                quote(&name)
             ));
         }
         if entry.is_dir() {
             std::fs::create_dir_all(&target).map_err(|e| {
-                LegacyError::Refused(format!("cannot extract {}: {e}", py_str_repr(&name)))
+                LegacyError::Refused(format!("cannot extract {}: {e}", quote(&name)))
             })?;
             continue;
         }
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| {
-                LegacyError::Refused(format!("cannot extract {}: {e}", py_str_repr(&name)))
+                LegacyError::Refused(format!("cannot extract {}: {e}", quote(&name)))
             })?;
             let resolved = crate::paths::resolve(parent);
             if !resolved.starts_with(crate::paths::resolve(dest)) {
                 return refuse(format!(
                     "artifact zip escapes extraction root: {}",
-                    py_str_repr(&name)
+                    quote(&name)
                 ));
             }
         }
-        let mut out = std::fs::File::create_new(&target).map_err(|e| {
-            LegacyError::Refused(format!("cannot extract {}: {e}", py_str_repr(&name)))
-        })?;
+        let mut out = std::fs::File::create_new(&target)
+            .map_err(|e| LegacyError::Refused(format!("cannot extract {}: {e}", quote(&name))))?;
         match copy_bounded(&mut entry, &mut out, budget) {
             Ok(Some(n)) => budget -= n,
             Ok(None) => return Err(too_big(limits)),
@@ -441,7 +440,7 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
         let Ok(Value::Object(o)) = crate::artifact::load_artifact_value(f) else {
             continue;
         };
-        if !crate::pyfmt::eq_int(o.get("artifact_schema_version"), 3) {
+        if !crate::msg::eq_int(o.get("artifact_schema_version"), 3) {
             continue;
         }
         let Some(fid) = o
@@ -461,7 +460,7 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
             return refuse(match req.fixture_id {
                 Some(id) => format!(
                     "no latency result artifact JSON found for fixture {}",
-                    py_str_repr(id)
+                    quote(id)
                 ),
                 None => "no latency result artifact JSON found".into(),
             })
@@ -506,7 +505,7 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
         .ok_or_else(|| {
             LegacyError::Refused(format!(
                 "result raw_log must live under bench-results/backend-latency/raw with a .log extension: {}",
-                crate::pyfmt::py_str(result.get("raw_log"))
+                crate::msg::text(result.get("raw_log"))
             ))
         })?
         .to_owned();

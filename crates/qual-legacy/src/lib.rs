@@ -28,9 +28,9 @@ pub mod jsonout;
 pub mod lock;
 pub mod manifest;
 pub mod metric;
+pub mod msg;
 pub mod paths;
 pub mod plan;
-pub mod pyfmt;
 pub mod run;
 pub mod timestamp;
 

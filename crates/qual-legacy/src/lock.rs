@@ -12,10 +12,10 @@
 
 use crate::artifact::{load_artifact_value, ArtifactLoadError, RESULT_ARTIFACT_KEYS};
 use crate::git::Repo;
+use crate::msg::{eq_int, finite_number, float, list, quote, value};
 use crate::paths::{
     is_canonical_raw_log_path, is_canonical_result_path, is_repo_relative, repo_relative_path,
 };
-use crate::pyfmt::{eq_int, finite_number, py_float, py_list, py_repr, py_str_repr};
 use crate::{is_checksum, is_git_commit, LegacyError, Result, VALID_BACKENDS};
 use qual_json::{Number, Object, Value};
 use std::path::{Path, PathBuf};
@@ -35,8 +35,8 @@ pub fn locked_max(observed: f64, comparison: &str, headroom: f64) -> Result<f64>
         "<=" => Ok(round6(observed * (1.0 + headroom))),
         ">=" => Ok(round6(observed * (1.0 - headroom))),
         other => Err(LegacyError::Refused(format!(
-            "metric comparison must be one of ['<=', '>='], got {}",
-            py_str_repr(other)
+            "metric comparison must be one of [\"<=\", \">=\"], got {}",
+            quote(other)
         ))),
     }
 }
@@ -100,7 +100,7 @@ pub fn lock_thresholds(repo: &Repo, req: &LockRequest<'_>) -> Result<LockSummary
     {
         return refuse(format!(
             "status must be one of {} before thresholds can lock",
-            py_list(&crate::manifest::VALID_STATUS)
+            list(&crate::manifest::VALID_STATUS)
         ));
     }
     let fixtures = match m.get("fixtures").and_then(Value::as_array) {
@@ -127,7 +127,7 @@ pub fn lock_thresholds(repo: &Repo, req: &LockRequest<'_>) -> Result<LockSummary
                     None => {
                         return refuse(format!(
                             "required_backends[{i}] is not a valid backend: {}",
-                            py_repr(Some(b))
+                            value(Some(b))
                         ))
                     }
                 }
@@ -141,9 +141,10 @@ pub fn lock_thresholds(repo: &Repo, req: &LockRequest<'_>) -> Result<LockSummary
         }
     };
     let mut backends = Vec::new();
-    for (i, f) in fixtures.iter().enumerate() {
-        let Some(f) = f.as_object() else {
-            return refuse(format!("fixtures[{i}] must be an object"));
+    for (i, fixture) in fixtures.iter().enumerate() {
+        let ctx = crate::manifest::fixture_context(i, fixture);
+        let Some(f) = fixture.as_object() else {
+            return refuse(format!("{ctx} must be an object"));
         };
         match f
             .get("backend")
@@ -153,8 +154,8 @@ pub fn lock_thresholds(repo: &Repo, req: &LockRequest<'_>) -> Result<LockSummary
             Some(b) => backends.push(b),
             None => {
                 return refuse(format!(
-                    "fixtures[{i}].backend is not valid: {}",
-                    py_repr(f.get("backend"))
+                    "{ctx}.backend is not valid: {}",
+                    value(f.get("backend"))
                 ))
             }
         }
@@ -334,23 +335,23 @@ pub fn validate_for_lock(
         let missing: Vec<&str> = want.iter().copied().filter(|k| !keys.contains(k)).collect();
         let unknown: Vec<&str> = keys.iter().copied().filter(|k| !want.contains(k)).collect();
         if !missing.is_empty() {
-            return refuse(format!("{rp}missing required keys: {}", py_list(&missing)));
+            return refuse(format!("{rp}missing required keys: {}", list(&missing)));
         }
-        return refuse(format!("{rp}contains unknown keys: {}", py_list(&unknown)));
+        return refuse(format!("{rp}contains unknown keys: {}", list(&unknown)));
     }
     let rs = |k: &str| result.get(k).and_then(Value::as_str);
     if rs("fixture_id") != Some(id) {
         return refuse(format!(
             "{rp}fixture_id must be {}, got {}",
-            py_str_repr(id),
-            py_repr(result.get("fixture_id"))
+            quote(id),
+            value(result.get("fixture_id"))
         ));
     }
     if rs("backend") != Some(backend) {
         return refuse(format!(
             "{rp}backend must be {}, got {}",
-            py_str_repr(backend),
-            py_repr(result.get("backend"))
+            quote(backend),
+            value(result.get("backend"))
         ));
     }
     if rs("status") != Some("passed") {
@@ -399,15 +400,15 @@ pub fn validate_for_lock(
     if manifest_field != want_manifest {
         return refuse(format!(
             "{rp}manifest must be {}, got {}",
-            py_str_repr(&want_manifest),
-            py_str_repr(manifest_field)
+            quote(&want_manifest),
+            quote(manifest_field)
         ));
     }
     if result.get("manifest_schema_version") != manifest_schema_version {
         return refuse(format!(
             "{rp}manifest_schema_version must be {}, got {}",
-            py_repr(manifest_schema_version),
-            py_repr(result.get("manifest_schema_version"))
+            value(manifest_schema_version),
+            value(result.get("manifest_schema_version"))
         ));
     }
     let digest = rs("fixture_spec_sha256")
@@ -421,16 +422,16 @@ pub fn validate_for_lock(
     if digest != want_digest {
         return refuse(format!(
             "{rp}fixture_spec_sha256 must be {}, got {}",
-            py_str_repr(&want_digest),
-            py_str_repr(digest)
+            quote(&want_digest),
+            quote(digest)
         ));
     }
     for key in ["hardware", "source", "command"] {
         if result.get(key) != fixture.get(key) {
             return refuse(format!(
                 "{rp}{key} must be {}, got {}",
-                py_repr(fixture.get(key)),
-                py_repr(result.get(key))
+                value(fixture.get(key)),
+                value(result.get(key))
             ));
         }
     }
@@ -513,7 +514,7 @@ pub fn validate_for_lock(
     if !undeclared.is_empty() {
         return refuse(format!(
             "{rp}metrics contains undeclared metrics: {}",
-            py_list(&undeclared)
+            list(&undeclared)
         ));
     }
     let mut out = Vec::new();
@@ -538,14 +539,14 @@ pub fn validate_for_lock(
         if raw.unit != unit {
             return refuse(format!(
                 "{rp}raw_log metric {name} unit must be {}, got {}",
-                py_str_repr(unit),
-                py_str_repr(&raw.unit)
+                quote(unit),
+                quote(&raw.unit)
             ));
         }
         if raw.value != value {
             return refuse(format!(
                 "{rp}metrics.{name} must match raw_log value {}",
-                py_float(raw.value)
+                float(raw.value)
             ));
         }
         if mo.get("comparison").and_then(Value::as_str).is_none() {
@@ -581,7 +582,7 @@ mod tests {
         assert_eq!(locked_max(-1.0, "<=", 0.10).unwrap(), -1.1);
         assert_eq!(
             locked_max(1.0, "<", 0.1).unwrap_err().to_string(),
-            "metric comparison must be one of ['<=', '>='], got '<'"
+            "metric comparison must be one of [\"<=\", \">=\"], got \"<\""
         );
     }
 

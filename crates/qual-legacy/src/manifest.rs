@@ -11,8 +11,8 @@
 
 use crate::artifact::{validate_result_artifact, ValidateOptions};
 use crate::git::Repo;
+use crate::msg::{eq_int, finite_number, list, quote};
 use crate::paths::{is_canonical_result_path, is_repo_relative};
-use crate::pyfmt::{eq_int, finite_number, py_list, py_str_repr};
 use crate::{LegacyError, Result, VALID_BACKENDS};
 use qual_json::{Object, Value};
 use std::collections::BTreeSet;
@@ -162,10 +162,7 @@ fn key_set(
         .collect();
     missing.sort();
     if !missing.is_empty() {
-        errors.push(format!(
-            "{what} missing required keys: {}",
-            py_list(&missing)
-        ));
+        errors.push(format!("{what} missing required keys: {}", list(&missing)));
     }
     let mut unknown: Vec<&str> = obj
         .keys()
@@ -174,10 +171,7 @@ fn key_set(
         .collect();
     unknown.sort();
     if !unknown.is_empty() {
-        errors.push(format!(
-            "{what} contains unknown keys: {}",
-            py_list(&unknown)
-        ));
+        errors.push(format!("{what} contains unknown keys: {}", list(&unknown)));
     }
 }
 
@@ -213,8 +207,8 @@ fn validate_metric(
         if !VALID_COMPARISONS.contains(&c) {
             errors.push(format!(
                 "{ctx}.comparison must be one of {}, got {}",
-                py_list(&VALID_COMPARISONS),
-                py_str_repr(c)
+                list(&VALID_COMPARISONS),
+                quote(c)
             ));
         }
     }
@@ -256,7 +250,7 @@ pub fn validate_manifest(
     }
     let status = m.get("status").and_then(Value::as_str);
     if !status.is_some_and(|s| VALID_STATUS.contains(&s)) {
-        errors.push(format!("status must be one of {}", py_list(&VALID_STATUS)));
+        errors.push(format!("status must be one of {}", list(&VALID_STATUS)));
     }
     if strict && status != Some("covered") {
         errors.push("status must be covered when --require-covered is set".into());
@@ -301,7 +295,7 @@ pub fn validate_manifest(
                     }
                     None => errors.push(format!(
                         "required_backends[{i}] is not a valid backend: {}",
-                        crate::pyfmt::py_repr(Some(b))
+                        crate::msg::value(Some(b))
                     )),
                 }
             }
@@ -321,7 +315,7 @@ pub fn validate_manifest(
     let mut fixture_backends: BTreeSet<&str> = BTreeSet::new();
     let mut pending = 0usize;
     for (idx, fixture) in fixtures.iter().enumerate() {
-        let ctx = format!("fixtures[{idx}]");
+        let ctx = fixture_context(idx, fixture);
         let Some(f) = fixture.as_object() else {
             errors.push(format!("{ctx} must be an object"));
             continue;
@@ -333,10 +327,7 @@ pub fn validate_manifest(
             .collect();
         unknown.sort();
         if !unknown.is_empty() {
-            errors.push(format!(
-                "{ctx} contains unknown keys: {}",
-                py_list(&unknown)
-            ));
+            errors.push(format!("{ctx} contains unknown keys: {}", list(&unknown)));
         }
         if let Some(id) = require_string(&mut errors, f, "id", &ctx) {
             if !ids.insert(id) {
@@ -347,7 +338,7 @@ pub fn validate_manifest(
             if VALID_BACKENDS.contains(&b) {
                 fixture_backends.insert(b);
             } else {
-                errors.push(format!("{ctx}.backend is not valid: {}", py_str_repr(b)));
+                errors.push(format!("{ctx}.backend is not valid: {}", quote(b)));
             }
         }
         require_string(&mut errors, f, "hardware", &ctx);
@@ -360,7 +351,7 @@ pub fn validate_manifest(
                     "{ctx}.source must be repo-relative when --require-covered is set: {source}"
                 ));
             } else if let Some(why) = crate::paths::contained(repo.root(), source) {
-                errors.push(format!("{ctx}.source {why}: {}", py_str_repr(source)));
+                errors.push(format!("{ctx}.source {why}: {}", quote(source)));
             }
         }
         require_string(&mut errors, f, "command", &ctx);
@@ -368,10 +359,7 @@ pub fn validate_manifest(
         if let Some(result) = require_string(&mut errors, f, "result_artifact", &ctx) {
             let escapes = crate::paths::contained(repo.root(), result);
             if let (false, Some(why)) = (strict, escapes) {
-                errors.push(format!(
-                    "{ctx}.result_artifact {why}: {}",
-                    py_str_repr(result)
-                ));
+                errors.push(format!("{ctx}.result_artifact {why}: {}", quote(result)));
             } else if strict {
                 let path = repo.join(result);
                 if !is_repo_relative(result) {
@@ -381,10 +369,7 @@ pub fn validate_manifest(
                         "{ctx}.result_artifact must live under bench-results/backend-latency with a .json extension: {result}"
                     ));
                 } else if let Some(why) = escapes {
-                    errors.push(format!(
-                        "{ctx}.result_artifact {why}: {}",
-                        py_str_repr(result)
-                    ));
+                    errors.push(format!("{ctx}.result_artifact {why}: {}", quote(result)));
                 } else if !path.is_file() {
                     errors.push(format!("{ctx}.result_artifact does not exist: {result}"));
                 } else {
@@ -402,7 +387,7 @@ pub fn validate_manifest(
             if !VALID_THRESHOLD_STATES.contains(&state) {
                 errors.push(format!(
                     "{ctx}.threshold_state must be one of {}",
-                    py_list(&VALID_THRESHOLD_STATES)
+                    list(&VALID_THRESHOLD_STATES)
                 ));
             } else if state == "pending_fixture_result" {
                 pending += 1;
@@ -468,7 +453,7 @@ pub fn validate_manifest(
             if VALID_BACKENDS.contains(&b) {
                 slot_backends.insert(b);
             } else {
-                errors.push(format!("{ctx}.backend is not valid: {}", py_str_repr(b)));
+                errors.push(format!("{ctx}.backend is not valid: {}", quote(b)));
             }
         }
         require_string(&mut errors, s, "required_source", &ctx);
@@ -488,4 +473,14 @@ pub fn validate_manifest(
         errors.push("covered manifest cannot have missing slots or pending thresholds".into());
     }
     errors
+}
+
+/// How a fixture is named in messages: its id and its place, `fixture "metal-decode" at
+/// fixtures[1]` (just `fixtures[1]` when it has no string id), so a message reads with a
+/// property path appended (`… at fixtures[1].backend must be …`).
+pub fn fixture_context(index: usize, fixture: &Value) -> String {
+    match fixture.get("id").and_then(Value::as_str) {
+        Some(id) => format!("fixture {} at fixtures[{index}]", quote(id)),
+        None => format!("fixtures[{index}]"),
+    }
 }

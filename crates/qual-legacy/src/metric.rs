@@ -14,7 +14,7 @@
 //!   to infinity. A log without any metric line is an error. The first error wins, in line
 //!   order; line numbers are 1-based.
 
-use crate::pyfmt::py_str_repr;
+use crate::msg::quote;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
@@ -40,7 +40,7 @@ pub type Observations = BTreeMap<String, Observation>;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MetricLogError {
     /// A metric name appeared twice.
-    #[error("duplicate KILN_LATENCY_METRIC line for {} at line {line}", py_str_repr(.name))]
+    #[error("duplicate KILN_LATENCY_METRIC line for {} at line {line}", quote(.name))]
     Duplicate {
         /// Metric name.
         name: String,
@@ -48,7 +48,7 @@ pub enum MetricLogError {
         line: usize,
     },
     /// The value token is not a float literal (e.g. `1.2.3`, `-`, `e`).
-    #[error("invalid numeric value for {} at line {line}: {}", py_str_repr(.name), py_str_repr(.raw))]
+    #[error("invalid numeric value for {} at line {line}: {}", quote(.name), quote(.raw))]
     InvalidNumber {
         /// Metric name.
         name: String,
@@ -58,7 +58,7 @@ pub enum MetricLogError {
         raw: String,
     },
     /// The value overflows to infinity (e.g. `1e1000`).
-    #[error("non-finite numeric value for {} at line {line}: {}", py_str_repr(.name), py_str_repr(.raw))]
+    #[error("non-finite numeric value for {} at line {line}: {}", quote(.name), quote(.raw))]
     NonFinite {
         /// Metric name.
         name: String,
@@ -360,7 +360,7 @@ pub fn parse_metric_log(path: &Path) -> Result<Observations, MetricLogError> {
 
 impl fmt::Display for Observation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", crate::pyfmt::py_float(self.value), self.unit)
+        write!(f, "{} {}", crate::msg::float(self.value), self.unit)
     }
 }
 
@@ -433,20 +433,20 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "duplicate KILN_LATENCY_METRIC line for 'a' at line 2"
+            "duplicate KILN_LATENCY_METRIC line for \"a\" at line 2"
         );
         for bad in ["1.2.3", "-", "e", ".", "1e", "1e+", "+-1", "--1", ".e1"] {
             let e = parse_metric_text(&format!("KILN_LATENCY_METRIC m {bad} ms"), "x").unwrap_err();
             assert_eq!(
                 e.to_string(),
-                format!("invalid numeric value for 'm' at line 1: '{bad}'"),
+                format!("invalid numeric value for \"m\" at line 1: \"{bad}\""),
                 "{bad}"
             );
         }
         let e = parse_metric_text("KILN_LATENCY_METRIC latency_ms 1e1000 ms\n", "x").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "non-finite numeric value for 'latency_ms' at line 1: '1e1000'"
+            "non-finite numeric value for \"latency_ms\" at line 1: \"1e1000\""
         );
         let e = parse_metric_text("fixture skipped: no hardware device\n", "/t/x.log").unwrap_err();
         assert_eq!(

@@ -371,8 +371,11 @@ pub fn plan_dispatch(
             None => match f.get("runner_labels") {
                 None => None,
                 Some(v) => Some(
-                    validate_runner_labels(v, &format!("fixture '{id}'.runner_labels"))
-                        .map_err(LegacyError::Refused)?,
+                    validate_runner_labels(
+                        v,
+                        &format!("fixture {} runner_labels", crate::msg::quote(id)),
+                    )
+                    .map_err(LegacyError::Refused)?,
                 ),
             },
         };

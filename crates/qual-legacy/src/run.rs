@@ -37,7 +37,7 @@ pub struct ParsedCommand {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CommandParseError {
     /// An unquoted shell operator or expansion.
-    #[error("fixture command needs a shell feature ({0:?}), which kiln-qual does not emulate; use a plain argv with optional leading NAME=value assignments")]
+    #[error("fixture command needs a shell feature (\"{0}\"), which kiln-qual does not emulate; use a plain argv with optional leading NAME=value assignments")]
     ShellFeature(char),
     /// A quote is not closed.
     #[error("fixture command has an unterminated quote")]
@@ -367,7 +367,7 @@ pub fn default_output_path(repo: &Repo, fixture: &qual_json::Object) -> Result<P
             None => Ok(repo.join(s)),
             Some(why) => Err(LegacyError::Refused(format!(
                 "fixture.result_artifact {why}: {}",
-                crate::pyfmt::py_str_repr(s)
+                crate::msg::quote(s)
             ))),
         },
         _ => Err(LegacyError::refused(

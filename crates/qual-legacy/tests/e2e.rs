@@ -146,7 +146,7 @@ fn run_lock_check_then_every_tampering_fails() {
         assert_eq!(strict_errors(&r), Vec::<String>::new());
     }
 
-    let p = "fixtures[0].result_artifact.";
+    let p = "fixture \"cpu_mix_microbench\" at fixtures[0].result_artifact.";
     type Tamper = Box<dyn Fn(&Repo)>;
     let cases: Vec<(&str, Tamper, Vec<String>)> = vec![
         (
@@ -189,7 +189,7 @@ fn run_lock_check_then_every_tampering_fails() {
                 edit_fixture(&mut m, |f| f.insert("command", Value::from(bench_command(" --iterations 4"))));
                 write_json(&r.join(MANIFEST), &m, false);
             }),
-            vec![format!("{p}fixture_spec_sha256 must be '"), format!("{p}command must be '")],
+            vec![format!("{p}fixture_spec_sha256 must be \""), format!("{p}command must be \"")],
         ),
         (
             "threshold edited by hand",
@@ -202,7 +202,7 @@ fn run_lock_check_then_every_tampering_fails() {
                 });
                 write_json(&r.join(MANIFEST), &m, false);
             }),
-            vec!["fixtures[0].metrics[0] observed value ".into(), " does not satisfy <= 1e-09".into()],
+            vec!["fixture \"cpu_mix_microbench\" at fixtures[0].metrics[0] observed value ".into(), " does not satisfy <= 1e-09".into()],
         ),
         (
             "unknown artifact key",
@@ -211,7 +211,7 @@ fn run_lock_check_then_every_tampering_fails() {
                 edit_object(&mut a, |o| o.insert("extra", Value::from(1i64)));
                 write_json(&r.join(RESULT), &a, true);
             }),
-            vec![format!("{p}contains unknown keys: ['extra']")],
+            vec![format!("{p}contains unknown keys: [\"extra\"]")],
         ),
         (
             "unknown manifest key",
@@ -220,7 +220,7 @@ fn run_lock_check_then_every_tampering_fails() {
                 edit_object(&mut m, |o| o.insert("notes", Value::from("x")));
                 write_json(&r.join(MANIFEST), &m, false);
             }),
-            vec!["manifest contains unknown keys: ['notes']".into()],
+            vec!["manifest contains unknown keys: [\"notes\"]".into()],
         ),
         (
             "unknown fixture key",
@@ -229,7 +229,7 @@ fn run_lock_check_then_every_tampering_fails() {
                 edit_fixture(&mut m, |f| f.insert("owner", Value::from("x")));
                 write_json(&r.join(MANIFEST), &m, false);
             }),
-            vec!["fixtures[0] contains unknown keys: ['owner']".into()],
+            vec!["fixture \"cpu_mix_microbench\" at fixtures[0] contains unknown keys: [\"owner\"]".into()],
         ),
         (
             "result untracked",
@@ -237,7 +237,7 @@ fn run_lock_check_then_every_tampering_fails() {
                 git(r.root(), &["rm", "-q", "--cached", RESULT]);
                 git(r.root(), &["commit", "-q", "-m", "untrack"]);
             }),
-            vec![format!("fixtures[0].result_artifact must be tracked by git when --require-covered is set: {RESULT}")],
+            vec![format!("fixture \"cpu_mix_microbench\" at fixtures[0].result_artifact must be tracked by git when --require-covered is set: {RESULT}")],
         ),
     ];
     let mut agree = 0;
@@ -326,7 +326,7 @@ fn run_failures_carry_the_raw_log_tail() {
     let dir = setup_repo("cargo bench | tee out.txt");
     let e = run(&Repo::new(dir.path())).unwrap_err().to_string();
     assert!(
-        e.starts_with("cpu_mix_microbench.command: fixture command needs a shell feature ('|')"),
+        e.starts_with("cpu_mix_microbench.command: fixture command needs a shell feature (\"|\")"),
         "{e}"
     );
 }
@@ -423,7 +423,7 @@ fn locker_refusals_match_the_original_self_test() {
         (
             "unknown key",
             set("extra", Value::Null),
-            "contains unknown keys: ['extra']",
+            "contains unknown keys: [\"extra\"]",
         ),
         (
             "undeclared metric",
@@ -434,7 +434,7 @@ fn locker_refusals_match_the_original_self_test() {
                     o.insert("metrics", Value::Object(m));
                 })
             }),
-            "metrics contains undeclared metrics: ['other_ms']",
+            "metrics contains undeclared metrics: [\"other_ms\"]",
         ),
         (
             "missing metric",
@@ -450,7 +450,7 @@ fn locker_refusals_match_the_original_self_test() {
         (
             "bad digest",
             set("fixture_spec_sha256", Value::from("0".repeat(64))),
-            "fixture_spec_sha256 must be '",
+            "fixture_spec_sha256 must be \"",
         ),
         (
             "timestamp offset",
@@ -476,7 +476,7 @@ fn locker_refusals_match_the_original_self_test() {
                 edit_fixture(&mut m, |f| f.insert("source", Value::from("src/bench2.rs")));
                 write_json(&r.join(MANIFEST), &m, false);
             }),
-            "fixture_spec_sha256 must be '",
+            "fixture_spec_sha256 must be \"",
         ),
         (
             "missing raw log",
@@ -777,7 +777,7 @@ fn import_directory_then_zip_with_force() {
         w.finish().unwrap();
     }
     let e = req(&evil, false).unwrap_err().to_string();
-    assert_eq!(e, "artifact zip contains unsafe path: '../escape.json'");
+    assert_eq!(e, "artifact zip contains unsafe path: \"../escape.json\"");
     let _ = std::fs::remove_file(&zip_path);
     let _ = std::fs::remove_file(&evil);
     let e = req(&target.join("src/bench.rs"), false)
@@ -846,7 +846,7 @@ fn checker_self_test_cases() {
         (
             "fixture_id",
             "\"wrong\"",
-            "fixture_id must be 'cpu_mix_microbench', got 'wrong'",
+            "fixture_id must be \"cpu_mix_microbench\", got \"wrong\"",
         ),
         ("hardware", "\"other\"", "hardware must be"),
         (
@@ -901,9 +901,9 @@ fn strict_checker_refuses_non_canonical_result_paths() {
     let (dir, _) = covered_repo();
     let repo = Repo::new(dir.path());
     for (path, want) in [
-        ("results/cpu-mix.json", "fixtures[0].result_artifact must live under bench-results/backend-latency with a .json extension: results/cpu-mix.json"),
-        ("bench-results/backend-latency/raw/cpu-mix.json", "fixtures[0].result_artifact must live under bench-results/backend-latency with a .json extension: bench-results/backend-latency/raw/cpu-mix.json"),
-        ("/abs/cpu-mix.json", "fixtures[0].result_artifact must be repo-relative when --require-covered is set: /abs/cpu-mix.json"),
+        ("results/cpu-mix.json", "fixture \"cpu_mix_microbench\" at fixtures[0].result_artifact must live under bench-results/backend-latency with a .json extension: results/cpu-mix.json"),
+        ("bench-results/backend-latency/raw/cpu-mix.json", "fixture \"cpu_mix_microbench\" at fixtures[0].result_artifact must live under bench-results/backend-latency with a .json extension: bench-results/backend-latency/raw/cpu-mix.json"),
+        ("/abs/cpu-mix.json", "fixture \"cpu_mix_microbench\" at fixtures[0].result_artifact must be repo-relative when --require-covered is set: /abs/cpu-mix.json"),
     ] {
         let copy = fresh_copy(repo.root());
         let r = Repo::new(copy.path());
@@ -955,7 +955,7 @@ fn import_needs_a_fixture_id_when_the_bundle_holds_several_results() {
     assert!(!e.contains("__MACOSX") && !e.contains("notes.json"), "{e}");
     assert_eq!(
         req(Some("missing")),
-        "no latency result artifact JSON found for fixture 'missing'"
+        "no latency result artifact JSON found for fixture \"missing\""
     );
     // The selected result's raw log is not in the bundle.
     let raw_log = artifact.get("raw_log").and_then(Value::as_str).unwrap();
@@ -1010,7 +1010,7 @@ fn manifest_level_checks() {
     });
     assert_eq!(
         check(&m, false),
-        ["fixtures[0].runner_labels[1] must be a non-empty string"]
+        ["fixture \"cpu_mix_microbench\" at fixtures[0].runner_labels[1] must be a non-empty string"]
     );
     let mut m = base.clone();
     edit_object(&mut m, |o| {
@@ -1019,7 +1019,7 @@ fn manifest_level_checks() {
     assert_eq!(
         check(&m, false),
         [
-            "manifest missing required keys: ['policy']",
+            "manifest missing required keys: [\"policy\"]",
             "policy must be an object"
         ]
     );
@@ -1029,7 +1029,7 @@ fn manifest_level_checks() {
     });
     assert_eq!(
         check(&m, false),
-        ["fixtures[0].source does not exist: src/missing.rs"]
+        ["fixture \"cpu_mix_microbench\" at fixtures[0].source does not exist: src/missing.rs"]
     );
     let mut m = base.clone();
     edit_object(&mut m, |o| {
@@ -1040,15 +1040,15 @@ fn manifest_level_checks() {
     });
     assert_eq!(
         check(&m, false),
-        ["required_backends[1] is not a valid backend: 'tpu'"]
+        ["required_backends[1] is not a valid backend: \"tpu\""]
     );
     let strict = check(&base, true);
     for want in [
         "status must be covered when --require-covered is set",
-        "fixtures[0].result_artifact does not exist: bench-results/backend-latency/cpu-mix.json",
-        "fixtures[0].threshold_state must be locked_threshold when --require-covered is set",
-        "fixtures[0].metrics[0].max must be finite numeric when --require-covered is set",
-        "fixtures[0].metrics[1].max must be finite numeric when --require-covered is set",
+        "fixture \"cpu_mix_microbench\" at fixtures[0].result_artifact does not exist: bench-results/backend-latency/cpu-mix.json",
+        "fixture \"cpu_mix_microbench\" at fixtures[0].threshold_state must be locked_threshold when --require-covered is set",
+        "fixture \"cpu_mix_microbench\" at fixtures[0].metrics[0].max must be finite numeric when --require-covered is set",
+        "fixture \"cpu_mix_microbench\" at fixtures[0].metrics[1].max must be finite numeric when --require-covered is set",
     ] {
         assert!(
             strict.iter().any(|e| e == want),

@@ -599,7 +599,10 @@ pub fn capture(backend: &str, platform: &Platform) -> BackendCapture {
             probes.push(ProbeResult::synthetic(
                 "backend-environment",
                 true,
-                Err(format!("backend '{other}' has no probe")),
+                Err(format!(
+                    "backend {} has no probe",
+                    qual_json::show::quote(other)
+                )),
             ));
             runtime.insert(other.to_string(), UNAVAILABLE.into());
             Device::unavailable()

@@ -139,7 +139,7 @@ pub enum ModelError {
         reason: String,
     },
     /// A shard named by the index is unusable.
-    #[error("shard '{shard}' referenced by {INDEX_FILE} is invalid: {reason}")]
+    #[error("shard {} referenced by {INDEX_FILE} is invalid: {reason}", qual_json::show::quote(.shard))]
     Shard {
         /// The shard path.
         shard: String,
@@ -536,8 +536,9 @@ pub fn fingerprint(
             p.identity.dev == o.identity.dev && p.identity.ino == o.identity.ino
         }) {
             return Err(ModelError::Other(format!(
-                "weight paths '{}' and '{}' reference the same file",
-                prev.rel, o.rel
+                "weight paths {} and {} reference the same file",
+                qual_json::show::quote(&prev.rel),
+                qual_json::show::quote(&o.rel)
             )));
         }
         shards.push(o);

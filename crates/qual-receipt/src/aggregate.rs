@@ -167,7 +167,7 @@ fn aggregate_metrics(runner: bool, reps: &[ExecutionOutcome]) -> Result<Vec<Metr
         }) {
             return Err(format!(
                 "repetition metric definition for {} was inconsistent",
-                qual_json::python_str_repr(&first.name)
+                qual_json::show::quote(&first.name)
             ));
         }
         let values: Vec<Number> = all.iter().map(|m| m.value.clone()).collect();
@@ -194,7 +194,7 @@ fn aggregate_metrics(runner: bool, reps: &[ExecutionOutcome]) -> Result<Vec<Metr
             let value = mean(&values).map_err(|e| {
                 format!(
                     "repetition metric {} {e}",
-                    qual_json::python_str_repr(&first.name)
+                    qual_json::show::quote(&first.name)
                 )
             })?;
             out.push(Metric {

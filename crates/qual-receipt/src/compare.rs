@@ -663,7 +663,7 @@ fn variant<'a>(manifest: &'a Value, id: &str) -> Option<&'a Value> {
 }
 
 fn repr(text: &str) -> String {
-    qual_json::python_str_repr(text)
+    qual_json::show::quote(text)
 }
 
 /// Binds both receipts to the manifest; returns the selected variant ids.

@@ -82,7 +82,7 @@ fn metrics_against_status(result: &Value, i: usize, out: &mut Vec<Violation>) {
                 format!(
                     "is case_pass {} but receipt.results[{i}].status is {}",
                     number_text(value),
-                    qual_json::python_str_repr(status)
+                    qual_json::show::quote(status)
                 ),
             ),
             Some("output_assertion_failures") if passed && v > 0.0 => push(
@@ -148,7 +148,7 @@ fn case_directories(results: &[Value], artifacts: &[Value], out: &mut Vec<Violat
                 format!("receipt.artifacts[{k}].path"),
                 format!(
                     "names the case directory of {}, which receipt.results does not contain",
-                    qual_json::python_str_repr(id)
+                    qual_json::show::quote(id)
                 ),
             ),
             Some(pos) if pos as u32 + 1 != index => push(
@@ -156,7 +156,7 @@ fn case_directories(results: &[Value], artifacts: &[Value], out: &mut Vec<Violat
                 format!("receipt.artifacts[{k}].path"),
                 format!(
                     "numbers case {} {index:03}, but it is receipt.results[{pos}] (expected {:03})",
-                    qual_json::python_str_repr(id),
+                    qual_json::show::quote(id),
                     pos + 1
                 ),
             ),

@@ -382,14 +382,6 @@ fn get<'a>(o: Option<&'a Object>, key: &str) -> &'a Value {
     o.and_then(|o| o.get(key)).unwrap_or(&NULL)
 }
 
-fn py_list(items: &[&str]) -> String {
-    let quoted: Vec<String> = items
-        .iter()
-        .map(|s| qual_json::python_str_repr(s))
-        .collect();
-    format!("[{}]", quoted.join(", "))
-}
-
 /// The value as a Python `int` (bools are ints in Python), for the few rules that compare
 /// integers with `isinstance(x, int)`.
 fn py_int(v: &Value) -> Option<Int> {
@@ -797,7 +789,10 @@ impl Checker {
     fn one_of(&mut self, v: &Value, allowed: &[&str], ctx: &str) -> bool {
         let ok = v.as_str().is_some_and(|s| allowed.contains(&s));
         if !ok {
-            self.push(ctx, format!("must be one of {}", py_list(allowed)));
+            self.push(
+                ctx,
+                format!("must be one of {}", qual_json::show::list(allowed)),
+            );
         }
         ok
     }
@@ -822,7 +817,7 @@ impl Checker {
                     ctx,
                     format!(
                         "key {} must be a dot-path-compatible segment",
-                        qual_json::python_str_repr(key)
+                        qual_json::show::quote(key)
                     ),
                 );
                 continue;
@@ -865,7 +860,7 @@ impl Checker {
                     ctx,
                     format!(
                         "contains duplicate metric name {}",
-                        qual_json::python_str_repr(&name)
+                        qual_json::show::quote(&name)
                     ),
                 );
             }
@@ -896,10 +891,7 @@ impl Checker {
             if paths.contains(&path) {
                 self.push(
                     format!("{ctx}.weight_files"),
-                    format!(
-                        "contains duplicate path {}",
-                        qual_json::python_str_repr(path)
-                    ),
+                    format!("contains duplicate path {}", qual_json::show::quote(path)),
                 );
             }
             paths.push(path);
@@ -955,7 +947,7 @@ impl Checker {
             }
             let source_text = match source {
                 Value::String(s) => s.clone(),
-                Value::Null => "None".to_owned(),
+                Value::Null => "null".to_owned(),
                 other => qual_json::to_canonical_string(other),
             };
             let identity = (source_text, name.to_owned());
@@ -964,8 +956,8 @@ impl Checker {
                     format!("{ctx}.host_temperatures"),
                     format!(
                         "contains duplicate source/name ({}, {})",
-                        qual_json::python_str_repr(&identity.0),
-                        qual_json::python_str_repr(&identity.1)
+                        qual_json::show::quote(&identity.0),
+                        qual_json::show::quote(&identity.1)
                     ),
                 );
             }
@@ -1303,7 +1295,10 @@ impl Checker {
                     {
                         self.push(
                             format!("{pctx}.capabilities.{key}"),
-                            format!("must be one of {}", py_list(&CAPABILITY_STATUSES)),
+                            format!(
+                                "must be one of {}",
+                                qual_json::show::list(&CAPABILITY_STATUSES)
+                            ),
                         );
                     }
                 }
@@ -1333,7 +1328,7 @@ impl Checker {
         if get(source, "tree_hash_format").as_str() != Some(TREE_HASH_FORMAT) {
             self.push(
                 "receipt.source.tree_hash_format",
-                format!("must be {}", qual_json::python_str_repr(TREE_HASH_FORMAT)),
+                format!("must be {}", qual_json::show::quote(TREE_HASH_FORMAT)),
             );
         }
         let tree_hash = self.sha256(get(source, "tree_hash"), "receipt.source.tree_hash");
@@ -1412,7 +1407,7 @@ impl Checker {
                 "receipt.model",
                 format!(
                     "is required for passed qualification kind {}",
-                    qual_json::python_str_repr(kind_str)
+                    qual_json::show::quote(kind_str)
                 ),
             );
         }
@@ -1421,7 +1416,7 @@ impl Checker {
                 "receipt.workload",
                 format!(
                     "is required for qualification kind {}",
-                    qual_json::python_str_repr(kind_str)
+                    qual_json::show::quote(kind_str)
                 ),
             );
         }
@@ -1441,7 +1436,7 @@ impl Checker {
                     if ids.contains(&id) {
                         self.push(
                             "receipt.results",
-                            format!("contains duplicate id {}", qual_json::python_str_repr(id)),
+                            format!("contains duplicate id {}", qual_json::show::quote(id)),
                         );
                     }
                     ids.push(id);
@@ -1491,8 +1486,8 @@ impl Checker {
                             "receipt.artifacts",
                             format!(
                                 "contains duplicate kind/path {}/{}",
-                                qual_json::python_str_repr(kind_value),
-                                qual_json::python_str_repr(path_value)
+                                qual_json::show::quote(kind_value),
+                                qual_json::show::quote(path_value)
                             ),
                         );
                     }

@@ -441,7 +441,7 @@ fn failed_rows_are_never_compared() {
     ));
     assert!(has(
         &report.evidence_errors,
-        "candidate required result 'main-case' did not pass"
+        "candidate required result \"main-case\" did not pass"
     ));
     assert!(
         report.metric_evaluations.is_empty(),
@@ -682,7 +682,7 @@ fn cross_backend_correctness_uses_the_declared_endpoint_pair_and_no_deltas() {
         .expect_err("an inconsistent receipt is refused");
     assert!(
         err.message
-            .contains("receipt.results[0].metrics[0].value is case_pass 0 but receipt.results[0].status is 'passed'"),
+            .contains("receipt.results[0].metrics[0].value is case_pass 0 but receipt.results[0].status is \"passed\""),
         "{err:?}"
     );
 
@@ -829,7 +829,7 @@ fn unsupported_mode_and_strict_no_workload() {
     let e = refused(&b, &c, Some(&m));
     assert_eq!(
         e.message,
-        "unsupported workload comparison mode: 'self_contained_correctness'"
+        "unsupported workload comparison mode: \"self_contained_correctness\""
     );
 
     // Two environment receipts without a workload: strict equality.

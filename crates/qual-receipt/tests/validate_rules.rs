@@ -60,14 +60,14 @@ fn types_enums_and_syntax_are_checked() {
     set(&mut r, "/artifacts/0/location", json!("remote"));
     set(&mut r, "/results/0/metrics/1/name", json!("Exit"));
     let e = errors(&r);
-    assert_has(&e, "receipt.qualification.kind must be one of ['correctness', 'environment', 'eval', 'performance', 'serving', 'soak', 'training']");
+    assert_has(&e, "receipt.qualification.kind must be one of [\"correctness\", \"environment\", \"eval\", \"performance\", \"serving\", \"soak\", \"training\"]");
     assert_has(
         &e,
-        "receipt.qualification.backend must be one of ['cpu', 'cuda', 'metal', 'rocm', 'vulkan']",
+        "receipt.qualification.backend must be one of [\"cpu\", \"cuda\", \"metal\", \"rocm\", \"vulkan\"]",
     );
     assert_has(
         &e,
-        "receipt.results[0].status must be one of ['failed', 'passed', 'skipped']",
+        "receipt.results[0].status must be one of [\"failed\", \"passed\", \"skipped\"]",
     );
     assert_has(&e, "receipt.environment.host_id has invalid syntax");
     assert_has(
@@ -76,7 +76,7 @@ fn types_enums_and_syntax_are_checked() {
     );
     assert_has(
         &e,
-        "receipt.artifacts[0].location must be one of ['external', 'local_ignored']",
+        "receipt.artifacts[0].location must be one of [\"external\", \"local_ignored\"]",
     );
     assert_has(
         &e,
@@ -116,7 +116,7 @@ fn effective_config_has_canonical_keys_and_no_arrays() {
     let e = errors(&r);
     assert_has(
         &e,
-        "receipt.effective_config key 'BadKey' must be a dot-path-compatible segment",
+        "receipt.effective_config key \"BadKey\" must be a dot-path-compatible segment",
     );
     assert_has(
         &e,
@@ -202,7 +202,7 @@ fn verdict_must_agree_with_required_results_and_clean_tree() {
     // ... but the status alone cannot be flipped: the runner's case_pass still says passed.
     assert_has(
         &errors(&r),
-        "receipt.results[0].metrics[0].value is case_pass 1 but receipt.results[0].status is 'failed'",
+        "receipt.results[0].metrics[0].value is case_pass 1 but receipt.results[0].status is \"failed\"",
     );
     set(&mut r, "/results/0/metrics/0/value", json!(0));
     assert!(errors(&r).is_empty());
@@ -218,11 +218,11 @@ fn model_and_workload_requirements_follow_kind_and_verdict() {
     let e = errors(&r);
     assert_has(
         &e,
-        "receipt.model is required for passed qualification kind 'serving'",
+        "receipt.model is required for passed qualification kind \"serving\"",
     );
     assert_has(
         &e,
-        "receipt.workload is required for qualification kind 'serving'",
+        "receipt.workload is required for qualification kind \"serving\"",
     );
 
     // A failed performance receipt (model preflight failed) may omit the model.
@@ -263,7 +263,7 @@ fn model_identity_is_closed_and_typed() {
     let e = errors(&r);
     assert_has(
         &e,
-        "receipt.model.weight_files contains duplicate path 'a.safetensors'",
+        "receipt.model.weight_files contains duplicate path \"a.safetensors\"",
     );
     assert_has(
         &e,
@@ -301,10 +301,10 @@ fn duplicates_and_details_limit() {
     let e = errors(&r);
     assert_has(
         &e,
-        "receipt.results[0].metrics contains duplicate metric name 'case_pass'",
+        "receipt.results[0].metrics contains duplicate metric name \"case_pass\"",
     );
-    assert_has(&e, "receipt.results contains duplicate id 'device-probe'");
-    assert_has(&e, "receipt.artifacts contains duplicate kind/path 'environment_probes'/'.qualification/runs/r1/environment.json'");
+    assert_has(&e, "receipt.results contains duplicate id \"device-probe\"");
+    assert_has(&e, "receipt.artifacts contains duplicate kind/path \"environment_probes\"/\".qualification/runs/r1/environment.json\"");
     assert_has(
         &e,
         "receipt.results[1].details must be at most 2048 characters",
@@ -394,7 +394,7 @@ fn wsl2_platform_capabilities_are_closed_and_consistent() {
         json!("available"),
     );
     let e = errors(&bad);
-    assert_has(&e, "receipt.environment.platform.capabilities.nvml must be one of ['available', 'unavailable']");
+    assert_has(&e, "receipt.environment.platform.capabilities.nvml must be one of [\"available\", \"unavailable\"]");
     assert_has(
         &e,
         "receipt.environment.platform.capabilities has unknown keys: surprise",
@@ -748,7 +748,7 @@ fn arrays_maps_and_identity_strings_are_closed() {
     assert_has(&e, "receipt.notes must be an array");
     assert_has(
         &e,
-        "receipt.source.tree_hash_format must be 'kiln-source-tree-v1'",
+        "receipt.source.tree_hash_format must be \"kiln-source-tree-v1\"",
     );
     assert_has(&e, "receipt.receipt_id has invalid syntax");
     assert_eq!(e.len(), 7, "{e:#?}");
@@ -776,10 +776,10 @@ fn wsl2_host_temperatures_are_unique_named_and_bounded() {
     let e = errors(&r);
     assert_has(
         &e,
-        "host_temperatures contains duplicate source/name ('linux_hwmon', 'cpu')",
+        "host_temperatures contains duplicate source/name (\"linux_hwmon\", \"cpu\")",
     );
     assert_has(&e, "host_temperatures[1].temperature_millicelsius must be an integer from -50000 through 200000");
-    assert_has(&e, "host_temperatures[2].source must be one of ['linux_hwmon', 'windows_formatted_thermal_zone']");
+    assert_has(&e, "host_temperatures[2].source must be one of [\"linux_hwmon\", \"windows_formatted_thermal_zone\"]");
     assert_has(
         &e,
         "host_temperatures[2].name must contain a non-whitespace character",

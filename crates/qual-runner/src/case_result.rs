@@ -223,8 +223,8 @@ pub fn validate(
         Some(id) if id == case_id && is_case_id(id) => {}
         Some(id) => errors.push(format!(
             "case result case_id {} does not match case {}",
-            qual_json::python_str_repr(id),
-            qual_json::python_str_repr(case_id)
+            qual_json::show::quote(id),
+            qual_json::show::quote(case_id)
         )),
         None => errors.push("case result case_id must be a string".into()),
     }

@@ -269,7 +269,7 @@ pub fn run_execution(
     if cwd.is_none() {
         failures.push(format!(
             "case {} working directory is not a directory",
-            qual_json::python_str_repr(&case.id)
+            qual_json::show::quote(&case.id)
         ));
     }
 
@@ -362,7 +362,7 @@ pub fn run_execution(
     if !expected_ok {
         let rc = returncode
             .map(|r| r.to_string())
-            .unwrap_or_else(|| "None".into());
+            .unwrap_or_else(|| "null".into());
         failures.push(format!(
             "exit code {rc} not in {}",
             exit_codes_text(&case.expected_exit_codes)

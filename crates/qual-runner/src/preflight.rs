@@ -60,14 +60,6 @@ fn git_err(e: impl std::fmt::Display) -> Refusal {
     Refusal::Git(e.to_string())
 }
 
-fn py_list(items: &[String]) -> String {
-    let inner: Vec<String> = items
-        .iter()
-        .map(|s| qual_json::python_str_repr(s))
-        .collect();
-    format!("[{}]", inner.join(", "))
-}
-
 /// Resolves the committed workload path (spec §2.1 path rule).
 fn workload_path(root: &Path, given: &Path) -> Result<(PathBuf, String), Refusal> {
     let lexical = paths::lexical(root, given);
@@ -168,7 +160,7 @@ pub fn preflight(req: &RunRequest) -> Result<Prepared, Refusal> {
         ids.sort();
         return Err(Refusal::UnknownVariant {
             variant: req.variant.clone(),
-            declared: py_list(&ids),
+            declared: qual_json::show::list(&ids),
         });
     };
 
@@ -250,7 +242,7 @@ pub fn preflight(req: &RunRequest) -> Result<Prepared, Refusal> {
     if (w.kind.requires_model() || uses_model) && req.model.is_none() {
         return Err(Refusal::ModelFlags(format!(
             "--model is required for {} workloads",
-            qual_json::python_str_repr(w.kind.as_str())
+            qual_json::show::quote(w.kind.as_str())
         )));
     }
     let model_path = match &req.model {

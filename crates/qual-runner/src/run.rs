@@ -266,11 +266,11 @@ fn execute_run(
                 infra.push(match &pr.details {
                     Some(d) => format!(
                         "environment probe {} failed: {d}",
-                        qual_json::python_str_repr(&pr.id)
+                        qual_json::show::quote(&pr.id)
                     ),
                     None => format!(
                         "environment probe {} failed",
-                        qual_json::python_str_repr(&pr.id)
+                        qual_json::show::quote(&pr.id)
                     ),
                 });
             }
@@ -513,7 +513,7 @@ fn execute_run(
     // Committed policy metric definitions.
     if let Some(policy) = &w.comparison_policy {
         for rule in &policy.metric_rules {
-            let q = |s: &str| qual_json::python_str_repr(s);
+            let q = |s: &str| qual_json::show::quote(s);
             match results.iter().find(|r| r.id == rule.result_id) {
                 None => infra.push(format!(
                     "policy metric {} names missing result {}",

@@ -160,7 +160,7 @@ fn unknown_variant_and_bad_host_id_are_refused() {
     let e = refused(&repo, &repo.request("vars-v1.json", "gpu"));
     assert_eq!(
         e.to_string(),
-        "unknown variant gpu; declared variants: ['cpu', 'cpu-alt']"
+        "unknown variant gpu; declared variants: [\"cpu\", \"cpu-alt\"]"
     );
     let mut req = repo.request("vars-v1.json", "cpu");
     req.host_id = "Bad Host".into();
@@ -176,7 +176,7 @@ fn unknown_variant_and_bad_host_id_are_refused() {
 fn variable_errors_are_refused() {
     let repo = repo();
     for (vars, needle) in [
-        (vec!["nope=1"], "unknown workload variable 'nope'"),
+        (vec!["nope=1"], "unknown workload variable \"nope\""),
         (vec!["spare=y"], "is not used by the selected variant"),
         (vec!["count=2", "count=3"], "supplied more than once"),
         (vec!["count=1.0"], "invalid --var count"),
@@ -260,6 +260,6 @@ fn model_flags_must_fit_the_kind() {
     let req = repo.request("needsmodel-v1.json", "cpu");
     assert_eq!(
         refused(&repo, &req).to_string(),
-        "--model is required for 'correctness' workloads"
+        "--model is required for \"correctness\" workloads"
     );
 }

@@ -15,7 +15,8 @@
 //! on the client socket), [`threadstat`] (the load thread's run-queue wait and preemptions),
 //! [`load`] (closed and open loop), [`metrics`] (definitions and percentiles),
 //! [`lifecycle`] (owned process group, readiness, listener ownership, shutdown, residue),
-//! [`campaign`] (the whole case), [`mock`], [`pacer`] and [`io`] (plumbing).
+//! [`campaign`] (the whole case), [`scaffold`] (`kiln-qual init`), [`mock`], [`pacer`] and
+//! [`io`] (plumbing).
 
 pub mod campaign;
 pub mod client;
@@ -30,5 +31,6 @@ pub mod pacer;
 pub mod recipe;
 pub mod record;
 pub mod rxclock;
+pub mod scaffold;
 pub mod sse;
 pub mod threadstat;

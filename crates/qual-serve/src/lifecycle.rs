@@ -456,7 +456,7 @@ impl OwnedServer {
         if !acceptable && !already {
             self.record.failures.push(format!(
                 "server exit code {} is not in acceptable_exit_codes {:?}",
-                code.map_or("none".to_string(), |c| c.to_string()),
+                code.map_or("null".to_string(), |c| c.to_string()),
                 self.recipe.acceptable_exit_codes
             ));
         }

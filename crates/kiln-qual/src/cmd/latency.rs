@@ -11,7 +11,7 @@
 //! 1 refusal or failed check, 2 usage.
 
 use crate::exit;
-use crate::output::{errln, esc, esc_path, outln};
+use crate::output::{errln, esc, esc_path, out, outln};
 use clap::{Args, Subcommand, ValueEnum};
 use qual_legacy::git::Repo;
 use qual_legacy::manifest::{CheckOutcome, DEFAULT_MANIFEST};
@@ -191,8 +191,11 @@ pub struct PlanArgs {
     #[arg(long)]
     pub github_repo: Option<String>,
     /// Print only the dispatch commands, one per line.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "json")]
     pub shell: bool,
+    /// Print the full plan (every command, runner check) as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs `kiln-qual latency ...`.
@@ -495,7 +498,7 @@ fn lock(a: LockArgs) -> i32 {
 
 fn plan(a: PlanArgs) -> i32 {
     let what = "plan latency fixture dispatch";
-    let repo = match repo_or_fail(what, true, &a.manifest) {
+    let repo = match repo_or_fail(what, a.json, &a.manifest) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -511,7 +514,7 @@ fn plan(a: PlanArgs) -> i32 {
     let inventory = qual_legacy::plan::GhCli::default();
     let plan = match qual_legacy::plan::plan_dispatch(&repo, &manifest, &req, &inventory) {
         Ok(p) => p,
-        Err(e) => return fail(what, !a.shell, &e),
+        Err(e) => return fail(what, a.json, &e),
     };
     if a.shell {
         match qual_legacy::plan::shell_lines(&plan) {
@@ -523,8 +526,70 @@ fn plan(a: PlanArgs) -> i32 {
             }
             Err(e) => fail(what, false, &e),
         }
-    } else {
+    } else if a.json {
         crate::output::print_json(&plan);
         exit::OK
+    } else {
+        print_plan(&plan);
+        exit::OK
     }
+}
+
+/// The plan as a table on stdout: one row per fixture, then where the commands are.
+fn print_plan(plan: &qual_legacy::plan::Plan) {
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "-".to_owned(),
+        other => other.to_string(),
+    };
+    let rows: Vec<Vec<String>> = plan
+        .plans
+        .iter()
+        .map(|p| {
+            vec![
+                p.fixture_id.clone(),
+                text(&p.backend),
+                text(&p.threshold_state),
+                if p.artifact_exists {
+                    "present"
+                } else {
+                    "missing"
+                }
+                .to_owned(),
+                p.runner_labels
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |l| l.join(",")),
+                match (&p.gh_workflow_run, &p.github_runner_check) {
+                    (None, _) => "needs --runner-labels-json".to_owned(),
+                    (Some(_), Some(c)) => format!("ready ({})", c.status),
+                    (Some(_), None) => "ready".to_owned(),
+                },
+            ]
+        })
+        .collect();
+    outln!(
+        "dispatch plan for {} at ref {} ({} fixtures)",
+        esc(&plan.manifest),
+        esc(&plan.git_ref),
+        plan.plans.len()
+    );
+    if rows.is_empty() {
+        outln!("nothing to dispatch: every selected fixture is locked with an artifact");
+        return;
+    }
+    out!(
+        "{}",
+        crate::output::table(
+            &[
+                "fixture",
+                "backend",
+                "threshold",
+                "artifact",
+                "runner labels",
+                "dispatch"
+            ],
+            &rows
+        )
+    );
+    outln!("--shell prints the dispatch commands; --json prints every command of the plan");
 }

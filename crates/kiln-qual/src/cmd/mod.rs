@@ -2,8 +2,10 @@
 
 pub mod args;
 pub mod cargo;
+pub mod init;
 pub mod latency;
 pub mod receipt;
+pub mod report;
 pub mod run;
 pub mod serve;
 pub mod workload;

@@ -13,7 +13,7 @@ use qual_serve::campaign::{self, CaseStatus, ServeOptions};
 use qual_serve::client::StreamRules;
 use qual_serve::kiln_launch::BaseUrl;
 use qual_serve::load::{Arrival, Progress, ProgressSink};
-use qual_serve::metrics::{Slo, ValidityLimits};
+use qual_serve::metrics::{MetricRow, Slo, ValidityLimits};
 use qual_serve::mock::MockConfig;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -140,6 +140,9 @@ pub struct ServeArgs {
     /// Also print the outcome as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Print every metric row (default: a compact summary).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 /// Arguments of `kiln-qual mock-server`.
@@ -235,6 +238,64 @@ fn fmt_value(v: Option<f64>, reason: Option<&str>) -> String {
     }
 }
 
+/// A percentile cell: the value, or `n<N` when the run had fewer samples than the percentile
+/// needs (`N` from the reason `… needs at least N samples …`).
+fn pct_cell(row: Option<&MetricRow>) -> String {
+    match row {
+        None => "-".to_owned(),
+        Some(r) => match (r.value, r.null_reason.as_deref()) {
+            (Some(_), _) => fmt_value(r.value, None),
+            (None, Some(reason)) if reason.starts_with("insufficient_samples") => reason
+                .split("at least ")
+                .nth(1)
+                .and_then(|t| t.split_whitespace().next())
+                .map_or_else(|| "n<min".to_owned(), |n| format!("n<{n}")),
+            (None, _) => "-".to_owned(),
+        },
+    }
+}
+
+/// The default summary: request counts, TTFT/ITL/E2E p50/p90/p99, throughputs, SLO
+/// attainment. A metric with too few samples for every percentile is shown once, as `n<N`.
+fn compact_summary(rows: &[MetricRow]) -> String {
+    let get = |name: &str| rows.iter().find(|r| r.name == name);
+    let val = |name: &str| get(name).and_then(|r| r.value);
+    let count = |name: &str| val(name).map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"));
+    let mut s = format!(
+        "requests: {} measured, {} succeeded, {} failed\n",
+        count("requests_measured"),
+        count("requests_succeeded"),
+        count("requests_failed")
+    );
+    let mut table: Vec<Vec<String>> = Vec::new();
+    for metric in ["ttft_ms", "itl_ms", "e2e_ms"] {
+        let cells: Vec<String> = ["p50", "p90", "p99"]
+            .iter()
+            .map(|p| pct_cell(get(&format!("{metric}.{p}"))))
+            .collect();
+        if cells.iter().all(|c| c.starts_with("n<")) {
+            table.push(vec![metric.to_owned(), cells[0].clone()]);
+        } else {
+            let mut row = vec![metric.to_owned()];
+            row.extend(cells);
+            table.push(row);
+        }
+    }
+    s.push_str(&output::table(&["latency", "p50", "p90", "p99"], &table));
+    let rate = |name: &str| val(name).map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
+    s.push_str(&format!(
+        "throughput: {} output tokens/s, {} requests/s; goodput {} requests/s\n",
+        rate("output_tokens_per_second"),
+        rate("requests_per_second"),
+        rate("goodput_requests_per_second")
+    ));
+    if let Some(a) = val("slo_attainment") {
+        s.push_str(&format!("slo attainment: {:.1}%\n", a * 100.0));
+    }
+    s.push_str("(--verbose prints every metric; the evidence file holds the definitions)\n");
+    s
+}
+
 /// Runs `kiln-qual serve`.
 pub fn serve(a: ServeArgs) -> i32 {
     let Some(result) = a
@@ -328,7 +389,9 @@ pub fn serve(a: ServeArgs) -> i32 {
             return exit::FAILED;
         }
     };
-    if !out.rows.is_empty() {
+    if !out.rows.is_empty() && !a.verbose {
+        err!("{}", compact_summary(&out.rows));
+    } else if !out.rows.is_empty() {
         let rows: Vec<Vec<String>> = out
             .rows
             .iter()
@@ -403,5 +466,55 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
             );
             exit::FAILED
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, value: Option<f64>, reason: Option<&str>) -> MetricRow {
+        MetricRow {
+            name: name.into(),
+            value,
+            null_reason: reason.map(str::to_owned),
+            unit: "ms",
+            aggregation: "p50".into(),
+            lower_is_better: true,
+        }
+    }
+
+    #[test]
+    fn compact_summary_shows_missing_percentiles_once() {
+        let few = Some("insufficient_samples: p50 needs at least 64 samples, have 3");
+        let rows = vec![
+            row("requests_measured", Some(3.0), None),
+            row("requests_succeeded", Some(3.0), None),
+            row("requests_failed", Some(0.0), None),
+            row("ttft_ms.p50", None, few),
+            row("ttft_ms.p90", None, few),
+            row("ttft_ms.p99", None, few),
+            row("itl_ms.p50", Some(5.0), None),
+            row("itl_ms.p90", Some(5.25), None),
+            row(
+                "itl_ms.p99",
+                None,
+                Some("insufficient_samples: p99 needs at least 662 samples, have 90"),
+            ),
+            row("slo_attainment", Some(1.0), None),
+        ];
+        let s = compact_summary(&rows);
+        assert!(
+            s.contains("requests: 3 measured, 3 succeeded, 0 failed"),
+            "{s}"
+        );
+        assert!(s.lines().any(|l| l == "ttft_ms  n<64"), "{s}");
+        assert!(
+            s.lines()
+                .any(|l| l.starts_with("itl_ms") && l.ends_with("n<662")),
+            "{s}"
+        );
+        assert!(!s.contains("null") && !s.contains("None"), "{s}");
+        assert!(s.contains("slo attainment: 100.0%"), "{s}");
     }
 }

@@ -1,0 +1,124 @@
+//! `kiln-qual init --engine E [--root R] [--server PATH] [--port P] [--backend B] [--dry-run]`:
+//! scaffolds serving qualification of an existing repository for a real engine (the files are
+//! planned by `qual_serve::scaffold`).
+//!
+//! The engine's executable is found on `PATH` now and recorded by absolute path (recipes never
+//! look commands up), unless `--server` names it. Exit codes: 0 written (or, with `--dry-run`,
+//! shown), 1 refused (a target exists, the executable is not found) or not written, 2 usage.
+
+use crate::exit;
+use crate::output::{errln, esc, esc_path, outln};
+use clap::Args;
+use qual_serve::scaffold::{self, Engine};
+use std::path::{Path, PathBuf};
+
+/// Arguments of `kiln-qual init`.
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// The engine: llama-cpp, vllm, sglang, ollama, tgi or openai-compatible.
+    #[arg(long)]
+    pub engine: Engine,
+    /// Repository root (default: the git top level of the current directory).
+    #[arg(long, value_parser = super::args::Path, value_name = "R")]
+    pub root: Option<PathBuf>,
+    /// The server executable (default: the engine's executable found on PATH; required for
+    /// openai-compatible).
+    #[arg(long, value_parser = super::args::Path, value_name = "PATH")]
+    pub server: Option<PathBuf>,
+    /// Port on 127.0.0.1 the server listens on.
+    #[arg(long, default_value_t = 18100, value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: u16,
+    /// Backend of the workload variant.
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda", "rocm", "metal", "vulkan"])]
+    pub backend: String,
+    /// Print what would be written, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .and_then(|p| std::path::absolute(p).ok())
+}
+
+/// Runs `kiln-qual init`.
+pub fn run(a: InitArgs) -> i32 {
+    let root = a.root.clone().unwrap_or_else(|| {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        qual_probe::git::Repo::discover(&cwd)
+            .map(|r| r.root().to_path_buf())
+            .unwrap_or(cwd)
+    });
+    let server = match (&a.server, a.engine.executable()) {
+        (Some(p), _) => match std::path::absolute(p) {
+            Ok(p) => p,
+            Err(e) => {
+                errln!("kiln-qual: failed to resolve {}: {e}", esc_path(p));
+                return exit::FAILED;
+            }
+        },
+        (None, Some(exe)) => match on_path(exe) {
+            Some(p) => p,
+            None => {
+                errln!(
+                    "kiln-qual: failed to find {} on PATH for --engine {}; install it or pass --server PATH",
+                    esc(exe),
+                    a.engine.name()
+                );
+                return exit::FAILED;
+            }
+        },
+        (None, None) => {
+            errln!("kiln-qual: failed to scaffold: --engine openai-compatible needs --server PATH (the server's executable)");
+            return exit::USAGE;
+        }
+    };
+    let opts = scaffold::Options {
+        engine: a.engine,
+        server,
+        port: a.port,
+        backend: a.backend.clone(),
+    };
+    let policy_exists = std::fs::symlink_metadata(root.join("qualification/policy.json")).is_ok();
+    let files = scaffold::plan(&opts, policy_exists);
+    if a.dry_run {
+        for f in &files {
+            outln!("== {} (would write)", esc_path(&root.join(&f.path)));
+            for line in f.contents.lines() {
+                outln!("{}", esc(line));
+            }
+        }
+        return exit::OK;
+    }
+    match scaffold::write(&root, &files) {
+        Ok(written) => {
+            for p in &written {
+                errln!("wrote {}", esc_path(p));
+            }
+            next_steps(&root, &opts);
+            exit::OK
+        }
+        Err(e) => {
+            errln!("kiln-qual: failed to scaffold: {}", esc(&e.to_string()));
+            exit::FAILED
+        }
+    }
+}
+
+fn next_steps(root: &Path, o: &scaffold::Options) {
+    let e = o.engine.name();
+    errln!(
+        "next: review the files, commit them, then\n  kiln-qual workload check qualification/workloads/serving-{e}-v1.json\n  kiln-qual run qualification/workloads/serving-{e}-v1.json --variant {} --host-id $(hostname) --model MODEL_DIR",
+        o.backend
+    );
+    if o.engine == Engine::LlamaCpp {
+        errln!("(llama-cpp serves MODEL_DIR/model.gguf; MODEL_DIR also needs config.json and tokenizer.json for the model fingerprint)");
+    }
+    if o.engine == Engine::Ollama {
+        errln!("(ollama serves the models it has pulled; --model names the directory the receipt fingerprints)");
+    }
+    let _ = root;
+}

@@ -1,0 +1,107 @@
+//! `kiln-qual report PATH... [--markdown [OUT]] [--junit OUT] [--csv DIR] [--html OUT]`.
+//!
+//! Thin wiring: `qual_report` finds, reads and renders; this module writes the files and
+//! prints. With no format flag the Markdown summary goes to stdout. Files are replaced
+//! atomically (a temporary file and a rename).
+//!
+//! Exit codes: 0 every file given or found was a valid receipt and every report was written
+//! (whatever the verdicts); 1 a file was refused (the reports are still written, listing it)
+//! or a report could not be written; 2 usage.
+
+use crate::exit;
+use crate::output::{errln, esc, esc_path, out};
+use clap::Args;
+use std::path::PathBuf;
+
+/// Arguments of `kiln-qual report`.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Receipt files, or directories searched recursively for them.
+    #[arg(value_parser = super::args::Path, required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// A Markdown summary (GitHub job summary / PR comment): to stdout, or to OUT.md.
+    #[arg(long, value_name = "OUT.md", num_args = 0..=1, default_missing_value = "-", value_parser = super::args::Path)]
+    pub markdown: Option<PathBuf>,
+    /// JUnit XML: one testcase per case × repetition.
+    #[arg(long, value_name = "OUT.xml", value_parser = super::args::Path)]
+    pub junit: Option<PathBuf>,
+    /// CSV: `DIR/metrics.csv`, one row per metric observation (DIR is created).
+    #[arg(long, value_name = "DIR", value_parser = super::args::Path)]
+    pub csv: Option<PathBuf>,
+    /// One self-contained offline HTML page with the verdict matrix and plots.
+    #[arg(long, value_name = "OUT.html", value_parser = super::args::Path)]
+    pub html: Option<PathBuf>,
+}
+
+/// Runs `kiln-qual report`.
+pub fn run(a: ReportArgs) -> i32 {
+    let set = qual_report::collect(&a.paths);
+    let mut code = exit::OK;
+    for f in &set.refused {
+        errln!(
+            "kiln-qual: refused {}: {}",
+            esc_path(&f.path),
+            esc(f.reasons.first().map(String::as_str).unwrap_or(""))
+        );
+        code = exit::FAILED;
+    }
+    for n in &set.evidence_notes {
+        errln!("kiln-qual: note: {}", esc(n));
+    }
+    let markdown = match (&a.markdown, &a.junit, &a.csv, &a.html) {
+        (None, None, None, None) => Some(PathBuf::from("-")),
+        (m, ..) => m.clone(),
+    };
+    let mut outputs: Vec<(PathBuf, String)> = Vec::new();
+    if let Some(p) = markdown {
+        let text = qual_report::markdown::render(&set);
+        if p.as_os_str() == "-" {
+            out!("{text}");
+        } else {
+            outputs.push((p, text));
+        }
+    }
+    if let Some(p) = &a.junit {
+        outputs.push((p.clone(), qual_report::junit::render(&set)));
+    }
+    if let Some(dir) = &a.csv {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            errln!("kiln-qual: failed to create {}: {e}", esc_path(dir));
+            return exit::FAILED;
+        }
+        outputs.push((dir.join("metrics.csv"), qual_report::csv::render(&set)));
+    }
+    if let Some(p) = &a.html {
+        outputs.push((p.clone(), qual_report::html::render(&set)));
+    }
+    for (path, text) in outputs {
+        match qual_report::write_file(&path, text.as_bytes()) {
+            Ok(()) => errln!("wrote {}", esc_path(&path)),
+            Err(e) => {
+                errln!("kiln-qual: failed to {}", esc(&e.to_string()));
+                code = exit::FAILED;
+            }
+        }
+    }
+    let (n, passed, failed) = count(&set);
+    errln!(
+        "report: {} ({passed} passed, {failed} failed), {} refused{}",
+        if n == 1 {
+            "1 receipt".to_owned()
+        } else {
+            format!("{n} receipts")
+        },
+        set.refused.len(),
+        if set.skipped > 0 {
+            format!(", {} other JSON files skipped", set.skipped)
+        } else {
+            String::new()
+        }
+    );
+    code
+}
+
+fn count(set: &qual_report::ReportSet) -> (usize, usize, usize) {
+    let passed = set.receipts.iter().filter(|r| r.passed()).count();
+    (set.receipts.len(), passed, set.receipts.len() - passed)
+}

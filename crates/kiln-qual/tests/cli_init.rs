@@ -1,0 +1,242 @@
+//! `kiln-qual init`: every engine's scaffold passes `workload check`; `--dry-run` writes
+//! nothing; nothing is ever overwritten; a missing engine executable is a clear refusal; and
+//! the openai-compatible scaffold, pointed at a wrapper around the mock server, runs end to end
+//! through `kiln-qual run` in a fresh git repository and its receipt validates.
+
+mod common;
+
+use common::{copy_dir, git, repo_root};
+use std::path::Path;
+use std::process::Command;
+
+fn kq(root: &Path, args: &[&str]) -> std::process::Output {
+    let bin = Path::new(env!("CARGO_BIN_EXE_kiln-qual"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new(bin)
+        .current_dir(root)
+        .env("PATH", path)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+const ENGINES: [&str; 6] = [
+    "llama-cpp",
+    "vllm",
+    "sglang",
+    "ollama",
+    "tgi",
+    "openai-compatible",
+];
+
+#[test]
+fn every_engine_scaffolds_a_valid_workload_and_nothing_is_overwritten() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    git(root, &["init", "-q"]);
+    let out = kq(
+        root,
+        &[
+            "init",
+            "--engine",
+            "vllm",
+            "--server",
+            "/bin/true",
+            "--dry-run",
+        ],
+    );
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("serving-vllm-v1.json (would write)"));
+    assert!(!root.join("qualification").exists(), "dry run wrote files");
+    for e in ENGINES {
+        let out = kq(root, &["init", "--engine", e, "--server", "/bin/true"]);
+        assert!(
+            out.status.success(),
+            "{e}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let files: Vec<String> = ENGINES
+        .iter()
+        .map(|e| format!("qualification/workloads/serving-{e}-v1.json"))
+        .collect();
+    let mut args = vec!["workload", "check"];
+    args.extend(files.iter().map(String::as_str));
+    let out = kq(root, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let launch = root.join("qualification/serving/vllm/launch.json");
+    let before = std::fs::read(&launch).unwrap();
+    let out = kq(root, &["init", "--engine", "vllm", "--server", "/bin/true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refuse to overwrite"));
+    assert_eq!(std::fs::read(&launch).unwrap(), before);
+    let out = kq(root, &["init", "--engine", "openai-compatible"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .current_dir(root)
+        .env("PATH", "/nonexistent")
+        .args(["init", "--engine", "tgi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("failed to find text-generation-launcher on PATH"));
+}
+
+#[test]
+fn openai_compatible_scaffold_runs_end_to_end() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    copy_dir(
+        &repo_root().join("qualification/fixtures/tiny-model"),
+        &root.join("models/tiny"),
+    );
+    std::fs::create_dir_all(root.join("tools")).unwrap();
+    let server = root.join("tools/server");
+    std::fs::write(
+        &server,
+        format!(
+            "#!/bin/sh\nexec {} mock-server --ttft-ms 5 --itl-ms 1 \"$@\"\n",
+            env!("CARGO_BIN_EXE_kiln-qual")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&server, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(root.join(".gitignore"), ".qualification/\n").unwrap();
+    git(root, &["init", "-q"]);
+    let out = kq(
+        root,
+        &[
+            "init",
+            "--engine",
+            "openai-compatible",
+            "--server",
+            "tools/server",
+            "--port",
+            "18137",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "scaffold"]);
+    let out = kq(
+        root,
+        &[
+            "run",
+            "qualification/workloads/serving-openai-compatible-v1.json",
+            "--variant",
+            "cpu",
+            "--host-id",
+            "init-host",
+            "--model",
+            "models/tiny",
+            "--output",
+            ".qualification/receipts/init.json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kq(
+        root,
+        &["receipt", "check", ".qualification/receipts/init.json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// The llama-cpp scaffold against the real `llama-server` that `scripts/setup-real-server`
+/// installs (CI does): init, commit, `run` with the tiny GGUF as `MODEL_DIR/model.gguf`, and
+/// the receipt validates. Skipped, saying so, without the installed server.
+#[test]
+fn llama_cpp_scaffold_runs_against_the_real_server() {
+    let cache = repo_root().join(".cache/real-server");
+    let server = cache.join("llama-server");
+    if !server.is_file() {
+        println!("skipped: llama-server is not installed (run scripts/setup-real-server)");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let model = root.join("models/tiny");
+    std::fs::create_dir_all(&model).unwrap();
+    let src = cache.join("root/models/tiny");
+    for (from, to) in [
+        ("config.json", "config.json"),
+        ("tokenizer.json", "tokenizer.json"),
+        ("chat_template.jinja", "chat_template.jinja"),
+        ("tiny.gguf", "model.gguf"),
+    ] {
+        std::fs::copy(src.join(from), model.join(to)).unwrap();
+    }
+    std::fs::write(root.join(".gitignore"), ".qualification/\nmodels/\n").unwrap();
+    git(root, &["init", "-q"]);
+    let server = server.to_string_lossy().into_owned();
+    let out = kq(
+        root,
+        &[
+            "init",
+            "--engine",
+            "llama-cpp",
+            "--server",
+            &server,
+            "--port",
+            "18141",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "scaffold"]);
+    let out = kq(
+        root,
+        &[
+            "run",
+            "qualification/workloads/serving-llama-cpp-v1.json",
+            "--variant",
+            "cpu",
+            "--host-id",
+            "ci-host",
+            "--model",
+            "models/tiny",
+            "--output",
+            ".qualification/receipts/llama.json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kq(
+        root,
+        &["receipt", "check", ".qualification/receipts/llama.json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -1,0 +1,174 @@
+//! JUnit XML in the shape CI systems read (Ant / Jenkins / GitLab / GitHub test reporters;
+//! `schemas/junit.xsd` in this crate describes it and a test validates against it).
+//!
+//! One `testsuite` per receipt (`name` = workload/variant/backend@host, `timestamp` = the run
+//! start, `hostname` = the host id, properties = receipt id, commit, verdict, path) and one
+//! `testcase` per case × repetition (`name` = `<case> r<n>`, `classname` =
+//! `<workload>.<variant>.<backend>.<host>`). Without run evidence a case is one `testcase`
+//! named after it with its aggregated status. A case whose aggregate failed while no
+//! repetition did (a cross-repetition rule) gets one more `testcase`, `<case> (aggregate)`, so
+//! no failure is lost. A failed optional case is a `failure` of `type="optional"`; a skipped
+//! case is `skipped`.
+//!
+//! Text is escaped for XML: control and bidirectional characters as `\xNN` / `\u{…}` first
+//! (XML 1.0 cannot carry most controls at all), then `& < > " '`.
+
+use crate::collect::{CaseView, ReceiptView, ReportSet};
+use std::fmt::Write as _;
+
+/// Text escaped for XML content and attribute values.
+pub fn xml(s: &str) -> String {
+    let plain = crate::plain(s);
+    let mut out = String::with_capacity(plain.len());
+    for c in plain.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\u{FFFE}' | '\u{FFFF}' => {
+                let _ = write!(out, "\\u{{{:04X}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+struct Case {
+    name: String,
+    time: f64,
+    status: String,
+    required: bool,
+    reason: Option<String>,
+}
+
+fn cases_of(c: &CaseView) -> Vec<Case> {
+    if c.repetitions.is_empty() {
+        return vec![Case {
+            name: c.id.clone(),
+            time: c.duration_seconds,
+            status: c.status.clone(),
+            required: c.required,
+            reason: c.details.clone(),
+        }];
+    }
+    let mut out: Vec<Case> = c
+        .repetitions
+        .iter()
+        .map(|p| Case {
+            name: format!("{} r{}", c.id, p.number),
+            time: p.duration_seconds,
+            status: p.status.clone(),
+            required: c.required,
+            reason: p.details.clone().or_else(|| c.details.clone()),
+        })
+        .collect();
+    if c.status == "failed" && !out.iter().any(|k| k.status == "failed") {
+        out.push(Case {
+            name: format!("{} (aggregate)", c.id),
+            time: 0.0,
+            status: "failed".into(),
+            required: c.required,
+            reason: c.details.clone(),
+        });
+    }
+    out
+}
+
+/// `2026-07-28T22:25:35` (the Ant schema's timestamp has no zone; it is UTC).
+fn timestamp(r: &ReceiptView) -> String {
+    r.started_at
+        .get(..19)
+        .unwrap_or("1970-01-01T00:00:00")
+        .to_owned()
+}
+
+/// Renders the JUnit XML document.
+pub fn render(set: &ReportSet) -> String {
+    let mut suites = String::new();
+    let (mut all_tests, mut all_failures, mut all_skipped, mut all_time) = (0, 0, 0, 0.0);
+    for (i, r) in set.receipts.iter().enumerate() {
+        let cases: Vec<Case> = r.cases.iter().flat_map(cases_of).collect();
+        let failures = cases.iter().filter(|c| c.status == "failed").count();
+        let skipped = cases.iter().filter(|c| c.status == "skipped").count();
+        let time: f64 = cases.iter().map(|c| c.time).sum();
+        all_tests += cases.len();
+        all_failures += failures;
+        all_skipped += skipped;
+        all_time += time;
+        let classname = xml(&format!(
+            "{}.{}.{}.{}",
+            r.workload, r.variant, r.backend, r.host
+        ));
+        let _ = writeln!(
+            suites,
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{time:.3}\" timestamp=\"{}\" hostname=\"{}\" id=\"{i}\" package=\"{classname}\">",
+            xml(&format!("{}/{}/{}@{}", r.workload, r.variant, r.backend, r.host)),
+            cases.len(),
+            xml(&timestamp(r)),
+            xml(&r.host),
+        );
+        let _ = writeln!(suites, "    <properties>");
+        for (k, v) in [
+            ("receipt_id", r.receipt_id.as_str()),
+            ("commit", r.commit.as_str()),
+            ("verdict", r.verdict.as_str()),
+            ("started_at_utc", r.started_at.as_str()),
+            ("path", &r.path.to_string_lossy()),
+        ] {
+            let _ = writeln!(
+                suites,
+                "      <property name=\"{k}\" value=\"{}\"/>",
+                xml(v)
+            );
+        }
+        let _ = writeln!(suites, "    </properties>");
+        for c in &cases {
+            let open = format!(
+                "    <testcase name=\"{}\" classname=\"{classname}\" time=\"{:.3}\"",
+                xml(&c.name),
+                c.time
+            );
+            let reason = c.reason.as_deref().unwrap_or("no details recorded");
+            match c.status.as_str() {
+                "failed" => {
+                    let kind = if c.required { "failed" } else { "optional" };
+                    let message = reason.lines().next().unwrap_or("");
+                    let _ = writeln!(
+                        suites,
+                        "{open}>\n      <failure message=\"{}\" type=\"{kind}\">{}</failure>\n    </testcase>",
+                        xml(message),
+                        xml(reason)
+                    );
+                }
+                "skipped" => {
+                    let _ = writeln!(
+                        suites,
+                        "{open}>\n      <skipped message=\"{}\"/>\n    </testcase>",
+                        xml(reason)
+                    );
+                }
+                _ => {
+                    let _ = writeln!(suites, "{open}/>");
+                }
+            }
+        }
+        let _ = writeln!(suites, "  </testsuite>");
+    }
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"kiln-qual\" tests=\"{all_tests}\" failures=\"{all_failures}\" errors=\"0\" skipped=\"{all_skipped}\" time=\"{all_time:.3}\">\n{suites}</testsuites>\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markup_and_controls_are_escaped() {
+        assert_eq!(xml("a<b&\"c'"), "a&lt;b&amp;&quot;c&apos;");
+        assert_eq!(xml("x\u{1b}y"), "x\\x1by");
+    }
+}

@@ -1,0 +1,496 @@
+//! `kiln-qual init`: the files that start serving qualification of an existing repository
+//! against a real engine.
+//!
+//! For an [`Engine`] it plans, relative to the repository root:
+//! - `qualification/policy.json` (generic source-tree profile) — only when absent;
+//! - `qualification/bin/kiln-qual`, a launcher that runs `kiln-qual` from `PATH` (workload and
+//!   recipe commands name an executable by path, never through a `PATH` lookup);
+//! - `qualification/serving/<engine>/launch.json`: the engine's own launch command bound to
+//!   127.0.0.1 and a fixed port, readiness through `/v1/models`, timeouts sized for the engine;
+//! - `qualification/serving/<engine>/corpus.jsonl`: a small seeded corpus (chat and completions,
+//!   `temperature` 0, a per-entry seed);
+//! - `qualification/workloads/serving-<engine>-v1.json`: a `performance` workload whose one
+//!   case runs `kiln-qual serve` at concurrency 2, with a comparison policy for TTFT, throughput
+//!   and failures.
+//!
+//! [`write`] refuses to overwrite anything (every target is created exclusively, and it checks
+//! all targets before writing the first); a dry run writes nothing. The generated workload and
+//! recipe pass `workload check` and the recipe loader (tests prove it for every engine).
+
+use std::path::{Path, PathBuf};
+
+/// The engines `init` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// llama.cpp's `llama-server` (GGUF at `${model_path}/model.gguf`).
+    LlamaCpp,
+    /// vLLM's `vllm serve`.
+    Vllm,
+    /// SGLang's `python3 -m sglang.launch_server`.
+    Sglang,
+    /// Ollama's `ollama serve` (the model must already be pulled or created).
+    Ollama,
+    /// Hugging Face text-generation-inference's `text-generation-launcher`.
+    Tgi,
+    /// Any OpenAI-compatible server: the executable is given with `--server` and started as
+    /// `SERVER --port P --model ${model_path}` (a wrapper script adapts other flags).
+    OpenaiCompatible,
+}
+
+impl Engine {
+    /// Every engine.
+    pub const ALL: [Engine; 6] = [
+        Engine::LlamaCpp,
+        Engine::Vllm,
+        Engine::Sglang,
+        Engine::Ollama,
+        Engine::Tgi,
+        Engine::OpenaiCompatible,
+    ];
+
+    /// The name used on the command line and in file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::LlamaCpp => "llama-cpp",
+            Engine::Vllm => "vllm",
+            Engine::Sglang => "sglang",
+            Engine::Ollama => "ollama",
+            Engine::Tgi => "tgi",
+            Engine::OpenaiCompatible => "openai-compatible",
+        }
+    }
+
+    /// The executable looked up on `PATH` at init time (none for `openai-compatible`).
+    pub fn executable(self) -> Option<&'static str> {
+        match self {
+            Engine::LlamaCpp => Some("llama-server"),
+            Engine::Vllm => Some("vllm"),
+            Engine::Sglang => Some("python3"),
+            Engine::Ollama => Some("ollama"),
+            Engine::Tgi => Some("text-generation-launcher"),
+            Engine::OpenaiCompatible => None,
+        }
+    }
+
+    /// Seconds the server may take to answer `/v1/models` (model load included).
+    fn startup_timeout_seconds(self) -> u64 {
+        match self {
+            Engine::LlamaCpp | Engine::Ollama => 120,
+            Engine::OpenaiCompatible => 300,
+            Engine::Vllm | Engine::Sglang | Engine::Tgi => 900,
+        }
+    }
+
+    /// The launch argv after the executable, and the environment.
+    fn arguments(self, port: u16) -> (Vec<String>, Vec<(String, String)>) {
+        let p = port.to_string();
+        let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+        match self {
+            Engine::LlamaCpp => (
+                s(&[
+                    "--model",
+                    "${model_path}/model.gguf",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    &p,
+                    "--parallel",
+                    "2",
+                    "--seed",
+                    "17",
+                ]),
+                vec![],
+            ),
+            Engine::Vllm => (
+                s(&[
+                    "serve",
+                    "${model_path}",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    &p,
+                    "--seed",
+                    "17",
+                ]),
+                vec![],
+            ),
+            Engine::Sglang => (
+                s(&[
+                    "-m",
+                    "sglang.launch_server",
+                    "--model-path",
+                    "${model_path}",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    &p,
+                    "--random-seed",
+                    "17",
+                ]),
+                vec![],
+            ),
+            // Ollama serves what it has pulled; the fingerprinted model directory is passed
+            // on (as the workload must consume it) for a wrapper that wants it.
+            Engine::Ollama => (
+                s(&["serve"]),
+                vec![
+                    ("OLLAMA_HOST".to_owned(), format!("127.0.0.1:{p}")),
+                    (
+                        "KILN_QUALIFICATION_MODEL_PATH".to_owned(),
+                        "${model_path}".to_owned(),
+                    ),
+                ],
+            ),
+            Engine::Tgi => (
+                s(&[
+                    "--model-id",
+                    "${model_path}",
+                    "--hostname",
+                    "127.0.0.1",
+                    "--port",
+                    &p,
+                ]),
+                vec![],
+            ),
+            Engine::OpenaiCompatible => (s(&["--port", &p, "--model", "${model_path}"]), vec![]),
+        }
+    }
+}
+
+impl std::str::FromStr for Engine {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Engine, String> {
+        Engine::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Engine::ALL.iter().map(|e| e.name()).collect();
+                format!("unknown engine {s:?}; one of {}", names.join(", "))
+            })
+    }
+}
+
+/// What to scaffold.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The engine.
+    pub engine: Engine,
+    /// Absolute path of the server executable (found on `PATH` by the caller, or given).
+    pub server: PathBuf,
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// Backend name in the workload variant (`cpu`, `cuda`, `rocm`, `metal`, `vulkan`).
+    pub backend: String,
+}
+
+/// One file to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planned {
+    /// Path relative to the repository root.
+    pub path: PathBuf,
+    /// Contents.
+    pub contents: String,
+    /// Make it executable.
+    pub executable: bool,
+}
+
+/// Why init wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    /// A target exists.
+    #[error(
+        "refuse to overwrite {0} (init never replaces a file; remove it or choose another engine)"
+    )]
+    Exists(String),
+    /// Writing failed.
+    #[error("write {path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn json(v: &serde_json::Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).expect("scaffold JSON serializes");
+    s.push('\n');
+    s
+}
+
+const LAUNCHER: &str = r#"#!/bin/sh
+# Written by `kiln-qual init`: runs kiln-qual from PATH, so workload commands can name an
+# executable by path (kiln-qual never looks commands up on PATH itself).
+command -v kiln-qual >/dev/null 2>&1 || { echo "kiln-qual is not on PATH (cargo install kiln-qual, or add its directory)" >&2; exit 127; }
+exec kiln-qual "$@"
+"#;
+
+fn corpus() -> String {
+    const TOPICS: [&str; 8] = [
+        "kilns",
+        "qualification",
+        "latency",
+        "throughput",
+        "glazes",
+        "receipts",
+        "benchmarks",
+        "clay",
+    ];
+    let mut out = String::new();
+    for i in 0..16u64 {
+        let endpoint = if i % 2 == 0 { "chat" } else { "completions" };
+        let line = serde_json::json!({
+            "id": format!("q{i:03}"),
+            "endpoint": endpoint,
+            "prompt": format!("Write a short paragraph about {} (number {i}).", TOPICS[i as usize % TOPICS.len()]),
+            "max_tokens": 16 + (i % 4) * 8,
+            "temperature": 0.0,
+            "seed": 1000 + i,
+        });
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// The files `init` would write, in writing order (`policy_exists`: leave the policy alone).
+pub fn plan(o: &Options, policy_exists: bool) -> Vec<Planned> {
+    let e = o.engine.name();
+    let dir = format!("qualification/serving/{e}");
+    let (args, env) = o.engine.arguments(o.port);
+    let mut command = vec![o.server.display().to_string()];
+    command.extend(args);
+    let environment: serde_json::Map<String, serde_json::Value> = env
+        .into_iter()
+        .map(|(k, v)| (k, serde_json::Value::from(v)))
+        .collect();
+    let launch = serde_json::json!({
+        "schema": "kiln-qual.serve-launch.v1",
+        "id": format!("{e}-server"),
+        "command": command,
+        "working_directory": "../../..",
+        "environment": environment,
+        "port": o.port,
+        "log_directory": "/tmp/kiln-qual-serving-logs",
+        "readiness_poll_interval_ms": 200,
+        "startup_timeout_seconds": o.engine.startup_timeout_seconds(),
+        "shutdown_timeout_seconds": 30,
+        "acceptable_exit_codes": [-15, 0, 143],
+    });
+    let case_id = format!("{e}-serving-c2");
+    let metrics = [
+        "itl_ms.p50",
+        "output_tokens_per_second",
+        "requests_failed",
+        "slo_attainment",
+        "ttft_ms.p50",
+    ];
+    let mut case_command: Vec<String> = [
+        "qualification/bin/kiln-qual",
+        "serve",
+        "--case-id",
+        &case_id,
+        "--launch",
+        &format!("{dir}/launch.json"),
+        "--corpus",
+        &format!("{dir}/corpus.jsonl"),
+        "--seed",
+        "${seed}",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    case_command.extend(["--model-path".to_owned(), "${model_path}".to_owned()]);
+    for a in [
+        "--concurrency",
+        "2",
+        "--warmup",
+        "2",
+        "--requests",
+        "32",
+        "--slo-ttft-ms",
+        "2000",
+    ] {
+        case_command.push(a.to_owned());
+    }
+    for m in metrics {
+        case_command.extend(["--metric".to_owned(), m.to_owned()]);
+    }
+    let rule = |metric: &str, unit: &str, aggregation: &str, lower: bool, abs: f64, rel: f64| {
+        serde_json::json!({
+            "scope": "result", "result_id": case_id, "metric": metric,
+            "metric_class": "performance", "unit": unit, "aggregation": aggregation,
+            "lower_is_better": lower,
+            "operator": if lower { "not_greater" } else { "not_less" },
+            "absolute_tolerance": abs, "relative_tolerance": rel, "required": true
+        })
+    };
+    let workload = serde_json::json!({
+        "schema_version": 1,
+        "workload_id": format!("serving-{e}-v1"),
+        "kind": "performance",
+        "description": format!("Serving qualification of {e} through kiln-qual serve: owned launch on 127.0.0.1:{}, readiness, listener ownership, seeded closed-loop load at concurrency 2, clean shutdown. Written by kiln-qual init; pass --model with the model directory.", o.port),
+        "determinism": {
+            "seed": 17, "seed_delivery": "argv", "repetitions": 1,
+            "case_order": "declared", "max_parallel_cases": 1, "network_access": "forbidden"
+        },
+        "variables": [],
+        "variants": [{
+            "id": o.backend,
+            "description": format!("{e} on this host ({} backend).", o.backend),
+            "backend": o.backend,
+            "device_requirement": "none",
+            "skip_policy": "fail",
+            "effective_config": {},
+            "cases": [{
+                "id": case_id,
+                "description": "Closed loop at concurrency 2, 32 measured requests after 2 warmup requests; every request must succeed.",
+                "required": true,
+                "command": case_command,
+                "working_directory": ".",
+                "environment": {},
+                "timeout_seconds": o.engine.startup_timeout_seconds() + 600,
+                "expected_exit_codes": [0],
+                "output_assertions": [],
+                "result_protocol": {
+                    "format": "qualification-case-result-v1",
+                    "producer": "command",
+                    "path_environment_variable": "KILN_QUALIFICATION_CASE_RESULT",
+                    "declared_metrics": metrics,
+                }
+            }]
+        }],
+        "comparison_policy": {
+            "mode": "same_environment_performance",
+            "variant_pairs": [], "backend_pairs": [],
+            "metric_rules": [
+                rule("output_tokens_per_second", "tokens/s", "rate", false, 0.0, 0.2),
+                rule("requests_failed", "count", "count", true, 0.0, 0.0),
+                rule("ttft_ms.p50", "ms", "p50", true, 1.0, 0.2),
+            ]
+        }
+    });
+    let mut out = Vec::new();
+    if !policy_exists {
+        out.push(Planned {
+            path: "qualification/policy.json".into(),
+            contents: json(
+                &serde_json::json!({"schema_version": 1, "source_tree_profile": "generic"}),
+            ),
+            executable: false,
+        });
+    }
+    out.push(Planned {
+        path: "qualification/bin/kiln-qual".into(),
+        contents: LAUNCHER.to_owned(),
+        executable: true,
+    });
+    out.push(Planned {
+        path: format!("{dir}/launch.json").into(),
+        contents: json(&launch),
+        executable: false,
+    });
+    out.push(Planned {
+        path: format!("{dir}/corpus.jsonl").into(),
+        contents: corpus(),
+        executable: false,
+    });
+    out.push(Planned {
+        path: format!("qualification/workloads/serving-{e}-v1.json").into(),
+        contents: json(&workload),
+        executable: false,
+    });
+    out
+}
+
+/// Writes the planned files under `root`, refusing before writing anything when a target
+/// exists (a launcher already present from another engine's init is kept, not an error).
+pub fn write(root: &Path, files: &[Planned]) -> Result<Vec<PathBuf>, ScaffoldError> {
+    let mut todo = Vec::new();
+    for f in files {
+        let target = root.join(&f.path);
+        if std::fs::symlink_metadata(&target).is_ok() {
+            if f.executable && std::fs::read_to_string(&target).ok().as_deref() == Some(&f.contents)
+            {
+                continue;
+            }
+            return Err(ScaffoldError::Exists(f.path.display().to_string()));
+        }
+        todo.push((target, f));
+    }
+    let mut written = Vec::new();
+    for (target, f) in todo {
+        let io = |source| ScaffoldError::Io {
+            path: f.path.display().to_string(),
+            source,
+        };
+        if let Some(dir) = target.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        if f.executable {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o755);
+        }
+        let mut file = opts.open(&target).map_err(io)?;
+        std::io::Write::write_all(&mut file, f.contents.as_bytes()).map_err(io)?;
+        written.push(f.path.clone());
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(engine: Engine) -> Options {
+        Options {
+            engine,
+            server: "/usr/bin/server".into(),
+            port: 18100,
+            backend: "cpu".into(),
+        }
+    }
+
+    #[test]
+    fn every_engine_scaffolds_a_valid_recipe_and_corpus() {
+        for engine in Engine::ALL {
+            let files = plan(&opts(engine), false);
+            assert_eq!(files.len(), 5);
+            let launch = files
+                .iter()
+                .find(|f| f.path.ends_with("launch.json"))
+                .unwrap();
+            let v = qual_json::from_str(&launch.contents).unwrap();
+            let recipe = crate::recipe::validate(
+                &v,
+                Path::new("/repo/qualification/serving/x"),
+                String::new(),
+            );
+            assert!(recipe.is_ok(), "{}: {:?}", engine.name(), recipe.err());
+            let corpus = files
+                .iter()
+                .find(|f| f.path.ends_with("corpus.jsonl"))
+                .unwrap();
+            crate::corpus::parse(corpus.contents.as_bytes()).expect("corpus is valid");
+            assert_eq!(engine.name().parse::<Engine>().unwrap(), engine);
+        }
+        assert!("vllm2".parse::<Engine>().is_err());
+    }
+
+    #[test]
+    fn refuses_to_overwrite_and_writes_nothing_then() {
+        let d = tempfile::tempdir().unwrap();
+        let files = plan(&opts(Engine::Vllm), false);
+        write(d.path(), &files).unwrap();
+        let again = write(d.path(), &files);
+        assert!(matches!(again, Err(ScaffoldError::Exists(_))));
+        // A second engine shares the launcher and the policy is left alone.
+        let tgi = plan(&opts(Engine::Tgi), true);
+        let written = write(d.path(), &tgi).unwrap();
+        assert_eq!(written.len(), 3);
+    }
+}
