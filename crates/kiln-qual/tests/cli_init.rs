@@ -104,7 +104,7 @@ fn openai_compatible_scaffold_runs_end_to_end() {
     std::fs::write(
         &server,
         format!(
-            "#!/bin/sh\nexec {} mock-server --ttft-ms 5 --itl-ms 1 \"$@\"\n",
+            "#!/bin/sh\nexec {} mock-server --ttft-ms 20 --itl-ms 5 \"$@\"\n",
             env!("CARGO_BIN_EXE_kiln-qual")
         ),
     )

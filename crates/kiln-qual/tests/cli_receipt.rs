@@ -333,6 +333,59 @@ fn compare_with_a_manifest_prints_the_metric_table() {
     let (code, _, err) = kiln(root, &["compare", &b, &a, "--workload-manifest", m]);
     assert_eq!(code, 1);
     assert!(err.contains("directional A/B variant pair"), "{err}");
+
+    // `report` renders the comparator's JSON side by side: every rule, the values, the rule
+    // and tolerance that decided it, the status — as the comparison said, never re-judged.
+    let (_, cmp, _) = kiln(
+        root,
+        &["compare", "--json", &a, &c, "--workload-manifest", m],
+    );
+    let cmp_path = root.join("cmp.json");
+    std::fs::write(&cmp_path, &cmp).unwrap();
+    let cmp_v: Value = serde_json::from_str(&cmp).unwrap();
+    let evals = cmp_v["metric_evaluations"].as_array().unwrap();
+    assert!(!evals.is_empty());
+    let (code, md, err) = kiln(
+        root,
+        &["report", &a, &c, cmp_path.to_str().unwrap(), "--markdown"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(md.contains("### Comparisons"), "{md}");
+    for e in evals {
+        let scope = e["scope"].as_str().unwrap().replace('_', "\\_");
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {scope} |")))
+            .unwrap_or_else(|| panic!("no row for {scope}: {md}"));
+        assert!(row.contains(e["status"].as_str().unwrap()), "{row}");
+        assert!(
+            row.contains(e["operator"].as_str().unwrap().replace('_', "\\_").as_str()),
+            "{row}"
+        );
+    }
+    assert!(md.contains("not ok"), "{md}");
+    let html = root.join("r.html");
+    let (code, _, err) = kiln(
+        root,
+        &[
+            "report",
+            &a,
+            &c,
+            cmp_path.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("id=\"comparisons\""), "{page}");
+    // A comparison document with a member the comparator never writes is refused.
+    let mut bad = cmp_v.clone();
+    bad["surprise"] = json!(1);
+    let bad_path = root.join("bad-cmp.json");
+    std::fs::write(&bad_path, bad.to_string()).unwrap();
+    let (code, _, err) = kiln(root, &["report", bad_path.to_str().unwrap(), "--markdown"]);
+    assert_eq!(code, 1, "{err}");
 }
 
 // ---- receipts written by our runner -------------------------------------------------------

@@ -39,6 +39,8 @@ pub struct ReportSet {
     /// JSON files found in directories that are not receipts at all (no `receipt_id`: a
     /// workload, a recipe), skipped. A file named on the command line is never skipped.
     pub skipped: usize,
+    /// `kiln-qual compare --json` documents among the inputs, in path order.
+    pub comparisons: Vec<crate::comparison::ComparisonView>,
 }
 
 /// A file that is not a valid receipt.
@@ -242,10 +244,11 @@ pub fn collect(paths: &[PathBuf]) -> ReportSet {
     let loaded = parallel_map(&files, |(p, explicit)| read_one(p, *explicit, &cache));
     for ((path, _), outcome) in files.into_iter().zip(loaded) {
         match outcome {
-            Ok(Some((view, notes))) => {
+            Ok(Some(Item::Receipt(view, notes))) => {
                 set.receipts.push(view);
                 set.evidence_notes.extend(notes);
             }
+            Ok(Some(Item::Comparison(c))) => set.comparisons.push(c),
             Ok(None) => set.skipped += 1,
             Err(reasons) => set.refused.push(Refused { path, reasons }),
         }
@@ -366,10 +369,20 @@ fn metrics(v: Option<&Value>) -> Vec<MetricObs> {
         .collect()
 }
 
-type Loaded = Result<Option<(ReceiptView, Vec<String>)>, Vec<String>>;
+/// What one input file was.
+enum Item {
+    Receipt(ReceiptView, Vec<String>),
+    Comparison(crate::comparison::ComparisonView),
+}
+
+type Loaded = Result<Option<Item>, Vec<String>>;
 
 fn read_one(path: &Path, explicit: bool, cache: &PolicyCache) -> Loaded {
     let (value, _) = validate::load(path).map_err(|e| vec![e.to_string()])?;
+    if crate::comparison::is_comparison(&value) {
+        return crate::comparison::read(path.to_path_buf(), &value)
+            .map(|c| Some(Item::Comparison(c)));
+    }
     if !explicit && value.get("receipt_id").is_none() {
         return Ok(None);
     }
@@ -422,7 +435,7 @@ fn read_one(path: &Path, explicit: bool, cache: &PolicyCache) -> Loaded {
     };
     view.rules = policy_rules(path, &value, cache);
     let notes = read_evidence(path, &value, &mut view);
-    Ok(Some((view, notes)))
+    Ok(Some(Item::Receipt(view, notes)))
 }
 
 /// The comparison rules of the workload the receipt names, when its manifest is found under an

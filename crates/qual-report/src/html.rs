@@ -83,6 +83,7 @@ pub fn render(set: &ReportSet) -> String {
     let mut chart_id = 0usize;
     trends(&mut o, &rows, &mut chart_id);
     serving(&mut o, &rows, &mut chart_id);
+    crate::comparison::html(&mut o, &set.comparisons);
     scope(&mut o, set);
     refused(&mut o, set);
     o.push_str("</body></html>\n");

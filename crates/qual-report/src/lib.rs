@@ -5,6 +5,8 @@
 //!   where it is present: each repetition's `case-result.json` (only when its bytes match the
 //!   digest and size the receipt records) and the serving evidence
 //!   (`*.serve-evidence.json`, with the per-request records) next to it;
+//! - [`comparison`]: `kiln-qual compare --json` documents among the inputs, rendered side by
+//!   side (rule, tolerance, baseline, candidate, change, status);
 //! - [`markdown`]: a GitHub job summary: verdict matrix, failures with reasons;
 //! - [`junit`]: JUnit XML, one `testcase` per case × repetition (the shape of
 //!   `schemas/junit.xsd`);
@@ -20,6 +22,7 @@
 //! process.
 
 pub mod collect;
+pub mod comparison;
 pub mod csv;
 pub mod html;
 pub mod junit;
