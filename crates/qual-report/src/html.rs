@@ -83,6 +83,7 @@ pub fn render(set: &ReportSet) -> String {
     let mut chart_id = 0usize;
     trends(&mut o, &rows, &mut chart_id);
     serving(&mut o, &rows, &mut chart_id);
+    throughput_across_variants(&mut o, &rows, &mut chart_id);
     crate::comparison::html(&mut o, &set.comparisons);
     scope(&mut o, set);
     refused(&mut o, set);
@@ -515,6 +516,93 @@ fn serving(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
     }
 }
 
+/// Throughput against concurrency across the variants of one workload on one backend and
+/// host (each variant's newest run with serving evidence; closed-loop runs only), where at
+/// least two concurrencies exist.
+fn throughput_across_variants(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
+    type Key = (String, String, String);
+    type Point = (f64, f64, String);
+    let mut groups: Vec<(Key, Vec<Point>)> = Vec::new();
+    for row in rows {
+        let Some(r) = row.receipts.iter().find(|r| {
+            r.cases
+                .iter()
+                .any(|c| c.repetitions.iter().any(|p| p.serve.is_some()))
+        }) else {
+            continue;
+        };
+        let key = (r.workload.clone(), r.backend.clone(), r.host.clone());
+        let points = r.cases.iter().flat_map(|c| {
+            c.repetitions.iter().filter_map(|p| {
+                let s = p.serve.as_ref()?;
+                Some((
+                    s.concurrency? as f64,
+                    s.output_tokens_per_second?,
+                    r.variant.clone(),
+                ))
+            })
+        });
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.extend(points),
+            None => groups.push((key, points.collect())),
+        }
+    }
+    let mut heading = false;
+    for ((workload, backend, host), mut pts) in groups {
+        let variants: std::collections::BTreeSet<&str> = pts.iter().map(|p| p.2.as_str()).collect();
+        let concurrencies: std::collections::BTreeSet<u64> =
+            pts.iter().map(|p| p.0 as u64).collect();
+        if variants.len() < 2 || concurrencies.len() < 2 {
+            continue;
+        }
+        if !heading {
+            o.push_str("<h2 id=\"throughput\">Throughput against concurrency</h2>\n<p>Across the variants of one workload on one backend and host: each variant's newest run with serving evidence.</p>\n<div class=\"charts\">\n");
+            heading = true;
+        }
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        *chart_id += 1;
+        let chart = Chart {
+            title: format!(
+                "Output throughput against concurrency · {workload} · {backend} · {host}"
+            ),
+            desc: pts
+                .iter()
+                .map(|(c, t, v)| {
+                    format!(
+                        "variant {v}: concurrency {} → {} tokens/s",
+                        crate::num(*c),
+                        crate::num(*t)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+            x_label: "concurrency".into(),
+            y_label: "output tokens/s".into(),
+            series: vec![Series {
+                name: "output tokens/s".into(),
+                points: pts.iter().map(|(c, t, _)| (*c, *t)).collect(),
+                markers: true,
+                ..Series::default()
+            }],
+            ..Chart::default()
+        };
+        let svg = svg::render(&chart, &format!("c{chart_id}"));
+        let data = pts
+            .iter()
+            .map(|(c, t, v)| (format!("{v} (c={})", crate::num(*c)), crate::num(*t)))
+            .collect();
+        figure(
+            o,
+            &svg,
+            &format!("throughput vs concurrency · {workload}"),
+            Some((["variant", "tokens/s"], data)),
+        );
+    }
+    if heading {
+        o.push_str("</div>\n");
+    }
+}
+
 fn scope(o: &mut String, set: &ReportSet) {
     o.push_str("<h2 id=\"scope\">What these receipts do not establish</h2>\n<p>Each receipt establishes only its declared workload on the recorded source, backend, device, model, configuration and environment. No receipt establishes:</p>\n<ul>");
     for item in qual_receipt::render::NOT_ESTABLISHED {
@@ -572,5 +660,72 @@ fn refused(o: &mut String, set: &ReportSet) {
             let _ = write!(o, "<li>{}</li>", esc(n));
         }
         o.push_str("</ul>\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::{CaseView, Repetition};
+
+    fn receipt(variant: &str, concurrency: u64, tps: f64) -> ReceiptView {
+        ReceiptView {
+            path: format!("{variant}.json").into(),
+            receipt_id: format!("r-{variant}"),
+            workload: "serving-w".into(),
+            variant: variant.into(),
+            backend: "cpu".into(),
+            kind: "serving".into(),
+            host: "h1".into(),
+            commit: "a".repeat(40),
+            started_at: "2026-12-01T00:00:00Z".into(),
+            started_ms: 0,
+            duration_seconds: 1.0,
+            verdict: "passed".into(),
+            cases: vec![CaseView {
+                id: "serve".into(),
+                required: true,
+                status: "passed".into(),
+                details: None,
+                duration_seconds: 1.0,
+                metrics: Vec::new(),
+                repetitions: vec![Repetition {
+                    number: 1,
+                    status: "passed".into(),
+                    details: None,
+                    duration_seconds: 1.0,
+                    metrics: Vec::new(),
+                    serve: Some(ServeView {
+                        concurrency: Some(concurrency),
+                        output_tokens_per_second: Some(tps),
+                        ..ServeView::default()
+                    }),
+                }],
+            }],
+            unsupported: Vec::new(),
+            notes: Vec::new(),
+            run_evidence: true,
+            rules: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn throughput_is_drawn_across_variants_of_one_workload() {
+        let set = ReportSet {
+            receipts: vec![receipt("c1", 1, 180.0), receipt("c8", 8, 1200.5)],
+            ..ReportSet::default()
+        };
+        let page = render(&set);
+        assert!(page.contains("id=\"throughput\""), "{page}");
+        assert!(
+            page.contains("variant c8: concurrency 8 → 1200.5 tokens/s"),
+            "{page}"
+        );
+        // One variant alone draws no cross-variant chart.
+        let one = ReportSet {
+            receipts: vec![receipt("c1", 1, 180.0)],
+            ..ReportSet::default()
+        };
+        assert!(!render(&one).contains("id=\"throughput\""));
     }
 }
