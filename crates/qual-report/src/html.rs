@@ -451,41 +451,17 @@ fn serving(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
         let distinct =
             tp.windows(2).filter(|w| w[0].0 != w[1].0).count() + usize::from(!tp.is_empty());
         if distinct >= 2 {
-            *chart_id += 1;
-            let chart = Chart {
-                title: "Output throughput against concurrency".into(),
-                desc: format!(
-                    "{} points: {}",
-                    tp.len(),
-                    tp.iter()
-                        .map(|(c, t)| format!(
-                            "concurrency {} → {} tokens/s",
-                            crate::num(*c),
-                            crate::num(*t)
-                        ))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ),
-                x_label: "concurrency".into(),
-                y_label: "output tokens/s".into(),
-                series: vec![Series {
-                    name: "output tokens/s".into(),
-                    points: tp.clone(),
-                    markers: true,
-                    ..Series::default()
-                }],
-                ..Chart::default()
-            };
-            let svg = svg::render(&chart, &format!("c{chart_id}"));
-            let data = tp
+            let labelled: Vec<(f64, f64, String)> = tp
                 .iter()
-                .map(|(c, t)| (crate::num(*c), crate::num(*t)))
+                .map(|(c, t)| (*c, *t, format!("concurrency {}", crate::num(*c))))
                 .collect();
-            figure(
+            throughput_chart(
                 o,
-                &svg,
+                chart_id,
+                "Output throughput against concurrency",
                 "throughput vs concurrency",
-                Some((["concurrency", "tokens/s"], data)),
+                "concurrency",
+                &labelled,
             );
         }
         if let Some((name, s)) = views.iter().find(|(_, s)| !s.timeline.is_empty()) {
@@ -560,47 +536,61 @@ fn throughput_across_variants(o: &mut String, rows: &[Row<'_>], chart_id: &mut u
             heading = true;
         }
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        *chart_id += 1;
-        let chart = Chart {
-            title: format!(
-                "Output throughput against concurrency · {workload} · {backend} · {host}"
-            ),
-            desc: pts
-                .iter()
-                .map(|(c, t, v)| {
-                    format!(
-                        "variant {v}: concurrency {} → {} tokens/s",
-                        crate::num(*c),
-                        crate::num(*t)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
-            x_label: "concurrency".into(),
-            y_label: "output tokens/s".into(),
-            series: vec![Series {
-                name: "output tokens/s".into(),
-                points: pts.iter().map(|(c, t, _)| (*c, *t)).collect(),
-                markers: true,
-                ..Series::default()
-            }],
-            ..Chart::default()
-        };
-        let svg = svg::render(&chart, &format!("c{chart_id}"));
-        let data = pts
-            .iter()
-            .map(|(c, t, v)| (format!("{v} (c={})", crate::num(*c)), crate::num(*t)))
+        let labelled: Vec<(f64, f64, String)> = pts
+            .into_iter()
+            .map(|(c, t, v)| (c, t, format!("variant {v} (concurrency {})", crate::num(c))))
             .collect();
-        figure(
+        throughput_chart(
             o,
-            &svg,
+            chart_id,
+            &format!("Output throughput against concurrency · {workload} · {backend} · {host}"),
             &format!("throughput vs concurrency · {workload}"),
-            Some((["variant", "tokens/s"], data)),
+            "point",
+            &labelled,
         );
     }
     if heading {
         o.push_str("</div>\n");
     }
+}
+
+/// One output-throughput-against-concurrency chart: `(concurrency, tokens/s, label)` points,
+/// sorted by concurrency; the labels name each point in the description and the data table.
+fn throughput_chart(
+    o: &mut String,
+    chart_id: &mut usize,
+    title: &str,
+    caption: &str,
+    point_header: &'static str,
+    pts: &[(f64, f64, String)],
+) {
+    *chart_id += 1;
+    let chart = Chart {
+        title: title.into(),
+        desc: format!(
+            "{} points: {}",
+            pts.len(),
+            pts.iter()
+                .map(|(_, t, l)| format!("{l} → {} tokens/s", crate::num(*t)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        x_label: "concurrency".into(),
+        y_label: "output tokens/s".into(),
+        series: vec![Series {
+            name: "output tokens/s".into(),
+            points: pts.iter().map(|(c, t, _)| (*c, *t)).collect(),
+            markers: true,
+            ..Series::default()
+        }],
+        ..Chart::default()
+    };
+    let svg = svg::render(&chart, &format!("c{chart_id}"));
+    let data = pts
+        .iter()
+        .map(|(_, t, l)| (l.clone(), crate::num(*t)))
+        .collect();
+    figure(o, &svg, caption, Some(([point_header, "tokens/s"], data)));
 }
 
 fn scope(o: &mut String, set: &ReportSet) {
@@ -718,7 +708,7 @@ mod tests {
         let page = render(&set);
         assert!(page.contains("id=\"throughput\""), "{page}");
         assert!(
-            page.contains("variant c8: concurrency 8 → 1200.5 tokens/s"),
+            page.contains("variant c8 (concurrency 8) → 1200.5 tokens/s"),
             "{page}"
         );
         // One variant alone draws no cross-variant chart.
