@@ -108,15 +108,14 @@ impl CaseCgroup {
             static SWEPT: std::sync::Once = std::sync::Once::new();
             SWEPT.call_once(|| sweep_stale(&parent));
             let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-            let name = format!("kiln-qual-{}-{n}", std::process::id());
-            let dir = parent.join(&name);
+            let dir = parent.join(format!("kiln-qual-{}-{n}", std::process::id()));
             fs::create_dir(&dir).ok()?;
             match OpenOptions::new()
                 .write(true)
                 .open(dir.join("cgroup.procs"))
             {
                 Ok(procs) => {
-                    let pids = pid_limit(&dir, &name);
+                    let pids = pid_limit(&dir);
                     Some(CaseCgroup { dir, procs, pids })
                 }
                 Err(_) => {
@@ -205,7 +204,7 @@ impl CaseCgroup {
 
 /// Sets `pids.max` for a new execution cgroup: in the v2 cgroup when its `pids` controller
 /// is enabled, else through this process's own cgroup in a writable v1 `pids` hierarchy.
-fn pid_limit(dir: &std::path::Path, _name: &str) -> PidLimit {
+fn pid_limit(dir: &std::path::Path) -> PidLimit {
     if dir.join("pids.max").exists() {
         return if write_pids_max(&dir.join("pids.max")) {
             PidLimit::V2

@@ -116,17 +116,9 @@ fn read_children(task_dir: &str) -> Option<Vec<u32>> {
     any.then_some(out)
 }
 
-/// Whether `pid` is the init (pid 1) of a PID namespace nested below ours: its `NSpid` line
-/// in `/proc/<pid>/status` has more than one entry and ends with `1`.
+/// Whether `pid` is the init (pid 1) of a PID namespace nested below ours.
 pub(crate) fn is_pidns_init(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with("NSpid:"))?;
-            let ids: Vec<&str> = line["NSpid:".len()..].split_whitespace().collect();
-            Some(ids.len() > 1 && ids.last() == Some(&"1"))
-        })
-        .unwrap_or(false)
+    innermost_pid(pid) == Some(1)
 }
 
 /// The pid of `pid` in its innermost PID namespace (last `NSpid` entry), when that is

@@ -918,25 +918,24 @@ pub(crate) unsafe fn write_file(path: &[u8], data: &[u8]) -> bool {
 // ---------------------------------------------------------------------------------------
 // The probe: the whole chain in a forked child, with P ending instead of executing.
 
-/// Runs the full box set-up once (no program is executed) and reports the first step the
-/// kernel refused, if any. `new_net` adds the loopback-only checks (only `lo`, TCP works).
-pub(crate) fn probe(sandbox: &Sandbox, new_net: bool) -> Result<(), StepFailure> {
-    let Ok(mut plan) = Plan::new(sandbox, new_net, Vec::new(), false) else {
-        return Err(StepFailure {
-            step: Step::Fork,
-            index: 0,
-            errno: libc::EINVAL,
-        });
-    };
+/// A failure of the probe's own plumbing (pipe, fork), with the current errno.
+fn plumbing_failure() -> StepFailure {
+    StepFailure {
+        step: Step::Fork,
+        index: 0,
+        errno: io::Error::last_os_error().raw_os_error().unwrap_or(0),
+    }
+}
+
+/// Runs the full box set-up of `plan` once (no program is executed) and reports the first
+/// step the kernel refused, if any; with a new network namespace also the loopback-only
+/// checks (only `lo`, TCP works).
+pub(crate) fn probe(mut plan: Plan) -> Result<(), StepFailure> {
     plan.probe = true;
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 into a local array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(StepFailure {
-            step: Step::Fork,
-            index: 0,
-            errno: io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        });
+        return Err(plumbing_failure());
     }
     let (rd, wr) = (fds[0], fds[1]);
     // SAFETY: the child only makes async-signal-safe system calls, then _exit()s.
@@ -946,7 +945,9 @@ pub(crate) fn probe(sandbox: &Sandbox, new_net: bool) -> Result<(), StepFailure>
         // with _exit(0) once everything is in force.
         unsafe {
             libc::close(rd);
-            let code = match probe_child(&plan) {
+            // run_chain returns only with an error (P ends with _exit(0) inside
+            // program_main once everything is in force), reported by whichever process hit it.
+            let code = match run_chain(&plan) {
                 Ok(()) => 0,
                 Err(e) => e.raw_os_error().unwrap_or(0),
             };
@@ -963,12 +964,9 @@ pub(crate) fn probe(sandbox: &Sandbox, new_net: bool) -> Result<(), StepFailure>
     let (n, code) = unsafe {
         libc::close(wr);
         if pid < 0 {
+            let failure = plumbing_failure();
             libc::close(rd);
-            return Err(StepFailure {
-                step: Step::Fork,
-                index: 0,
-                errno: io::Error::last_os_error().raw_os_error().unwrap_or(0),
-            });
+            return Err(failure);
         }
         let mut code = 0i32;
         let n = libc::read(rd, (&mut code as *mut i32).cast(), 4);
@@ -986,11 +984,4 @@ pub(crate) fn probe(sandbox: &Sandbox, new_net: bool) -> Result<(), StepFailure>
         }));
     }
     Ok(())
-}
-
-/// In the probe child: the chain; in P additionally the network checks.
-unsafe fn probe_child(plan: &Plan) -> io::Result<()> {
-    // run_chain returns only with an error (P ends with _exit(0) inside program_main once
-    // everything is in force); the error is reported by whichever process hit it.
-    run_chain(plan)
 }

@@ -171,7 +171,8 @@ pub fn probe_containment(
             None => return Err(crate::cgroup::unavailable_error()),
         }
     }
-    sandbox::probe(sandbox, new_net).map_err(|f| isolation_error(f, sandbox))?;
+    let plan = Plan::new(sandbox, new_net, Vec::new(), false)?;
+    sandbox::probe(plan).map_err(|f| isolation_error(f, sandbox))?;
     Ok(network_isolation(policy))
 }
 

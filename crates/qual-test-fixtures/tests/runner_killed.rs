@@ -79,10 +79,3 @@ fn nothing_of_the_case_outlives_a_sigkilled_runner_by_a_second() {
         killed.elapsed()
     );
 }
-
-/// The pid a process has inside its innermost PID namespace.
-fn box_pid(pid: u32) -> Option<u32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = s.lines().find(|l| l.starts_with("NSpid:"))?;
-    line.split_whitespace().last()?.parse().ok()
-}

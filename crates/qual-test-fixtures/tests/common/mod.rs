@@ -117,17 +117,19 @@ pub fn ignores_sigterm(pid: u32) -> bool {
         .is_some_and(|mask| mask & (1 << (libc::SIGTERM - 1)) != 0)
 }
 
+/// The pid a process has inside its innermost PID namespace (the last `NSpid` entry).
+#[allow(dead_code)]
+pub fn box_pid(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("NSpid:"))?;
+    line.split_whitespace().last()?.parse().ok()
+}
+
 /// The pid (in our namespace) of the process carrying `marker` whose pid inside its box's
 /// PID namespace is `box_pid` (what the case itself wrote to a pid file).
 #[allow(dead_code)]
-pub fn host_pid(marker: &str, box_pid: u32) -> Option<u32> {
-    processes_with_marker(marker).into_iter().find(|p| {
-        std::fs::read_to_string(format!("/proc/{p}/status"))
-            .ok()
-            .and_then(|s| {
-                let line = s.lines().find(|l| l.starts_with("NSpid:"))?;
-                line.split_whitespace().last()?.parse::<u32>().ok()
-            })
-            == Some(box_pid)
-    })
+pub fn host_pid(marker: &str, inner: u32) -> Option<u32> {
+    processes_with_marker(marker)
+        .into_iter()
+        .find(|p| box_pid(*p) == Some(inner))
 }
