@@ -362,20 +362,27 @@ fn gates(
             first_error.unwrap_or_default()
         ),
     ));
-    let bad_usage: Vec<usize> = ok
+    // Every usage record the server sent counts, also on requests the client refused (a
+    // zero-token "success" is refused by the client and must still name this gate).
+    let bad_usage: Vec<usize> = records
         .iter()
-        .filter(|(_, r)| r.usage.is_none_or(|u| u.completion_tokens == 0 || u.prompt_tokens == 0))
-        .map(|(i, _)| *i)
+        .enumerate()
+        .filter(|(_, r)| {
+            r.usage
+                .is_some_and(|u| u.completion_tokens == 0 || u.prompt_tokens == 0)
+                || (r.outcome.is_success() && r.usage.is_none())
+        })
+        .map(|(i, _)| i)
         .collect();
     g.push(gate(
         "positive_completion_usage",
         bad_usage.is_empty() && !ok.is_empty(),
-        if ok.is_empty() {
-            "no request succeeded".into()
-        } else if bad_usage.is_empty() {
-            "every success reported positive prompt and completion tokens".into()
-        } else {
+        if !bad_usage.is_empty() {
             format!("requests {bad_usage:?} reported zero prompt or completion tokens")
+        } else if ok.is_empty() {
+            "no request succeeded".into()
+        } else {
+            "every success reported positive prompt and completion tokens".into()
         },
     ));
     g.push(gate(

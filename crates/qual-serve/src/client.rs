@@ -602,12 +602,13 @@ fn finish(
         ),
         [u] => {
             let usage = parse_usage(u)?;
+            // Kept even when refused below: the record shows what the server claimed.
+            rec.usage = Some(usage);
             if usage.completion_tokens == 0 {
                 return Err(
                     "usage reports zero completion tokens for a stream with content".into(),
                 );
             }
-            rec.usage = Some(usage);
             rec.output_tokens = Some(TokenCount {
                 value: usage.completion_tokens,
                 source: TokenSource::ServerUsage,
