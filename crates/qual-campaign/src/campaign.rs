@@ -932,3 +932,108 @@ fn publish_all(
         receipts: published,
     })
 }
+
+/// The `qualification-case-result-v1` document for the runner: `passed` iff the summary
+/// passed; metrics per profile and size (means over repeats of passed and failed rows
+/// alike): `<profile>.c<size>.output_tokens_per_s`, `.requests_per_s`, `.ttft_ms.p50`,
+/// `.e2e_ms.p50`, and `.peak_memory_bytes` (largest over repeats).
+pub fn case_result(
+    out: &CampaignOutcome,
+    case_id: &str,
+    effective_config: serde_json::Value,
+    duration_seconds: f64,
+) -> serde_json::Value {
+    let mut metrics = Vec::new();
+    for p in &out.receipts {
+        let Ok((_, r)) = pairing::read_receipt(p) else {
+            continue;
+        };
+        let mut sizes: Vec<u64> = r.runs.iter().map(|x| x.concurrency).collect();
+        sizes.dedup();
+        for c in sizes {
+            let rows: Vec<&Row> = r.runs.iter().filter(|x| x.concurrency == c).collect();
+            let mean = |f: &dyn Fn(&Row) -> Option<f64>| {
+                let v: Vec<f64> = rows.iter().filter_map(|x| f(x)).collect();
+                (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+            };
+            let prefix = format!("{}.c{c:03}", r.workload.profile.name());
+            let mut push = |name: &str, v: Option<f64>, unit: &str, agg: &str, lower: bool| {
+                if let Some(v) = v.filter(|v| v.is_finite()) {
+                    metrics.push(serde_json::json!({
+                        "name": format!("{prefix}.{name}"),
+                        "value": v,
+                        "unit": unit,
+                        "aggregation": agg,
+                        "lower_is_better": lower,
+                    }));
+                }
+            };
+            push("output_tokens_per_s", mean(&|x| Some(x.output_token_throughput_per_s)), "tokens/s", "mean", false);
+            push("requests_per_s", mean(&|x| Some(x.request_throughput_per_s)), "requests/s", "mean", false);
+            push("ttft_ms.p50", mean(&|x| x.ttft_ms.p50), "ms", "mean", true);
+            push("e2e_ms.p50", mean(&|x| x.e2e_ms.p50), "ms", "mean", true);
+            let peak = rows.iter().filter_map(|x| x.memory.map(|m| m.peak_bytes as f64)).fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
+            push("peak_memory_bytes", peak, "bytes", "max", true);
+        }
+    }
+    metrics.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    let passed = out.summary.verdict == Verdict::Passed;
+    let details = if passed {
+        serde_json::Value::Null
+    } else {
+        let failed: Vec<String> = out
+            .summary
+            .profiles
+            .iter()
+            .filter(|l| l.verdict != Some(Verdict::Passed))
+            .map(|l| match (l.status, l.verdict) {
+                (ProfileStatus::NotRunAfterFailure, _) => {
+                    format!("{} (not run after a failure)", l.profile.name())
+                }
+                _ => format!("{} (failed)", l.profile.name()),
+            })
+            .collect();
+        serde_json::Value::String(format!(
+            "campaign failed; profiles not passed: {}",
+            failed.join(", ")
+        ))
+    };
+    serde_json::json!({
+        "schema_version": 1,
+        "case_id": case_id,
+        "status": if passed { "passed" } else { "failed" },
+        "duration_seconds": duration_seconds,
+        "effective_config": effective_config,
+        "metrics": metrics,
+        "tolerances": [],
+        "details": details,
+    })
+}
+
+/// Why a receipt failed, one line each: completion failures, failed gates per row, and the
+/// comparison's mismatches.
+pub fn failure_reasons(r: &Receipt) -> Vec<String> {
+    let mut v: Vec<String> = r
+        .completion
+        .failures
+        .iter()
+        .map(|f| format!("{}: {}", f.phase, f.detail))
+        .collect();
+    for row in &r.runs {
+        for g in row.gates.iter().filter(|g| g.outcome == Verdict::Failed) {
+            v.push(format!("{} gate {}: {}", row.phase, g.name, g.detail));
+        }
+    }
+    if let Some(c) = r.comparison.as_ref().filter(|c| c.result == records::Match::Mismatched) {
+        v.push(format!(
+            "{} mismatch(es) with the reference {} ({})",
+            c.mismatches.len(),
+            c.reference_engine,
+            c.reference_receipt
+        ));
+    }
+    if r.warmup.outcome == Verdict::Failed && v.is_empty() {
+        v.push("the warmup failed".into());
+    }
+    v
+}

@@ -215,3 +215,23 @@ pub fn verify(dir: &Path, engine: Option<&str>) -> Report {
     }
     rep
 }
+
+/// Whether a file declares the campaign receipt schema (a cheap peek: strict parse, `schema`).
+pub fn is_campaign_receipt(path: &Path) -> bool {
+    qual_json::read_file_limited(path, records::MAX_RECORD_BYTES)
+        .ok()
+        .and_then(|b| qual_json::from_slice(&b).ok())
+        .and_then(|v| v.get("schema").and_then(|s| s.as_str().map(str::to_owned)))
+        .is_some_and(|s| s == records::RECEIPT_SCHEMA)
+}
+
+/// Checks one campaign receipt file on its own: schema, self-hash, internal consistency and
+/// its pairing. `Err` when it cannot be read at all; otherwise the findings (empty = valid).
+pub fn check_receipt_file(path: &Path) -> Result<Vec<String>, String> {
+    let (_, r) = pairing::read_receipt(path)?;
+    let mut findings = Vec::new();
+    let at = path.display().to_string();
+    check_receipt(&r, &mut findings, &at);
+    check_pairing(&r, &mut findings, &at);
+    Ok(findings)
+}
