@@ -39,7 +39,11 @@ fn campaign_verifies_and_its_receipts_pass_receipt_check() {
     std::fs::create_dir(&out).unwrap();
     let model = dir.join("model");
     std::fs::create_dir(&model).unwrap();
-    for (f, b) in [("m.gguf", "GGUF"), ("config.json", "{}"), ("tokenizer.json", "{}")] {
+    for (f, b) in [
+        ("m.gguf", "GGUF"),
+        ("config.json", "{}"),
+        ("tokenizer.json", "{}"),
+    ] {
         std::fs::write(model.join(f), b).unwrap();
     }
     let args = |engine: &str| {
@@ -76,7 +80,10 @@ fn campaign_verifies_and_its_receipts_pass_receipt_check() {
         ]
     };
     let mut first = args("mock");
-    first.extend(["--result".into(), dir.join("case.json").display().to_string()]);
+    first.extend([
+        "--result".into(),
+        dir.join("case.json").display().to_string(),
+    ]);
     Command::new(BIN)
         .args(&first)
         .current_dir(dir)
@@ -97,7 +104,10 @@ fn campaign_verifies_and_its_receipts_pass_receipt_check() {
         .assert()
         .code(0)
         .stdout(predicates::str::contains("OK campaign verifies"));
-    let receipts = [out.join("greedy-short.mock.json"), out.join("mixed.mock.json")];
+    let receipts = [
+        out.join("greedy-short.mock.json"),
+        out.join("mixed.mock.json"),
+    ];
     Command::new(BIN)
         .args(["receipt", "check"])
         .args(&receipts)
@@ -111,7 +121,11 @@ fn campaign_verifies_and_its_receipts_pass_receipt_check() {
         "--reference-engine".into(),
         "mock".into(),
     ]);
-    Command::new(BIN).args(&second).current_dir(dir).assert().code(0);
+    Command::new(BIN)
+        .args(&second)
+        .current_dir(dir)
+        .assert()
+        .code(0);
     Command::new(BIN)
         .args(["campaign", "verify", "--engine", "mock-b"])
         .arg(&out)
@@ -127,7 +141,11 @@ fn campaign_verifies_and_its_receipts_pass_receipt_check() {
     // A tampered receipt fails receipt check and verify.
     let text = std::fs::read_to_string(&receipts[0]).unwrap();
     std::fs::remove_file(&receipts[0]).unwrap();
-    std::fs::write(&receipts[0], text.replacen("\"repeat\": 1", "\"repeat\": 0", 1)).unwrap();
+    std::fs::write(
+        &receipts[0],
+        text.replacen("\"repeat\": 1", "\"repeat\": 0", 1),
+    )
+    .unwrap();
     Command::new(BIN)
         .args(["receipt", "check"])
         .arg(&receipts[0])
@@ -150,12 +168,23 @@ fn runtime_manifest_is_published_once() {
     let out = d.path().join("m.json");
     let run = || {
         Command::new(BIN)
-            .args(["runtime-manifest", "--python", "/usr/bin/python3", "--env", "OMP_NUM_THREADS=1", "--out"])
+            .args([
+                "runtime-manifest",
+                "--python",
+                "/usr/bin/python3",
+                "--env",
+                "OMP_NUM_THREADS=1",
+                "--out",
+            ])
             .arg(&out)
             .assert()
     };
-    run().code(0).stderr(predicates::str::contains("2 identical captures"));
+    run()
+        .code(0)
+        .stderr(predicates::str::contains("2 identical captures"));
     let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(m["environment"]["OMP_NUM_THREADS"], "1");
-    run().code(1).stderr(predicates::str::contains("refusing to replace"));
+    run()
+        .code(1)
+        .stderr(predicates::str::contains("refusing to replace"));
 }

@@ -15,8 +15,8 @@ use crate::profiles::Profile;
 use crate::prompts::{self, LONG_PROMPT_REPETITIONS, TEMPLATE_VERSION};
 use crate::records::{
     self, CheckStatus, Completion, EngineIdentity, ExecutionPolicy, Failure, LaunchBinding,
-    ProfileLine, ProfileStatus, Receipt, RequestError, Row, Sampling, SamplerIdentity,
-    ServerOwner, SloBounds, Summary, Tool, Verdict, VerdictEffect, Warmup, Workload,
+    ProfileLine, ProfileStatus, Receipt, RequestError, Row, SamplerIdentity, Sampling, ServerOwner,
+    SloBounds, Summary, Tool, Verdict, VerdictEffect, Warmup, Workload,
 };
 use crate::row::{self, EvidenceMode, GateConfig, RowPlan};
 use qual_serve::kiln_launch::{self, BaseUrl};
@@ -104,6 +104,12 @@ pub struct CampaignOptions {
     pub runtime_manifest: Option<PathBuf>,
     /// Per-request deadline.
     pub request_timeout: Duration,
+    /// The server's tokenizer endpoint (`/tokenize` on llama.cpp and the reference engine)
+    /// for the prompt-context preflight.
+    pub tokenize_path: Option<String>,
+    /// Context ceiling: prompt + `max_tokens` must fit (checked before traffic with the
+    /// tokenizer endpoint, after each row with usage).
+    pub context_tokens: Option<u64>,
 }
 
 /// What a campaign produced.
@@ -156,9 +162,14 @@ pub fn check_options(o: &CampaignOptions) -> Vec<String> {
     if !is_engine(&o.engine) {
         e.push("engine must match ^[a-z0-9][a-z0-9._-]{0,63}$".into());
     }
-    for (what, v) in [("campaign id", &o.campaign_id), ("prompt-set id", &o.prompt_set_id)] {
+    for (what, v) in [
+        ("campaign id", &o.campaign_id),
+        ("prompt-set id", &o.prompt_set_id),
+    ] {
         if !is_id(v, 3, 64) {
-            e.push(format!("{what} must match ^[A-Za-z0-9][A-Za-z0-9._-]{{2,63}}$"));
+            e.push(format!(
+                "{what} must match ^[A-Za-z0-9][A-Za-z0-9._-]{{2,63}}$"
+            ));
         }
     }
     if o.profiles.is_empty() {
@@ -203,13 +214,22 @@ pub fn check_options(o: &CampaignOptions) -> Vec<String> {
         e.push("the reference engine must differ from the engine".into());
     }
     if !o.out_dir.is_dir() {
-        e.push(format!("out dir {} is not a directory", o.out_dir.display()));
+        e.push(format!(
+            "out dir {} is not a directory",
+            o.out_dir.display()
+        ));
     } else {
         let mut names = vec![records::summary_name(&o.engine)];
-        names.extend(o.profiles.iter().map(|p| records::receipt_name(*p, &o.engine)));
+        names.extend(
+            o.profiles
+                .iter()
+                .map(|p| records::receipt_name(*p, &o.engine)),
+        );
         for n in names {
             if o.out_dir.join(&n).exists() {
-                e.push(format!("{n} already exists in the out dir; refusing to replace it"));
+                e.push(format!(
+                    "{n} already exists in the out dir; refusing to replace it"
+                ));
             }
         }
     }
@@ -235,7 +255,10 @@ fn start_server(
             server_pid,
         } => {
             let addr = SocketAddr::new(base_url.host, base_url.port);
-            match rt.block_on(qual_serve::client::probe_models(addr, Duration::from_secs(10))) {
+            match rt.block_on(qual_serve::client::probe_models(
+                addr,
+                Duration::from_secs(10),
+            )) {
                 qual_serve::client::Probe::Ready { ids, .. } => Ok((
                     Server {
                         addr,
@@ -259,11 +282,12 @@ fn start_server(
                         .as_ref()
                         .filter(|_| r.uses_model_path())
                         .map(|p| std::path::absolute(p).unwrap_or(p.clone()));
-                    r.with_model_path(m.as_deref())
-                        .map_err(|e| qual_serve::recipe::RecipeError::Invalid {
+                    r.with_model_path(m.as_deref()).map_err(|e| {
+                        qual_serve::recipe::RecipeError::Invalid {
                             path: launch.display().to_string(),
                             violations: vec![e],
-                        })
+                        }
+                    })
                 })
                 .map_err(|e| (format!("failed to read the launch recipe: {e}"), None))?;
             let binding = LaunchBinding {
@@ -290,7 +314,10 @@ fn start_server(
                 _ => {
                     let rec = server.shutdown();
                     return Err((
-                        format!("the server did not become ready: {}", rec.failures.join("; ")),
+                        format!(
+                            "the server did not become ready: {}",
+                            rec.failures.join("; ")
+                        ),
                         serde_json::to_value(rec).ok(),
                     ));
                 }
@@ -313,6 +340,7 @@ fn start_server(
 struct Draft {
     profile: Profile,
     workload: Workload,
+    prompt_context: Option<records::PromptContext>,
     warmup: Warmup,
     runs: Vec<Row>,
     failures: Vec<Failure>,
@@ -417,10 +445,7 @@ fn run_warmup(env: &Env, w: &Workload, d: &mut Draft) -> bool {
                     }
                 }
             }
-            Err(e) => warm.errors.push(RequestError {
-                index: 0,
-                error: e,
-            }),
+            Err(e) => warm.errors.push(RequestError { index: 0, error: e }),
         }
     }
     let ok = warm.errors.is_empty();
@@ -445,6 +470,7 @@ fn run_profile(env: &Env, p: Profile) -> Draft {
     let mut d = Draft {
         profile: p,
         workload: w.clone(),
+        prompt_context: None,
         warmup: Warmup {
             requests: o.warmup as u64,
             max_tokens: o.max_tokens.min(16),
@@ -454,7 +480,7 @@ fn run_profile(env: &Env, p: Profile) -> Draft {
         runs: Vec::new(),
         failures: Vec::new(),
     };
-    if !run_warmup(env, &w, &mut d) {
+    if !preflight(env, &w, &mut d) || !run_warmup(env, &w, &mut d) {
         return d;
     }
     let cfg = GateConfig {
@@ -468,7 +494,8 @@ fn run_profile(env: &Env, p: Profile) -> Draft {
     for &c in &o.sizes {
         for r in 0..o.repeats {
             if qual_exec::signals::interrupted().is_some() {
-                d.failures.push(failure("measurement", "interrupted by a signal"));
+                d.failures
+                    .push(failure("measurement", "interrupted by a signal"));
                 return d;
             }
             let phase = prompts::measured_phase(c, r);
@@ -494,12 +521,34 @@ fn run_profile(env: &Env, p: Profile) -> Draft {
                 seed: o.seed,
                 contract,
             };
-            let (row, fail) = measure_row(env, &plan, &cfg);
+            let renv = RowEnv {
+                rt: env.rt,
+                addr: env.server.addr,
+                model: env.model,
+                sampler: env.sampler,
+                metrics_path: o.metrics_path.as_deref(),
+                timeout: o.request_timeout,
+                epoch: env.epoch,
+            };
+            let (row, fail) = measure_row(&renv, &plan, &cfg);
             if let Some(f) = fail {
                 d.failures.push(f);
             }
             match row {
-                Some(row) => d.runs.push(row),
+                Some(row) => {
+                    if let Some(ctx) = o.context_tokens {
+                        if row.prompt_tokens_max + o.max_tokens > ctx {
+                            d.failures.push(failure(
+                                "prompt_context",
+                                format!(
+                                    "{}: {} prompt tokens + {} output tokens exceed the context ceiling {ctx}",
+                                    row.phase, row.prompt_tokens_max, o.max_tokens
+                                ),
+                            ));
+                        }
+                    }
+                    d.runs.push(row)
+                }
                 None => return d,
             }
         }
@@ -507,18 +556,111 @@ fn run_profile(env: &Env, p: Profile) -> Draft {
     d
 }
 
-/// One row with its telemetry: scrape, memory reset, requests, memory snapshot, scrape.
-fn measure_row(env: &Env, plan: &RowPlan, cfg: &GateConfig) -> (Option<Row>, Option<Failure>) {
+/// The prompt-context preflight (before any traffic of the profile): the longest prompt of
+/// the warmup and of every row, tokenized by the server. `false` stops the profile.
+fn preflight(env: &Env, w: &Workload, d: &mut Draft) -> bool {
     let o = env.o;
-    let scrape = |path: &str| {
-        crate::prom::scrape(env.rt, env.server.addr, path, Duration::from_secs(10))
+    let Some(path) = &o.tokenize_path else {
+        return true;
     };
-    let before = o.metrics_path.as_deref().map(scrape);
+    let profile = d.profile.contract().prompt_profile;
+    let mut phases: Vec<(String, usize)> = Vec::new();
+    if o.warmup > 0 {
+        phases.push((prompts::warmup_phase(o.warmup), o.warmup));
+    }
+    for &c in &o.sizes {
+        for r in 0..o.repeats {
+            phases.push((prompts::measured_phase(c, r), c));
+        }
+    }
+    let mut max_tokens_seen = 0u64;
+    for (phase, n) in &phases {
+        let longest = (0..*n)
+            .map(|i| prompts::prompt(&w.prompt_set_id, phase, i, profile, LONG_PROMPT_REPETITIONS))
+            .max_by_key(|p| p.len())
+            .unwrap_or_default();
+        let body =
+            serde_json::to_vec(&serde_json::json!({"content": longest})).expect("body serializes");
+        let got = env
+            .rt
+            .block_on(qual_serve::client::fetch(
+                env.server.addr,
+                path,
+                Some(body),
+                Duration::from_secs(60),
+                64 * 1024 * 1024,
+            ))
+            .and_then(|(status, b)| {
+                if status != 200 {
+                    return Err(format!("{path} answered http {status}"));
+                }
+                let v = qual_json::from_slice(&b).map_err(|e| format!("{path}: {e}"))?;
+                v.get("tokens")
+                    .and_then(|t| t.as_array().map(|a| a.len() as u64))
+                    .ok_or(format!("{path} answered without a tokens array"))
+            });
+        match got {
+            Ok(n) => max_tokens_seen = max_tokens_seen.max(n),
+            Err(e) => {
+                d.failures.push(failure("prompt_context", e));
+                return false;
+            }
+        }
+    }
+    let headroom = o
+        .context_tokens
+        .map(|c| c as i64 - max_tokens_seen as i64 - o.max_tokens as i64);
+    d.prompt_context = Some(records::PromptContext {
+        endpoint: path.clone(),
+        checked_prompt_count: phases.len() as u64,
+        max_prompt_tokens: max_tokens_seen,
+        context_tokens: o.context_tokens,
+        min_headroom_tokens: headroom,
+    });
+    if let Some(h) = headroom.filter(|h| *h < 0) {
+        d.failures.push(failure(
+            "prompt_context",
+            format!(
+                "the longest prompt ({max_tokens_seen} tokens) plus {} output tokens is {} tokens above the context ceiling",
+                o.max_tokens, -h
+            ),
+        ));
+        return false;
+    }
+    true
+}
+
+/// What one row needs besides its plan.
+pub struct RowEnv<'a> {
+    /// Runtime for side-channel requests (scrapes).
+    pub rt: &'a tokio::runtime::Runtime,
+    /// The server.
+    pub addr: SocketAddr,
+    /// Model id requested.
+    pub model: &'a str,
+    /// Memory sampler, if one could be started.
+    pub sampler: Option<&'a Sampler>,
+    /// Prometheus path, if scraped.
+    pub metrics_path: Option<&'a str>,
+    /// Per-request deadline.
+    pub timeout: Duration,
+    /// Campaign clock origin.
+    pub epoch: Instant,
+}
+
+/// One row with its telemetry: scrape, memory reset, requests (all at once), memory
+/// snapshot, scrape, then the row record. `None` when the load engine could not run.
+pub fn measure_row(
+    env: &RowEnv,
+    plan: &RowPlan,
+    cfg: &GateConfig,
+) -> (Option<Row>, Option<Failure>) {
+    let scrape = |path: &str| crate::prom::scrape(env.rt, env.addr, path, Duration::from_secs(10));
+    let before = env.metrics_path.map(scrape);
     if let Some(s) = env.sampler {
         s.reset();
     }
-    let recs = match row::execute(plan, env.server.addr, env.model, o.request_timeout, env.epoch)
-    {
+    let recs = match row::execute(plan, env.addr, env.model, env.timeout, env.epoch) {
         Ok(r) => r,
         Err(e) => return (None, Some(failure("measurement", e))),
     };
@@ -527,13 +669,16 @@ fn measure_row(env: &Env, plan: &RowPlan, cfg: &GateConfig) -> (Option<Row>, Opt
         Some(Err(e)) => (None, Some(failure("memory_sampler", e))),
         None => (None, None),
     };
-    let after = o.metrics_path.as_deref().map(scrape);
+    let after = env.metrics_path.map(scrape);
     let server = match (before, after) {
         (Some(Ok(b)), Some(Ok(a))) => Some(Ok(crate::prom::delta(&b, &a))),
         (Some(Err(e)), _) | (_, Some(Err(e))) => Some(Err(e)),
         _ => None,
     };
-    (Some(row::summarize(plan, &recs, memory, server, cfg)), mem_fail)
+    (
+        Some(row::summarize(plan, &recs, memory, server, cfg)),
+        mem_fail,
+    )
 }
 
 fn write_exclusive(path: &Path, bytes: &[u8]) -> Result<(), CampaignError> {
@@ -606,7 +751,10 @@ fn finalize(o: &CampaignOptions, b: &Bound, d: Draft) -> Receipt {
     check(
         "runtime_artifact_unchanged",
         bound_files.then_some(b.artifacts_changed.is_empty()),
-        format!("changed during the campaign: {}", b.artifacts_changed.join(", ")),
+        format!(
+            "changed during the campaign: {}",
+            b.artifacts_changed.join(", ")
+        ),
         &mut failures,
     );
     check(
@@ -633,6 +781,7 @@ fn finalize(o: &CampaignOptions, b: &Bound, d: Draft) -> Receipt {
         workload_fingerprint: fingerprint,
         memory_sampler: b.sampler_identity.clone(),
         metrics_endpoint: o.metrics_path.clone(),
+        prompt_context: d.prompt_context,
         warmup: d.warmup,
         completion: Completion {
             expected_run_count: expected,
@@ -688,8 +837,14 @@ pub fn receipt_verdict(r: &Receipt) -> Verdict {
 
 fn bind_identity(
     o: &CampaignOptions,
-) -> Result<(Option<records::ModelIdentity>, Vec<records::FileDigest>, Option<records::ManifestBinding>), Vec<String>>
-{
+) -> Result<
+    (
+        Option<records::ModelIdentity>,
+        Vec<records::FileDigest>,
+        Option<records::ManifestBinding>,
+    ),
+    Vec<String>,
+> {
     let mut errs = Vec::new();
     let model = o.model_path.as_ref().and_then(|p| {
         identity::model_identity(p, None)
@@ -731,7 +886,8 @@ pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
     let started = start_server(o, &rt, epoch);
     let mut drafts: Vec<Draft> = Vec::new();
     let mut lines: Vec<ProfileLine> = Vec::new();
-    let mut sampler_identity = memory::unavailable(o.memory_interval_ms, "the server did not start");
+    let mut sampler_identity =
+        memory::unavailable(o.memory_interval_ms, "the server did not start");
     let mut engine = EngineIdentity {
         name: o.engine.clone(),
         base_url: String::new(),
@@ -748,6 +904,7 @@ pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
                 let mut d = Draft {
                     profile: *p,
                     workload: workload(o, *p, o.model.as_deref().unwrap_or("")),
+                    prompt_context: None,
                     warmup: Warmup {
                         requests: o.warmup as u64,
                         max_tokens: o.max_tokens.min(16),
@@ -838,12 +995,19 @@ pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
                 .cloned()
                 .collect::<Vec<_>>(),
         ),
-        model_changed: o.model_path.as_ref().zip(model_identity.as_ref()).map(|(p, m)| {
-            identity::model_identity(p, None).map_or(true, |now| now.content_sha256 != m.content_sha256)
-        }),
-        manifest_changed: o.runtime_manifest.as_ref().zip(manifest.as_ref()).map(|(p, m)| {
-            identity::bind_manifest(p).map_or(true, |now| now != *m)
-        }),
+        model_changed: o
+            .model_path
+            .as_ref()
+            .zip(model_identity.as_ref())
+            .map(|(p, m)| {
+                identity::model_identity(p, None)
+                    .map_or(true, |now| now.content_sha256 != m.content_sha256)
+            }),
+        manifest_changed: o
+            .runtime_manifest
+            .as_ref()
+            .zip(manifest.as_ref())
+            .map(|(p, m)| identity::bind_manifest(p).map_or(true, |now| now != *m)),
         engine,
         sampler_identity: sampler_identity.clone(),
         lifecycle,
@@ -895,9 +1059,11 @@ fn publish_all(
             server_pid: *server_pid,
         },
     };
-    let verdict = Verdict::of(lines.iter().all(|l| {
-        l.status == ProfileStatus::Completed && l.verdict == Some(Verdict::Passed)
-    }));
+    let verdict = Verdict::of(
+        lines
+            .iter()
+            .all(|l| l.status == ProfileStatus::Completed && l.verdict == Some(Verdict::Passed)),
+    );
     let mut summary = Summary {
         schema: records::SUMMARY_SCHEMA.into(),
         tool: Tool::current(),
@@ -968,11 +1134,26 @@ pub fn case_result(
                     }));
                 }
             };
-            push("output_tokens_per_s", mean(&|x| Some(x.output_token_throughput_per_s)), "tokens/s", "mean", false);
-            push("requests_per_s", mean(&|x| Some(x.request_throughput_per_s)), "requests/s", "mean", false);
+            push(
+                "output_tokens_per_s",
+                mean(&|x| Some(x.output_token_throughput_per_s)),
+                "tokens/s",
+                "mean",
+                false,
+            );
+            push(
+                "requests_per_s",
+                mean(&|x| Some(x.request_throughput_per_s)),
+                "requests/s",
+                "mean",
+                false,
+            );
             push("ttft_ms.p50", mean(&|x| x.ttft_ms.p50), "ms", "mean", true);
             push("e2e_ms.p50", mean(&|x| x.e2e_ms.p50), "ms", "mean", true);
-            let peak = rows.iter().filter_map(|x| x.memory.map(|m| m.peak_bytes as f64)).fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
+            let peak = rows
+                .iter()
+                .filter_map(|x| x.memory.map(|m| m.peak_bytes as f64))
+                .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))));
             push("peak_memory_bytes", peak, "bytes", "max", true);
         }
     }
@@ -1024,7 +1205,11 @@ pub fn failure_reasons(r: &Receipt) -> Vec<String> {
             v.push(format!("{} gate {}: {}", row.phase, g.name, g.detail));
         }
     }
-    if let Some(c) = r.comparison.as_ref().filter(|c| c.result == records::Match::Mismatched) {
+    if let Some(c) = r
+        .comparison
+        .as_ref()
+        .filter(|c| c.result == records::Match::Mismatched)
+    {
         v.push(format!(
             "{} mismatch(es) with the reference {} ({})",
             c.mismatches.len(),

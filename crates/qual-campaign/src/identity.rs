@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 /// Digests a regular file (symlinks followed and the resolved path recorded).
 pub fn digest_file(path: &Path) -> Result<FileDigest, String> {
-    let resolved = std::fs::canonicalize(path)
-        .map_err(|e| format!("resolve {}: {e}", path.display()))?;
+    let resolved =
+        std::fs::canonicalize(path).map_err(|e| format!("resolve {}: {e}", path.display()))?;
     let mut f = qual_json::open_regular(&resolved)
         .map_err(|e| format!("open {}: {e}", resolved.display()))?;
     let mut h = Sha256::new();
@@ -72,9 +72,7 @@ pub fn executables(argv: &[String], cwd: &Path) -> Result<Vec<FileDigest>, Strin
 pub fn changed(files: &[FileDigest]) -> Vec<String> {
     files
         .iter()
-        .filter(|f| {
-            digest_file(Path::new(&f.resolved)).map_or(true, |now| now.sha256 != f.sha256)
-        })
+        .filter(|f| digest_file(Path::new(&f.resolved)).map_or(true, |now| now.sha256 != f.sha256))
         .map(|f| f.path.clone())
         .collect()
 }
@@ -83,7 +81,9 @@ pub fn changed(files: &[FileDigest]) -> Vec<String> {
 pub fn model_identity(dir: &Path, id: Option<&str>) -> Result<ModelIdentity, String> {
     let fp = qual_probe::model::fingerprint(dir, id).map_err(|e| e.to_string())?;
     let mut v = fp.to_value();
-    let fingerprint = v.to_serde().ok_or("model fingerprint is not representable")?;
+    let fingerprint = v
+        .to_serde()
+        .ok_or("model fingerprint is not representable")?;
     if let qual_json::Value::Object(o) = &mut v {
         o.remove("path");
     }

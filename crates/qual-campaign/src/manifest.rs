@@ -24,8 +24,18 @@ pub const SCHEMA: &str = "kiln-qual.runtime-manifest.v1";
 
 /// Environment variables that can change what an inference runtime computes.
 pub const INFERENCE_ENV_PREFIXES: [&str; 12] = [
-    "OMP_", "MKL_", "OPENBLAS_", "KMP_", "TORCH", "PYTORCH_", "CUDA_", "HF_", "TRANSFORMERS_",
-    "TOKENIZERS_", "PYTHONHASHSEED", "GGML_",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "KMP_",
+    "TORCH",
+    "PYTORCH_",
+    "CUDA_",
+    "HF_",
+    "TRANSFORMERS_",
+    "TOKENIZERS_",
+    "PYTHONHASHSEED",
+    "GGML_",
 ];
 
 /// The interpreter.
@@ -119,7 +129,12 @@ struct Probe {
 
 fn ask(python: &Path) -> Result<Probe, ManifestError> {
     let spec = qual_exec::ExecSpec {
-        argv: vec![python.display().to_string(), "-I".into(), "-c".into(), PROBE.into()],
+        argv: vec![
+            python.display().to_string(),
+            "-I".into(),
+            "-c".into(),
+            PROBE.into(),
+        ],
         cwd: std::env::temp_dir(),
         env: vec![
             ("PATH".into(), "/usr/bin:/bin".into()),
@@ -221,7 +236,11 @@ pub fn capture_once(
             dists.push(distribution(&site, &info)?);
         }
     }
-    dists.sort_by(|a, b| a.name.to_ascii_lowercase().cmp(&b.name.to_ascii_lowercase()));
+    dists.sort_by(|a, b| {
+        a.name
+            .to_ascii_lowercase()
+            .cmp(&b.name.to_ascii_lowercase())
+    });
     let env = environment
         .iter()
         .filter(|(k, _)| INFERENCE_ENV_PREFIXES.iter().any(|p| k.starts_with(p)))
@@ -298,7 +317,10 @@ mod tests {
         ]
         .into();
         let (m, bytes) = capture(py, &env).unwrap();
-        assert_eq!(m.environment.keys().collect::<Vec<_>>(), ["OMP_NUM_THREADS"]);
+        assert_eq!(
+            m.environment.keys().collect::<Vec<_>>(),
+            ["OMP_NUM_THREADS"]
+        );
         assert!(m.interpreter.version.starts_with('3'));
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("m.json");

@@ -51,8 +51,8 @@ impl Source {
     pub fn read(&self) -> Result<u64, String> {
         match self {
             Source::Drm(p) => {
-                let t = std::fs::read_to_string(p)
-                    .map_err(|e| format!("read {}: {e}", p.display()))?;
+                let t =
+                    std::fs::read_to_string(p).map_err(|e| format!("read {}: {e}", p.display()))?;
                 t.trim()
                     .parse::<u64>()
                     .map_err(|_| format!("{} does not hold a byte count", p.display()))
@@ -83,8 +83,9 @@ impl Source {
             },
             Source::ProcessTree(pid) => SamplerIdentity {
                 source: "process_tree_pss".into(),
-                measures: "summed PSS of the server's process tree (CPU server: host memory), bytes"
-                    .into(),
+                measures:
+                    "summed PSS of the server's process tree (CPU server: host memory), bytes"
+                        .into(),
                 path: Some(format!("/proc/{pid}")),
                 device: None,
                 interval_ms,
@@ -309,7 +310,10 @@ pub mod nvml {
         // process lifetime (never dlclose'd), so the function pointers stay valid. The symbol
         // types are NVML's documented C signatures.
         unsafe {
-            let h = libc::dlopen(c"libnvidia-ml.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+            let h = libc::dlopen(
+                c"libnvidia-ml.so.1".as_ptr(),
+                libc::RTLD_NOW | libc::RTLD_LOCAL,
+            );
             if h.is_null() {
                 return Err("libnvidia-ml.so.1 is not present".into());
             }
@@ -362,20 +366,28 @@ pub mod nvml {
             let lib = init()?;
             let count = Device::count()?;
             if index >= count {
-                return Err(format!("NVML device {index} does not exist ({count} devices)"));
+                return Err(format!(
+                    "NVML device {index} does not exist ({count} devices)"
+                ));
             }
             let mut h: *mut c_void = std::ptr::null_mut();
             // SAFETY: valid out pointer; index checked above.
             let rc = unsafe { (lib.handle)(index, &mut h) };
             if rc != 0 {
-                return Err(format!("nvmlDeviceGetHandleByIndex_v2 failed with code {rc}"));
+                return Err(format!(
+                    "nvmlDeviceGetHandleByIndex_v2 failed with code {rc}"
+                ));
             }
             let text = |f: StrFn| {
                 let mut buf = [0 as c_char; 256];
                 // SAFETY: buffer and its length are passed together; NVML NUL-terminates.
                 let rc = unsafe { f(h, buf.as_mut_ptr(), buf.len() as c_uint) };
                 // SAFETY: NUL-terminated within the buffer on success.
-                (rc == 0).then(|| unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+                (rc == 0).then(|| {
+                    unsafe { CStr::from_ptr(buf.as_ptr()) }
+                        .to_string_lossy()
+                        .into_owned()
+                })
             };
             let d = Device {
                 handle: h as usize,
@@ -421,7 +433,10 @@ mod tests {
 
     #[test]
     fn process_tree_sampler_records_baseline_peak_and_samples() {
-        let s = Sampler::start(Source::ProcessTree(std::process::id()), Duration::from_millis(5));
+        let s = Sampler::start(
+            Source::ProcessTree(std::process::id()),
+            Duration::from_millis(5),
+        );
         s.reset();
         let _grow: Vec<u8> = vec![1u8; 8 << 20];
         std::thread::sleep(Duration::from_millis(30));
@@ -432,7 +447,10 @@ mod tests {
         // A gone process latches an error instead of a zero.
         let dead = Sampler::start(Source::ProcessTree(u32::MAX - 3), Duration::from_millis(5));
         dead.reset();
-        assert!(dead.snapshot().unwrap_err().contains("memory sampling failed"));
+        assert!(dead
+            .snapshot()
+            .unwrap_err()
+            .contains("memory sampling failed"));
     }
 
     #[test]

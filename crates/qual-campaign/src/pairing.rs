@@ -11,8 +11,7 @@
 
 use crate::profiles::ComparisonMode;
 use crate::records::{
-    self, Comparison, Match, Mismatch, OutputEvidence, Receipt, RequestMismatch, Row,
-    VerdictEffect,
+    self, Comparison, Match, Mismatch, OutputEvidence, Receipt, RequestMismatch, Row, VerdictEffect,
 };
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -95,13 +94,22 @@ fn request_mismatch(
             fields.push(name.to_string());
         }
     };
-    diff("completion_tokens", e.completion_tokens != a.completion_tokens);
+    diff(
+        "completion_tokens",
+        e.completion_tokens != a.completion_tokens,
+    );
     diff("content_sha256", e.content_sha256 != a.content_sha256);
-    diff("content_utf8_bytes", e.content_utf8_bytes != a.content_utf8_bytes);
+    diff(
+        "content_utf8_bytes",
+        e.content_utf8_bytes != a.content_utf8_bytes,
+    );
     diff("finish_reason", e.finish_reason != a.finish_reason);
     diff("output_sha256", e.output_sha256 != a.output_sha256);
     diff("reasoning_sha256", e.reasoning_sha256 != a.reasoning_sha256);
-    diff("reasoning_utf8_bytes", e.reasoning_utf8_bytes != a.reasoning_utf8_bytes);
+    diff(
+        "reasoning_utf8_bytes",
+        e.reasoning_utf8_bytes != a.reasoning_utf8_bytes,
+    );
     if fields.is_empty() {
         return None;
     }
@@ -211,7 +219,11 @@ pub fn compare(current: &Receipt, path: &Path, role: ReferenceRole) -> Result<Co
     let mode = current.workload.comparison_mode;
     let mut mismatches = Vec::new();
     for (c, r) in keys {
-        let find = |rows: &[Row]| rows.iter().find(|x| x.concurrency == c && x.repeat == r).cloned();
+        let find = |rows: &[Row]| {
+            rows.iter()
+                .find(|x| x.concurrency == c && x.repeat == r)
+                .cloned()
+        };
         match (find(&reference.runs), find(&current.runs)) {
             (Some(e), Some(a)) => compare_row(&e, &a, mode, &mut mismatches),
             (None, _) => mismatches.push(Mismatch::MissingRun {

@@ -158,7 +158,13 @@ mod tests {
         let names: Vec<_> = Profile::ALL.iter().map(|p| p.name()).collect();
         assert_eq!(
             names,
-            ["greedy-short", "api-default-sampled", "long-prefill", "prefix-hit", "mixed"]
+            [
+                "greedy-short",
+                "api-default-sampled",
+                "long-prefill",
+                "prefix-hit",
+                "mixed"
+            ]
         );
         let s = Profile::ApiDefaultSampled.contract();
         assert_eq!((s.temperature, s.top_p), (1.0, 1.0));
@@ -170,6 +176,8 @@ mod tests {
             [Profile::GreedyShort, Profile::Mixed]
         );
         assert!(parse_list("mixed,mixed").is_err());
-        assert!(Profile::parse("fast").unwrap_err().contains("unknown profile \"fast\""));
+        assert!(Profile::parse("fast")
+            .unwrap_err()
+            .contains("unknown profile \"fast\""));
     }
 }

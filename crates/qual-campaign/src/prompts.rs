@@ -62,7 +62,11 @@ fn markers(prompt_set_id: &str, phase: &str, index: usize) -> String {
         })
         .collect();
     keyed.sort();
-    keyed.iter().map(|(_, m)| *m).collect::<Vec<_>>().join(" | ")
+    keyed
+        .iter()
+        .map(|(_, m)| *m)
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 /// The prompt of request `index` in `phase`.
@@ -198,7 +202,9 @@ mod tests {
             .iter()
             .map(|p| {
                 let line = p.lines().last().unwrap();
-                let m = line.trim_start_matches("Marker sequence: ").trim_end_matches('.');
+                let m = line
+                    .trim_start_matches("Marker sequence: ")
+                    .trim_end_matches('.');
                 let mut v: Vec<&str> = m.split(" | ").collect();
                 v.sort();
                 v

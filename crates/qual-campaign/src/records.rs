@@ -383,6 +383,25 @@ pub struct SamplerIdentity {
     pub interval_ms: u64,
 }
 
+/// The prompt-context preflight: the longest prompt of every row (and of the warmup),
+/// tokenized by the server's own tokenizer endpoint before any traffic. The count is of the
+/// raw prompt text (the chat template adds its own tokens; each row's `usage.prompt_tokens`
+/// is the templated count and is checked against the same ceiling after the row).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptContext {
+    /// The tokenizer endpoint used.
+    pub endpoint: String,
+    /// Prompts tokenized.
+    pub checked_prompt_count: u64,
+    /// Largest raw prompt-token count.
+    pub max_prompt_tokens: u64,
+    /// The declared context ceiling (prompt + output tokens), if any.
+    pub context_tokens: Option<u64>,
+    /// `context_tokens − max_prompt_tokens − max_tokens`, when a ceiling is declared.
+    pub min_headroom_tokens: Option<i64>,
+}
+
 /// The warmup.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -576,6 +595,8 @@ pub struct Receipt {
     pub memory_sampler: SamplerIdentity,
     /// Prometheus endpoint scraped around every row, if any.
     pub metrics_endpoint: Option<String>,
+    /// The prompt-context preflight, when one ran.
+    pub prompt_context: Option<PromptContext>,
     /// Warmup.
     pub warmup: Warmup,
     /// Measured rows in order.
@@ -739,10 +760,11 @@ pub fn read_record<T: serde::de::DeserializeOwned>(
     path: &std::path::Path,
 ) -> Result<(Vec<u8>, Value, T), ReadError> {
     let shown = path.display().to_string();
-    let bytes = qual_json::read_file_limited(path, MAX_RECORD_BYTES).map_err(|e| ReadError::Load {
-        path: shown.clone(),
-        reason: e.to_string(),
-    })?;
+    let bytes =
+        qual_json::read_file_limited(path, MAX_RECORD_BYTES).map_err(|e| ReadError::Load {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
     let doc = qual_json::from_slice(&bytes).map_err(|e| ReadError::Load {
         path: shown.clone(),
         reason: e.to_string(),
@@ -773,8 +795,8 @@ pub fn now_utc() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    let t = time::OffsetDateTime::from_unix_timestamp(secs)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let t =
+        time::OffsetDateTime::from_unix_timestamp(secs).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
         t.year(),

@@ -118,7 +118,9 @@ pub fn execute(
             .parse()
             .map_err(|_| format!("load engine returned unknown request id {}", r.corpus_id))?;
         if i >= c || by_index[i].is_some() {
-            return Err(format!("load engine returned request {i} twice or out of range"));
+            return Err(format!(
+                "load engine returned request {i} twice or out of range"
+            ));
         }
         by_index[i] = Some(r);
     }
@@ -249,7 +251,12 @@ pub fn summarize(
     let starts: Vec<u64> = records.iter().filter_map(|r| r.started_ns).collect();
     let ends: Vec<u64> = records.iter().filter_map(|r| r.end_ns).collect();
     let first = starts.iter().min().copied().unwrap_or(0);
-    let w_ns = ends.iter().max().copied().unwrap_or(first).saturating_sub(first);
+    let w_ns = ends
+        .iter()
+        .max()
+        .copied()
+        .unwrap_or(first)
+        .saturating_sub(first);
     let w = w_ns as f64 / 1e9;
     let per_s = |x: f64| if w > 0.0 { x / w } else { 0.0 };
     let spread = match (starts.iter().min(), starts.iter().max()) {
@@ -349,10 +356,13 @@ fn gates(
 ) -> Vec<Gate> {
     let n = records.len();
     let mut g = Vec::new();
-    let first_error = records.iter().enumerate().find_map(|(i, r)| match &r.outcome {
-        Outcome::Failed { reason } => Some(format!("; request {i}: {reason}")),
-        Outcome::Succeeded => None,
-    });
+    let first_error = records
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| match &r.outcome {
+            Outcome::Failed { reason } => Some(format!("; request {i}: {reason}")),
+            Outcome::Succeeded => None,
+        });
     g.push(gate(
         "all_requests_succeeded",
         ok.len() == n,
@@ -516,7 +526,10 @@ fn accounting(d: &ServerMetricsDelta, ok: &[(usize, &RequestRecord)]) -> Option<
         }
     }
     if let Some(t) = &d.completion_tokens {
-        parts.push(format!("{} {} (client: {client_tokens})", t.metric, t.delta));
+        parts.push(format!(
+            "{} {} (client: {client_tokens})",
+            t.metric, t.delta
+        ));
         if t.delta < client_tokens as f64 {
             bad.push(format!(
                 "the server reported {} generated tokens, the client counted {client_tokens}",

@@ -60,7 +60,10 @@ pub fn check_receipt(r: &Receipt, findings: &mut Vec<String>, at: &str) {
     for (i, row) in r.runs.iter().enumerate() {
         let phase = measured_phase(row.concurrency as usize, row.repeat as usize);
         if row.phase != phase {
-            f(format!("/runs/{i}/phase: expected {}", qual_json::show::quote(&phase)));
+            f(format!(
+                "/runs/{i}/phase: expected {}",
+                qual_json::show::quote(&phase)
+            ));
         }
         match prompts::row_prompts(
             &r.workload.prompt_set_id,
@@ -70,10 +73,14 @@ pub fn check_receipt(r: &Receipt, findings: &mut Vec<String>, at: &str) {
             r.workload.long_prompt_repetitions as usize,
         ) {
             Ok(p) if prompts::prompt_set_sha256(&p) == row.prompt_set_sha256 => {}
-            _ => f(format!("/runs/{i}/prompt_set_sha256 does not match the regenerated prompts")),
+            _ => f(format!(
+                "/runs/{i}/prompt_set_sha256 does not match the regenerated prompts"
+            )),
         }
         if row::output_set_sha256(&row.outputs) != row.output_set_sha256 {
-            f(format!("/runs/{i}/output_set_sha256 does not match the outputs"));
+            f(format!(
+                "/runs/{i}/output_set_sha256 does not match the outputs"
+            ));
         }
         for (k, o) in row.outputs.iter().enumerate() {
             if let Some(x) = &o.exact_output {
@@ -84,7 +91,9 @@ pub fn check_receipt(r: &Receipt, findings: &mut Vec<String>, at: &str) {
                     || qual_json::sha256_prefixed(x.content.as_bytes()) != o.content_sha256
                     || qual_json::sha256_prefixed(x.reasoning.as_bytes()) != o.reasoning_sha256
                 {
-                    f(format!("/runs/{i}/outputs/{k}: exact output does not match its hashes"));
+                    f(format!(
+                        "/runs/{i}/outputs/{k}: exact output does not match its hashes"
+                    ));
                 }
             }
         }
@@ -96,7 +105,9 @@ pub fn check_receipt(r: &Receipt, findings: &mut Vec<String>, at: &str) {
                 && gates_ok,
         );
         if want != row.verdict {
-            f(format!("/runs/{i}/verdict does not follow from its gates and counts"));
+            f(format!(
+                "/runs/{i}/verdict does not follow from its gates and counts"
+            ));
         }
         let mut names: Vec<&str> = row.gates.iter().map(|g| g.name.as_str()).collect();
         names.sort_unstable();
@@ -160,7 +171,8 @@ pub fn verify(dir: &Path, engine: Option<&str>) -> Report {
         }
     };
     if s.schema != records::SUMMARY_SCHEMA {
-        rep.findings.push(format!("{at}: /schema is not {}", records::SUMMARY_SCHEMA));
+        rep.findings
+            .push(format!("{at}: /schema is not {}", records::SUMMARY_SCHEMA));
     }
     if records::document_hash(&doc, "summary_sha256") != s.summary_sha256 {
         rep.findings
@@ -173,12 +185,15 @@ pub fn verify(dir: &Path, engine: Option<&str>) -> Report {
             continue;
         }
         let Some(name) = &line.receipt else {
-            rep.findings.push(format!("{at}: /profiles/{i}/receipt is missing"));
+            rep.findings
+                .push(format!("{at}: /profiles/{i}/receipt is missing"));
             all_passed = false;
             continue;
         };
         if name.contains('/') || name != &records::receipt_name(line.profile, &s.engine) {
-            rep.findings.push(format!("{at}: /profiles/{i}/receipt names an unexpected file"));
+            rep.findings.push(format!(
+                "{at}: /profiles/{i}/receipt names an unexpected file"
+            ));
             continue;
         }
         let rp = path.parent().unwrap_or(Path::new(".")).join(name);
@@ -192,12 +207,14 @@ pub fn verify(dir: &Path, engine: Option<&str>) -> Report {
                     ));
                 }
                 if line.verdict != Some(r.verdict) {
-                    rep.findings
-                        .push(format!("{at}: /profiles/{i}/verdict differs from the receipt"));
+                    rep.findings.push(format!(
+                        "{at}: /profiles/{i}/verdict differs from the receipt"
+                    ));
                 }
                 if r.workload.profile != line.profile || r.engine.name != s.engine {
-                    rep.findings
-                        .push(format!("{shown}: profile or engine differs from the summary"));
+                    rep.findings.push(format!(
+                        "{shown}: profile or engine differs from the summary"
+                    ));
                 }
                 check_receipt(&r, &mut rep.findings, &shown);
                 check_pairing(&r, &mut rep.findings, &shown);

@@ -66,6 +66,8 @@ fn options(port: u16, out: &Path, engine: &str, profiles: Vec<Profile>) -> Campa
         runtime_artifacts: Vec::new(),
         runtime_manifest: None,
         request_timeout: Duration::from_secs(30),
+        tokenize_path: None,
+        context_tokens: None,
     }
 }
 
@@ -83,7 +85,12 @@ fn receipt(path: &Path) -> Receipt {
 
 /// Runs one greedy-short campaign with `cfg` and `tweak`, and returns its single row's gates
 /// after checking that the evidence verifies.
-fn failing_gate(cfg: MockConfig, tweak: impl FnOnce(&mut CampaignOptions), gate: &str, detail: &str) {
+fn failing_gate(
+    cfg: MockConfig,
+    tweak: impl FnOnce(&mut CampaignOptions),
+    gate: &str,
+    detail: &str,
+) {
     let (_t, out) = setup();
     let port = start_mock(cfg);
     let mut o = options(port, &out, "mock", vec![Profile::GreedyShort]);
@@ -111,20 +118,36 @@ fn clean_campaign_passes_verifies_and_pairs() {
         metrics: true,
         ..MockConfig::default()
     });
-    let mut o = options(port, &out, "mock-ref", vec![Profile::GreedyShort, Profile::Mixed]);
+    let mut o = options(
+        port,
+        &out,
+        "mock-ref",
+        vec![Profile::GreedyShort, Profile::Mixed],
+    );
     o.sizes = vec![1, 4];
     o.warmup = 1;
     o.metrics_path = Some("/metrics".into());
     let reference = campaign::run(&o).unwrap();
-    assert_eq!(reference.summary.verdict, Verdict::Passed, "{:?}", reference.summary);
+    assert_eq!(
+        reference.summary.verdict,
+        Verdict::Passed,
+        "{:?}",
+        reference.summary
+    );
     assert!(verify::verify(&out, Some("mock-ref")).findings.is_empty());
     for p in &reference.receipts {
         let r = receipt(p);
         assert_eq!(r.runs.len(), 2);
         for row in &r.runs {
             assert!(row.memory.unwrap().samples >= 2);
-            assert!(row.gates.iter().any(|g| g.name == "server_request_accounting"));
-            assert_eq!(row.outputs[0].exact_output.as_ref().unwrap().content, "tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7 ");
+            assert!(row
+                .gates
+                .iter()
+                .any(|g| g.name == "server_request_accounting"));
+            assert_eq!(
+                row.outputs[0].exact_output.as_ref().unwrap().content,
+                "tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7 "
+            );
         }
     }
     // A second engine paired with the first: same prompts, tokens and outputs → matched.
@@ -162,7 +185,11 @@ fn output_divergence_is_located_to_the_byte() {
     r.receipt_sha256 = records::self_hash(&r, "receipt_sha256");
     let refdir = out.join("ref");
     std::fs::create_dir(&refdir).unwrap();
-    std::fs::write(refdir.join("greedy-short.mock-ref.json"), records::to_file_bytes(&r)).unwrap();
+    std::fs::write(
+        refdir.join("greedy-short.mock-ref.json"),
+        records::to_file_bytes(&r),
+    )
+    .unwrap();
     let mut o = options(port, &out, "mock-cand", vec![Profile::GreedyShort]);
     o.reference_dir = Some(refdir);
     o.reference_engine = Some("mock-ref".into());
@@ -177,7 +204,10 @@ fn output_divergence_is_located_to_the_byte() {
             ..
         }] => {
             assert_eq!(mismatched_request_indices, &[2]);
-            assert_eq!(request_mismatches[0].content_first_divergent_utf8_byte, Some(18));
+            assert_eq!(
+                request_mismatches[0].content_first_divergent_utf8_byte,
+                Some(18)
+            );
             assert!(request_mismatches[0].exact_output_compared);
         }
         m => panic!("{m:?}"),
@@ -302,7 +332,28 @@ fn tampered_receipts_fail_verification() {
     let p = &res.receipts[0];
     let text = std::fs::read_to_string(p).unwrap();
     std::fs::remove_file(p).unwrap();
-    std::fs::write(p, text.replacen("\"success_count\": 4", "\"success_count\": 3", 1)).unwrap();
+    std::fs::write(
+        p,
+        text.replacen("\"success_count\": 4", "\"success_count\": 3", 1),
+    )
+    .unwrap();
     let f = verify::verify(&out, None).findings;
     assert!(f.iter().any(|m| m.contains("receipt_sha256")), "{f:?}");
+}
+
+#[test]
+fn prompt_context_preflight_runs_before_traffic() {
+    let (_t, out) = setup();
+    let port = start_mock(MockConfig::default());
+    let mut o = options(port, &out, "mock", vec![Profile::GreedyShort]);
+    o.tokenize_path = Some("/tokenize".into());
+    o.context_tokens = Some(64);
+    let res = campaign::run(&o).unwrap();
+    let r = receipt(&res.receipts[0]);
+    assert!(r.runs.is_empty());
+    assert_eq!(r.completion.failures[0].phase, "prompt_context");
+    assert!(r.completion.failures[0]
+        .detail
+        .contains("answered http 404"));
+    assert!(verify::verify(&out, None).findings.is_empty());
 }

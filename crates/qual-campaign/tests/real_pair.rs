@@ -61,6 +61,8 @@ fn options(engine: &str, launch: &str, out: &Path) -> CampaignOptions {
         runtime_artifacts: Vec::new(),
         runtime_manifest: None,
         request_timeout: Duration::from_secs(300),
+        tokenize_path: Some("/tokenize".into()),
+        context_tokens: Some(2048),
     }
 }
 
@@ -76,12 +78,20 @@ fn candidate_and_reference_pair() {
     let manifest_path = out.join("reference.runtime-manifest.json");
     std::fs::write(&manifest_path, bytes).unwrap();
 
-    let mut r = options("reference", "qualification/serving/reference/launch-smollm2.json", out);
+    let mut r = options(
+        "reference",
+        "qualification/serving/reference/launch-smollm2.json",
+        out,
+    );
     r.runtime_manifest = Some(manifest_path);
     let reference = campaign::run(&r).unwrap();
     eprintln!("reference verdict: {:?}", reference.summary.verdict);
 
-    let mut c = options("llama-server", "qualification/serving/llama-cpp/launch-smollm2-campaign.json", out);
+    let mut c = options(
+        "llama-server",
+        "qualification/serving/llama-cpp/launch-smollm2-campaign.json",
+        out,
+    );
     c.runtime_artifacts = vec![root.join(".cache/real-server/root/usr/bin/llama-server")];
     c.reference_dir = Some(out.to_path_buf());
     c.reference_engine = Some("reference".into());
@@ -95,13 +105,23 @@ fn candidate_and_reference_pair() {
         for p in &rep.receipts {
             let (_, rec) = pairing::read_receipt(p).unwrap();
             // The engines ran: every expected row is present, each with memory evidence.
-            assert!(rec.completion.failures.iter().all(|f| f.phase == "reference_comparison"),
-                "{engine}: {:?}", rec.completion.failures);
+            assert!(
+                rec.completion
+                    .failures
+                    .iter()
+                    .all(|f| f.phase == "reference_comparison"),
+                "{engine}: {:?}",
+                rec.completion.failures
+            );
             assert_eq!(rec.runs.len(), 2, "{engine}");
             for row in &rec.runs {
                 let mem = row.memory.expect("memory measured");
                 assert!(mem.samples >= 2, "{engine}: {mem:?}");
-                assert_eq!(row.success_count, row.request_count, "{engine}: {:?}", row.errors);
+                assert_eq!(
+                    row.success_count, row.request_count,
+                    "{engine}: {:?}",
+                    row.errors
+                );
             }
             assert_eq!(rec.memory_sampler.source, "process_tree_pss");
         }
@@ -113,12 +133,18 @@ fn candidate_and_reference_pair() {
         for m in &cmp.mismatches {
             eprintln!("finding: {m:?}");
             match m {
-                Mismatch::OutputMismatch { request_mismatches, .. } => {
+                Mismatch::OutputMismatch {
+                    request_mismatches, ..
+                } => {
                     for q in request_mismatches {
                         assert!(q.exact_output_compared);
-                        assert!(q.content_first_divergent_utf8_byte.is_some()
-                            || q.reasoning_first_divergent_utf8_byte.is_some()
-                            || q.fields.iter().all(|f| f == "finish_reason" || f == "completion_tokens"));
+                        assert!(
+                            q.content_first_divergent_utf8_byte.is_some()
+                                || q.reasoning_first_divergent_utf8_byte.is_some()
+                                || q.fields
+                                    .iter()
+                                    .all(|f| f == "finish_reason" || f == "completion_tokens")
+                        );
                     }
                 }
                 Mismatch::MissingRun { .. } => panic!("a run is missing: {m:?}"),
@@ -127,21 +153,27 @@ fn candidate_and_reference_pair() {
             }
         }
         let passed = rec.verdict == Verdict::Passed;
-        assert_eq!(passed, rec.runs.iter().all(|r| r.verdict == Verdict::Passed)
-            && cmp.result == qual_campaign::records::Match::Matched
-            && rec.completion.failures.is_empty());
+        assert_eq!(
+            passed,
+            rec.runs.iter().all(|r| r.verdict == Verdict::Passed)
+                && cmp.result == qual_campaign::records::Match::Matched
+                && rec.completion.failures.is_empty()
+        );
     }
 }
 
 fn main() {
     let root = root();
-    harness::run(vec![Trial::new("candidate_and_reference_pair", candidate_and_reference_pair)
-        .needs(harness::needs_file(
-            &root.join(".cache/real-server/llama-server"),
-            "llama-server (run scripts/setup-real-server)",
-        ))
-        .needs(harness::needs_file(
-            &root.join(".cache/venv-reference/.requirements-sha256"),
-            "the reference Python environment (run scripts/setup-reference-python)",
-        ))]);
+    harness::run(vec![Trial::new(
+        "candidate_and_reference_pair",
+        candidate_and_reference_pair,
+    )
+    .needs(harness::needs_file(
+        &root.join(".cache/real-server/llama-server"),
+        "llama-server (run scripts/setup-real-server)",
+    ))
+    .needs(harness::needs_file(
+        &root.join(".cache/venv-reference/.requirements-sha256"),
+        "the reference Python environment (run scripts/setup-reference-python)",
+    ))]);
 }

@@ -634,12 +634,17 @@ pub async fn fetch(
         let mut conn = connect(addr).await.map_err(|e| format!("connect: {e}"))?;
         let builder = match json_body {
             None => hyper::Request::get(path),
-            Some(_) => hyper::Request::post(path)
-                .header(hyper::header::CONTENT_TYPE, "application/json"),
+            Some(_) => {
+                hyper::Request::post(path).header(hyper::header::CONTENT_TYPE, "application/json")
+            }
         };
         let req = builder
             .header(hyper::header::HOST, addr.to_string())
-            .body(json_body.map(|b| FullBody::new(Bytes::from(b))).unwrap_or_default())
+            .body(
+                json_body
+                    .map(|b| FullBody::new(Bytes::from(b)))
+                    .unwrap_or_default(),
+            )
             .map_err(|e| e.to_string())?;
         let resp = conn
             .sender

@@ -104,7 +104,10 @@ pub struct RunArgs {
     pub prompt_set_id: Option<String>,
     /// Profiles (comma-separated): greedy-short, api-default-sampled, long-prefill,
     /// prefix-hit, mixed.
-    #[arg(long, default_value = "greedy-short,api-default-sampled,long-prefill,prefix-hit,mixed")]
+    #[arg(
+        long,
+        default_value = "greedy-short,api-default-sampled,long-prefill,prefix-hit,mixed"
+    )]
     pub profiles: String,
     /// Concurrency sweep (comma-separated, strictly increasing, 1..=4096).
     #[arg(long, default_value = "1,8,16,32,64,128")]
@@ -179,6 +182,14 @@ pub struct RunArgs {
     /// Per-request deadline, seconds.
     #[arg(long, default_value = "600", value_parser = seconds_in(0.001..=86_400.0))]
     pub request_timeout_seconds: f64,
+    /// Prompt-context preflight: the server's tokenizer endpoint (`/tokenize` on llama.cpp),
+    /// asked for the longest prompt of every row before any traffic.
+    #[arg(long, value_name = "PATH")]
+    pub tokenize_path: Option<String>,
+    /// Context ceiling in tokens: prompt + --max-tokens must fit (preflight and every row's
+    /// usage).
+    #[arg(long, value_parser = count::<u64>(1..=u64::MAX))]
+    pub context_tokens: Option<u64>,
     /// Also write a case result for the runner here (default:
     /// `$KILN_QUALIFICATION_CASE_RESULT` when set).
     #[arg(long, value_parser = super::args::Path, value_name = "PATH")]
@@ -222,7 +233,11 @@ pub struct ManifestArgs {
 fn options(a: RunArgs) -> Result<CampaignOptions, String> {
     let list = |s: &str, what: &str| -> Result<Vec<usize>, String> {
         s.split(',')
-            .map(|x| x.trim().parse::<usize>().map_err(|_| format!("--{what}: not an integer list")))
+            .map(|x| {
+                x.trim()
+                    .parse::<usize>()
+                    .map_err(|_| format!("--{what}: not an integer list"))
+            })
             .collect()
     };
     let server = match (a.launch, a.base_url) {
@@ -244,7 +259,11 @@ fn options(a: RunArgs) -> Result<CampaignOptions, String> {
         (MemorySourceArg::Drm, None, None) => SourceRequest::Drm(None),
         (MemorySourceArg::Nvml, None, None) => SourceRequest::Nvml(0),
         (MemorySourceArg::ProcessTree, None, None) => SourceRequest::ProcessTree,
-        _ => return Err("--memory-path and --memory-device-index do not fit that --memory-source".into()),
+        _ => {
+            return Err(
+                "--memory-path and --memory-device-index do not fit that --memory-source".into(),
+            )
+        }
     };
     Ok(CampaignOptions {
         engine: a.engine.unwrap_or_default(),
@@ -288,6 +307,8 @@ fn options(a: RunArgs) -> Result<CampaignOptions, String> {
         runtime_artifacts: a.runtime_artifact,
         runtime_manifest: a.runtime_manifest,
         request_timeout: Duration::from_secs_f64(a.request_timeout_seconds),
+        tokenize_path: a.tokenize_path,
+        context_tokens: a.context_tokens,
     })
 }
 
@@ -315,7 +336,11 @@ fn run_campaign(a: RunArgs) -> i32 {
             return exit::USAGE;
         }
     };
-    let case_id = a.case_id.clone().or(a.campaign_id.clone()).unwrap_or_default();
+    let case_id = a
+        .case_id
+        .clone()
+        .or(a.campaign_id.clone())
+        .unwrap_or_default();
     let o = match options(a) {
         Ok(o) => o,
         Err(e) => {
@@ -331,7 +356,10 @@ fn run_campaign(a: RunArgs) -> i32 {
     let out = match campaign::run(&o) {
         Ok(out) => out,
         Err(e) => {
-            errln!("kiln-qual: failed to run the campaign: {}", esc(&e.to_string()));
+            errln!(
+                "kiln-qual: failed to run the campaign: {}",
+                esc(&e.to_string())
+            );
             return exit::FAILED;
         }
     };
@@ -347,23 +375,37 @@ fn run_campaign(a: RunArgs) -> i32 {
     for p in &out.receipts {
         if let Ok((_, r)) = qual_campaign::pairing::read_receipt(p) {
             for reason in campaign::failure_reasons(&r).iter().take(8) {
-                errln!("kiln-qual:   {}: {}", r.workload.profile.name(), esc(reason));
+                errln!(
+                    "kiln-qual:   {}: {}",
+                    r.workload.profile.name(),
+                    esc(reason)
+                );
             }
         }
         outln!("{}", esc_path(p));
     }
     outln!("{}", esc_path(&out.summary_path));
     if let Some(path) = result {
-        let doc = campaign::case_result(&out, &case_id, effective_config, started.elapsed().as_secs_f64());
+        let doc = campaign::case_result(
+            &out,
+            &case_id,
+            effective_config,
+            started.elapsed().as_secs_f64(),
+        );
         let mut bytes = serde_json::to_vec_pretty(&doc).expect("case result serializes");
         bytes.push(b'\n');
         let written = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&path)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes).and_then(|()| f.sync_all()));
+            .and_then(|mut f| {
+                std::io::Write::write_all(&mut f, &bytes).and_then(|()| f.sync_all())
+            });
         if let Err(e) = written {
-            errln!("kiln-qual: failed to write the case result {}: {e}", esc_path(&path));
+            errln!(
+                "kiln-qual: failed to write the case result {}: {e}",
+                esc_path(&path)
+            );
             return exit::FAILED;
         }
         errln!("kiln-qual: case result: {}", esc_path(&path));
@@ -403,7 +445,10 @@ pub fn runtime_manifest(a: ManifestArgs) -> i32 {
         match qual_serve::kiln_launch::load_launch(l, None) {
             Ok(r) => env.extend(r.environment.clone()),
             Err(e) => {
-                errln!("kiln-qual: failed to read the launch recipe: {}", esc(&e.to_string()));
+                errln!(
+                    "kiln-qual: failed to read the launch recipe: {}",
+                    esc(&e.to_string())
+                );
                 return exit::FAILED;
             }
         }
@@ -426,8 +471,16 @@ pub fn runtime_manifest(a: ManifestArgs) -> i32 {
             return exit::FAILED;
         }
     };
-    let dir = a.out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let name = a.out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = a
+        .out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let name = a
+        .out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     match campaign::publish(dir, &name, &bytes) {
         Ok(p) => {
             outln!("{}", esc_path(&p));
