@@ -216,6 +216,9 @@ pub fn capture_once(
     python: &Path,
     environment: &BTreeMap<String, String>,
 ) -> Result<Manifest, ManifestError> {
+    // The interpreter runs in a neutral directory: a relative path is made absolute first.
+    let python = &std::path::absolute(python)
+        .map_err(|e| ManifestError::Interpreter(format!("{}: {e}", python.display())))?;
     let probe = ask(python)?;
     let mut sites: Vec<String> = vec![probe.purelib.clone(), probe.platlib.clone()];
     sites.sort();
