@@ -133,7 +133,7 @@ fn campaign_verifies_and_its_receipts_pass_receipt_check() {
         .code(0);
     // No clobbering: the same campaign again is refused.
     Command::new(BIN)
-        .args(&args("mock"))
+        .args(args("mock"))
         .current_dir(dir)
         .assert()
         .code(1)

@@ -835,16 +835,14 @@ pub fn receipt_verdict(r: &Receipt) -> Verdict {
     )
 }
 
-fn bind_identity(
-    o: &CampaignOptions,
-) -> Result<
-    (
-        Option<records::ModelIdentity>,
-        Vec<records::FileDigest>,
-        Option<records::ManifestBinding>,
-    ),
-    Vec<String>,
-> {
+/// What is bound before traffic: the model, runtime artifacts and the runtime manifest.
+type Identities = (
+    Option<records::ModelIdentity>,
+    Vec<records::FileDigest>,
+    Option<records::ManifestBinding>,
+);
+
+fn bind_identity(o: &CampaignOptions) -> Result<Identities, Vec<String>> {
     let mut errs = Vec::new();
     let model = o.model_path.as_ref().and_then(|p| {
         identity::model_identity(p, None)
