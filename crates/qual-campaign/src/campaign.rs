@@ -797,6 +797,8 @@ fn finalize(o: &CampaignOptions, b: &Bound, d: Draft) -> Receipt {
         receipt_sha256: String::new(),
     };
     if let (Some(dir), Some(reng)) = (&o.reference_dir, &o.reference_engine) {
+        // Canonical, so that `verify` can re-pair from any working directory.
+        let dir = std::fs::canonicalize(dir).unwrap_or(dir.clone());
         let path = dir.join(records::receipt_name(d.profile, reng));
         if r.runs.len() as u64 == expected {
             match pairing::compare(&r, &path, o.reference_role) {
@@ -946,6 +948,13 @@ pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
                 epoch,
             };
             let mut blocked: Option<Profile> = None;
+            let unserved = (!ids.contains(&model)).then(|| {
+                format!(
+                    "model {} is not served (served: {})",
+                    qual_json::show::quote(&model),
+                    qual_json::show::list(&ids)
+                )
+            });
             for p in &o.profiles {
                 if let Some(b) = blocked {
                     lines.push(ProfileLine {
@@ -958,13 +967,22 @@ pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
                     });
                     continue;
                 }
-                let mut d = run_profile(&env, *p);
-                if !ids.contains(&model) {
-                    d.failures.push(failure(
-                        "measurement",
-                        format!("model {} is not served", qual_json::show::quote(&model)),
-                    ));
-                }
+                let d = match &unserved {
+                    None => run_profile(&env, *p),
+                    Some(why) => Draft {
+                        profile: *p,
+                        workload: workload(o, *p, &model),
+                        prompt_context: None,
+                        warmup: Warmup {
+                            requests: o.warmup as u64,
+                            max_tokens: o.max_tokens.min(16),
+                            outcome: Verdict::Failed,
+                            errors: Vec::new(),
+                        },
+                        runs: Vec::new(),
+                        failures: vec![failure("server_startup", why.clone())],
+                    },
+                };
                 let failed = !d.failures.is_empty()
                     || d.runs.iter().any(|r| r.verdict == Verdict::Failed)
                     || d.runs.len() != o.sizes.len() * o.repeats;
@@ -1044,14 +1062,7 @@ fn publish_all(
     }
     let owner = match &o.server {
         ServerSpec::Owned { .. } => ServerOwner::OwnedProcessGroup {
-            launch: receipts
-                .iter()
-                .find_map(|r| r.engine.launch_recipe.clone())
-                .unwrap_or(LaunchBinding {
-                    path: String::new(),
-                    file_sha256: String::new(),
-                    canonical_sha256: String::new(),
-                }),
+            launch: receipts.iter().find_map(|r| r.engine.launch_recipe.clone()),
         },
         ServerSpec::Attached { server_pid, .. } => ServerOwner::AttachedServer {
             server_pid: *server_pid,

@@ -454,6 +454,26 @@ mod tests {
     }
 
     #[test]
+    fn auto_falls_back_to_the_process_tree_only_without_device_counters() {
+        // On a host without DRM counters and NVML (CI), auto measures the server's tree and
+        // needs its pid; with counters present it must not silently pick the tree.
+        if drm_candidates().is_empty() && nvml::Device::count().is_err() {
+            let s = resolve(&SourceRequest::Auto, Some(std::process::id())).unwrap();
+            assert_eq!(s.identity(50).source, "process_tree_pss");
+            let e = resolve(&SourceRequest::Auto, None).unwrap_err();
+            assert!(e.contains("no server pid"), "{e}");
+            assert!(resolve(&SourceRequest::Nvml(0), None)
+                .unwrap_err()
+                .contains("libnvidia-ml.so.1"));
+        } else {
+            assert!(!matches!(
+                resolve(&SourceRequest::Auto, Some(std::process::id())),
+                Ok(Source::ProcessTree(_))
+            ));
+        }
+    }
+
+    #[test]
     fn explicit_drm_path_must_be_a_file() {
         let e = resolve(&SourceRequest::Drm(Some("/nonexistent/x".into())), None).unwrap_err();
         assert!(e.contains("is not a file"));

@@ -659,8 +659,8 @@ pub enum ExecutionPolicy {
 pub enum ServerOwner {
     /// One server launched and shut down by the campaign.
     OwnedProcessGroup {
-        /// The launch recipe.
-        launch: LaunchBinding,
+        /// The launch recipe, `null` when it could not be read.
+        launch: Option<LaunchBinding>,
     },
     /// An already running server.
     AttachedServer {

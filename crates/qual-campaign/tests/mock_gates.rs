@@ -357,3 +357,79 @@ fn prompt_context_preflight_runs_before_traffic() {
         .contains("answered http 404"));
     assert!(verify::verify(&out, None).findings.is_empty());
 }
+
+#[test]
+fn fail_fast_blocks_later_profiles_and_continue_runs_them() {
+    let (_t, out) = setup();
+    let port = start_mock(MockConfig {
+        http_500_every: Some(3),
+        ..MockConfig::default()
+    });
+    let o = options(port, &out, "ff", vec![Profile::GreedyShort, Profile::Mixed]);
+    let res = campaign::run(&o).unwrap();
+    let lines = &res.summary.profiles;
+    assert_eq!(lines[0].verdict, Some(Verdict::Failed));
+    assert_eq!(lines[1].status, records::ProfileStatus::NotRunAfterFailure);
+    assert_eq!(lines[1].blocked_by_profile, Some(Profile::GreedyShort));
+    assert_eq!(res.receipts.len(), 1);
+    assert!(verify::verify(&out, Some("ff")).findings.is_empty());
+    let mut o = options(
+        port,
+        &out,
+        "all",
+        vec![Profile::GreedyShort, Profile::Mixed],
+    );
+    o.policy = ExecutionPolicy::ContinueAfterFailure;
+    let res = campaign::run(&o).unwrap();
+    assert_eq!(res.receipts.len(), 2);
+    assert!(res
+        .summary
+        .profiles
+        .iter()
+        .all(|l| l.status == records::ProfileStatus::Completed));
+    assert!(verify::verify(&out, Some("all")).findings.is_empty());
+}
+
+#[test]
+fn unserved_model_and_unstartable_server_are_failed_receipts() {
+    let (t, out) = setup();
+    let port = start_mock(MockConfig::default());
+    let mut o = options(port, &out, "nomodel", vec![Profile::GreedyShort]);
+    o.model = Some("other-model".into());
+    let res = campaign::run(&o).unwrap();
+    let r = receipt(&res.receipts[0]);
+    assert!(r.runs.is_empty());
+    assert!(r.completion.failures[0].detail.contains("is not served"));
+    let recipe = t.path().join("launch.json");
+    std::fs::write(
+        &recipe,
+        serde_json::json!({
+            "schema": "kiln-qual.serve-launch.v1",
+            "id": "missing-binary",
+            "command": ["./no-such-server"],
+            "working_directory": ".",
+            "port": 1,
+            "log_directory": "logs",
+            "readiness_poll_interval_ms": 10,
+            "startup_timeout_seconds": 1,
+            "shutdown_timeout_seconds": 1,
+            "acceptable_exit_codes": [0],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let mut o = options(port, &out, "nostart", vec![Profile::GreedyShort]);
+    o.server = ServerSpec::Owned {
+        launch: recipe,
+        base_url: None,
+    };
+    let res = campaign::run(&o).unwrap();
+    assert_eq!(res.summary.verdict, Verdict::Failed);
+    let r = receipt(&res.receipts[0]);
+    assert_eq!(r.completion.failures[0].phase, "server_startup");
+    assert_eq!(
+        r.completion.finalization_checks["server_shutdown"],
+        records::CheckStatus::Failed
+    );
+    assert!(verify::verify(&out, Some("nostart")).findings.is_empty());
+}
