@@ -131,6 +131,14 @@ fn campaign_verifies_and_its_receipts_pass_receipt_check() {
         .arg(&out)
         .assert()
         .code(0);
+    // `compare` pairs two campaign receipts.
+    Command::new(BIN)
+        .arg("compare")
+        .arg(out.join("greedy-short.mock.json"))
+        .arg(out.join("greedy-short.mock-b.json"))
+        .assert()
+        .code(0)
+        .stdout(predicates::str::contains("MATCHED"));
     // No clobbering: the same campaign again is refused.
     Command::new(BIN)
         .args(args("mock"))

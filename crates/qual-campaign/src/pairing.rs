@@ -257,6 +257,55 @@ pub fn compare(current: &Receipt, path: &Path, role: ReferenceRole) -> Result<Co
     })
 }
 
+/// Pairs two receipt files (`kiln-qual compare` on campaign receipts): the candidate's rows
+/// against the baseline as its reference.
+pub fn compare_files(baseline: &Path, candidate: &Path) -> Result<Comparison, String> {
+    let (_, current) = read_receipt(candidate)?;
+    compare(&current, baseline, ReferenceRole::QualificationGate)
+}
+
+/// One line per mismatch, for a terminal (escape before printing).
+pub fn describe(m: &Mismatch) -> String {
+    match m {
+        Mismatch::MissingRun {
+            concurrency,
+            repeat,
+            missing_from,
+        } => format!("c={concurrency} r={repeat}: run missing from the {missing_from}"),
+        Mismatch::PromptMismatch {
+            concurrency,
+            repeat,
+            ..
+        } => format!("c={concurrency} r={repeat}: prompt sets differ"),
+        Mismatch::PromptTokenMismatch {
+            concurrency,
+            repeat,
+            expected,
+            actual,
+        } => {
+            format!("c={concurrency} r={repeat}: prompt tokens {actual:?}, reference {expected:?}")
+        }
+        Mismatch::OutputMismatch {
+            concurrency,
+            repeat,
+            request_mismatches,
+            ..
+        } => {
+            let parts: Vec<String> = request_mismatches
+                .iter()
+                .map(|q| match q.content_first_divergent_utf8_byte {
+                    Some(b) => format!("request {} from content byte {b}", q.index),
+                    None => format!("request {} ({})", q.index, q.fields.join(", ")),
+                })
+                .collect();
+            format!(
+                "c={concurrency} r={repeat}: outputs differ: {}",
+                parts.join("; ")
+            )
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -497,3 +497,45 @@ pub fn runtime_manifest(a: ManifestArgs) -> i32 {
         }
     }
 }
+
+/// `kiln-qual compare BASELINE CANDIDATE` on two campaign receipts: the candidate's rows paired
+/// with the baseline's. 0 when matched, 1 when mismatched or not comparable.
+pub fn compare_receipts(
+    baseline: &std::path::Path,
+    candidate: &std::path::Path,
+    json: bool,
+) -> i32 {
+    match qual_campaign::pairing::compare_files(baseline, candidate) {
+        Ok(c) => {
+            if json {
+                crate::output::print_json(&c);
+            } else {
+                for m in &c.mismatches {
+                    outln!("MISMATCH {}", esc(&qual_campaign::pairing::describe(m)));
+                }
+                outln!(
+                    "{} ({:?} comparison, {} mismatch(es))",
+                    if c.mismatches.is_empty() {
+                        "MATCHED"
+                    } else {
+                        "MISMATCHED"
+                    },
+                    c.comparison_mode,
+                    c.mismatches.len()
+                );
+            }
+            if c.mismatches.is_empty() {
+                exit::OK
+            } else {
+                exit::FAILED
+            }
+        }
+        Err(e) => {
+            errln!(
+                "kiln-qual: failed to compare the campaign receipts: {}",
+                esc(&e)
+            );
+            exit::FAILED
+        }
+    }
+}

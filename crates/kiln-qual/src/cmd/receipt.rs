@@ -401,6 +401,11 @@ fn display_path(path: &Path, root: &Path) -> String {
 /// Runs `kiln-qual compare`.
 pub fn compare(a: CompareArgs) -> i32 {
     use qual_receipt::compare::{self as cmp, LoadedReceipt};
+    if qual_campaign::verify::is_campaign_receipt(&a.baseline)
+        && qual_campaign::verify::is_campaign_receipt(&a.candidate)
+    {
+        return super::campaign::compare_receipts(&a.baseline, &a.candidate, a.json);
+    }
     let root = a.root.clone().unwrap_or_else(default_root);
     let result = (|| {
         let baseline = LoadedReceipt::load(&a.baseline)?;
