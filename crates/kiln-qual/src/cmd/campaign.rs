@@ -513,14 +513,15 @@ pub fn compare_receipts(
                 for m in &c.mismatches {
                     outln!("MISMATCH {}", esc(&qual_campaign::pairing::describe(m)));
                 }
+                let mode = serde_json::to_value(c.comparison_mode).unwrap_or_default();
                 outln!(
-                    "{} ({:?} comparison, {} mismatch(es))",
+                    "{} ({} comparison, {} mismatch(es))",
                     if c.mismatches.is_empty() {
                         "MATCHED"
                     } else {
                         "MISMATCHED"
                     },
-                    c.comparison_mode,
+                    mode.as_str().unwrap_or(""),
                     c.mismatches.len()
                 );
             }
