@@ -297,7 +297,11 @@ fn start_server(
             };
             let exes = identity::executables(&recipe.command, &recipe.working_directory)
                 .map_err(|e| (format!("failed to bind the server executable: {e}"), None))?;
-            let protect: Vec<PathBuf> = std::fs::canonicalize(&o.out_dir).into_iter().collect();
+            // The out dir, and the repository's git directory and `.qualification/`, exactly
+            // as `serve` protects them.
+            let protect = qual_serve::campaign::protected_paths(
+                &o.out_dir.join(records::summary_name(&o.engine)),
+            );
             let mut server = match OwnedServer::launch(&recipe, epoch, &protect) {
                 Ok(s) => s,
                 Err(s) => {
