@@ -52,6 +52,11 @@ enum Command {
     Report(cmd::report::ReportArgs),
     /// Run an owned-server serving campaign and write its case result.
     Serve(Box<cmd::serve::ServeArgs>),
+    /// Run a paired serving campaign: fixed profiles × concurrency sweep against one server,
+    /// gated rows, exact-output evidence, reference pairing, self-hashing receipts and summary.
+    Campaign(Box<cmd::campaign::CampaignCli>),
+    /// Capture a Python reference runtime's manifest (twice, byte-identical) and publish it.
+    RuntimeManifest(cmd::campaign::ManifestArgs),
     /// A zero-compute OpenAI-compatible server for tests and headroom measurements.
     MockServer(cmd::serve::MockServerArgs),
     /// Legacy backend latency fixtures.
@@ -103,6 +108,8 @@ fn main() {
         Command::Report(a) => cmd::report::run(a),
         Command::Serve(a) => cmd::serve::serve(*a),
         Command::MockServer(a) => cmd::serve::mock_server(a),
+        Command::Campaign(a) => cmd::campaign::run(*a),
+        Command::RuntimeManifest(a) => cmd::campaign::runtime_manifest(a),
         Command::Latency(c) => cmd::latency::run(c),
         Command::Init(a) => cmd::init::run(a),
         Command::Completions { shell } => {

@@ -111,6 +111,7 @@ mod capture;
 mod cgroup;
 mod exec;
 mod group;
+pub mod memstat;
 mod owned;
 mod procfs;
 pub mod sandbox;

@@ -544,10 +544,14 @@ pub async fn stream_request(
             rec.outcome = Outcome::Failed { reason };
         }
     }
-    let mut digest_input = st.reasoning.into_bytes();
+    let mut digest_input = st.reasoning.as_bytes().to_vec();
     digest_input.push(0x1e);
     digest_input.extend_from_slice(st.content.as_bytes());
     rec.output_sha256 = Some(qual_json::sha256_prefixed(&digest_input));
+    rec.output_text = Some(crate::record::OutputText {
+        reasoning: st.reasoning,
+        content: st.content,
+    });
     SendOutcome::Exchanged { reusable }
 }
 
@@ -598,12 +602,13 @@ fn finish(
         ),
         [u] => {
             let usage = parse_usage(u)?;
+            // Kept even when refused below: the record shows what the server claimed.
+            rec.usage = Some(usage);
             if usage.completion_tokens == 0 {
                 return Err(
                     "usage reports zero completion tokens for a stream with content".into(),
                 );
             }
-            rec.usage = Some(usage);
             rec.output_tokens = Some(TokenCount {
                 value: usage.completion_tokens,
                 source: TokenSource::ServerUsage,
@@ -612,6 +617,56 @@ fn finish(
         many => return Err(format!("stream carried {} usage records", many.len())),
     }
     Ok(())
+}
+
+/// Sends one non-streamed request (`GET` without a body, `POST` with a JSON body) on a fresh
+/// connection and reads at most `max_bytes` of the answer, all within `timeout`; returns the
+/// status and the body. Used for side channels that are not the measured traffic (a
+/// Prometheus `/metrics` scrape, a `/tokenize` preflight).
+pub async fn fetch(
+    addr: SocketAddr,
+    path: &str,
+    json_body: Option<Vec<u8>>,
+    timeout: Duration,
+    max_bytes: usize,
+) -> Result<(u16, Vec<u8>), String> {
+    let fut = async {
+        let mut conn = connect(addr).await.map_err(|e| format!("connect: {e}"))?;
+        let builder = match json_body {
+            None => hyper::Request::get(path),
+            Some(_) => {
+                hyper::Request::post(path).header(hyper::header::CONTENT_TYPE, "application/json")
+            }
+        };
+        let req = builder
+            .header(hyper::header::HOST, addr.to_string())
+            .body(
+                json_body
+                    .map(|b| FullBody::new(Bytes::from(b)))
+                    .unwrap_or_default(),
+            )
+            .map_err(|e| e.to_string())?;
+        let resp = conn
+            .sender
+            .send_request(req)
+            .await
+            .map_err(|e| format!("request: {e}"))?;
+        let status = resp.status().as_u16();
+        let mut body = resp.into_body();
+        let mut bytes = Vec::new();
+        while let Some(f) = next_frame(&mut body).await {
+            if let Ok(d) = f.map_err(|e| format!("read body: {e}"))?.into_data() {
+                if bytes.len() + d.len() > max_bytes {
+                    return Err(format!("{path} answered more than {max_bytes} bytes"));
+                }
+                bytes.extend_from_slice(&d);
+            }
+        }
+        Ok((status, bytes))
+    };
+    tokio::time::timeout(timeout, fut)
+        .await
+        .map_err(|_| format!("{path} did not answer within {} s", timeout.as_secs_f64()))?
 }
 
 #[cfg(test)]

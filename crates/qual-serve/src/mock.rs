@@ -63,6 +63,16 @@ pub struct MockConfig {
     /// Start a plain sleeper in its own session (SIGTERM not ignored): only the server could
     /// have stopped it, and it does not.
     pub leave_escaped_sleeper: bool,
+    /// Injection: report this `usage.completion_tokens` instead of the true count.
+    pub usage_completion_tokens: Option<u64>,
+    /// Injection: add the request's arrival number to `usage.prompt_tokens` (non-uniform
+    /// prompt tokens for identical prompt lengths).
+    pub vary_prompt_tokens: bool,
+    /// Serve `GET /metrics` (Prometheus text): `kiln_qual_mock_requests_completed_total` and
+    /// `kiln_qual_mock_completion_tokens_total`, counted when a stream's tail is sent.
+    pub metrics: bool,
+    /// Injection: `/metrics` reports this many fewer completed requests than were served.
+    pub metrics_undercount: u64,
 }
 
 impl Default for MockConfig {
@@ -84,6 +94,10 @@ impl Default for MockConfig {
             leave_child: false,
             leave_escaped_child: false,
             leave_escaped_sleeper: false,
+            usage_completion_tokens: None,
+            vary_prompt_tokens: false,
+            metrics: false,
+            metrics_undercount: 0,
         }
     }
 }
@@ -147,6 +161,10 @@ pub fn parse_flags(args: &[String]) -> Result<MockConfig, String> {
             "--leave-escaped-child" => c.leave_escaped_child = true,
             "--leave-escaped-sleeper" => c.leave_escaped_sleeper = true,
             "--overrun-max-tokens" => c.overrun_max_tokens = true,
+            "--usage-completion-tokens" => c.usage_completion_tokens = Some(int(it.next(), a)?),
+            "--vary-prompt-tokens" => c.vary_prompt_tokens = true,
+            "--metrics" => c.metrics = true,
+            "--metrics-undercount" => c.metrics_undercount = int(it.next(), a)?,
             other => return Err(format!("unknown flag: {other}")),
         }
     }
@@ -158,6 +176,8 @@ struct State {
     started: Instant,
     requests: AtomicU64,
     pacer: Pacer,
+    completed: AtomicU64,
+    completed_tokens: AtomicU64,
 }
 
 /// Runs the server until SIGTERM/SIGINT (honouring the shutdown injections). Blocking; builds
@@ -201,6 +221,8 @@ pub fn run_blocking(cfg: MockConfig, on_bound: impl FnOnce(u16)) -> Result<(), M
             started: Instant::now(),
             requests: AtomicU64::new(0),
             pacer: Pacer::global(),
+            completed: AtomicU64::new(0),
+            completed_tokens: AtomicU64::new(0),
         });
         let mut term = if cfg.ignore_sigterm {
             None
@@ -351,6 +373,21 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<EitherBody> 
                 ]}),
             )
         }
+        (&Method::GET, "/metrics") if st.cfg.metrics => {
+            let done = st
+                .completed
+                .load(Ordering::SeqCst)
+                .saturating_sub(st.cfg.metrics_undercount);
+            let text = format!(
+                "# TYPE kiln_qual_mock_requests_completed_total counter\nkiln_qual_mock_requests_completed_total {done}\n# TYPE kiln_qual_mock_completion_tokens_total counter\nkiln_qual_mock_completion_tokens_total {}\n",
+                st.completed_tokens.load(Ordering::SeqCst)
+            );
+            Response::builder()
+                .status(StatusCode::OK)
+                .header(hyper::header::CONTENT_TYPE, "text/plain; version=0.0.4")
+                .body(EitherBody::Full(FullBody::new(Bytes::from(text))))
+                .expect("static response")
+        }
         (&Method::GET, "/health") => {
             json_response(StatusCode::OK, serde_json::json!({"status": "ok"}))
         }
@@ -413,7 +450,12 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
         Some(t) if t < max_tokens => (t, "stop"),
         _ => (max_tokens, "length"),
     };
-    let prompt_tokens = prompt_token_count(&parsed, ep);
+    let mut prompt_tokens = prompt_token_count(&parsed, ep);
+    if st.cfg.vary_prompt_tokens {
+        prompt_tokens += n;
+    }
+    st.completed.fetch_add(1, Ordering::SeqCst);
+    st.completed_tokens.fetch_add(tokens, Ordering::SeqCst);
     let plan = Plan {
         ep,
         id: format!("mock-{n}"),
@@ -422,6 +464,7 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
         finish,
         prompt_tokens,
         include_usage,
+        usage_completion_tokens: st.cfg.usage_completion_tokens,
     };
     if !stream {
         if !st.cfg.ttft.is_zero() || !st.cfg.itl.is_zero() {
@@ -568,6 +611,7 @@ struct Plan {
     finish: &'static str,
     prompt_tokens: u64,
     include_usage: bool,
+    usage_completion_tokens: Option<u64>,
 }
 
 fn sse(v: &serde_json::Value) -> Bytes {
@@ -625,7 +669,8 @@ impl Plan {
     }
 
     fn usage(&self) -> serde_json::Value {
-        serde_json::json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": self.tokens, "total_tokens": self.prompt_tokens + self.tokens})
+        let tokens = self.usage_completion_tokens.unwrap_or(self.tokens);
+        serde_json::json!({"prompt_tokens": self.prompt_tokens, "completion_tokens": tokens, "total_tokens": self.prompt_tokens + tokens})
     }
 
     fn tail(&self) -> Bytes {
@@ -680,6 +725,7 @@ mod tests {
                 finish: "length",
                 prompt_tokens: 1,
                 include_usage: true,
+                usage_completion_tokens: None,
             };
             let ev = plan.content_event(7);
             let text = std::str::from_utf8(&ev).unwrap();

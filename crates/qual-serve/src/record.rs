@@ -154,6 +154,19 @@ pub struct RequestRecord {
     pub involuntary_switches: Option<u64>,
     /// How it ended.
     pub outcome: Outcome,
+    /// The streamed text itself (reasoning and content), for callers that keep exact-output
+    /// evidence (the paired campaign); never written into the serve evidence file.
+    #[serde(skip)]
+    pub output_text: Option<OutputText>,
+}
+
+/// The text one response streamed, bounded by the request's [`crate::client::StreamLimits`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OutputText {
+    /// Concatenated `delta.reasoning_content` / `delta.reasoning`.
+    pub reasoning: String,
+    /// Concatenated `delta.content` (chat) or `text` (completions).
+    pub content: String,
 }
 
 impl RequestRecord {
@@ -195,6 +208,7 @@ impl RequestRecord {
             outcome: Outcome::Failed {
                 reason: "request was never completed".into(),
             },
+            output_text: None,
         }
     }
 }

@@ -183,7 +183,24 @@ fn check(a: CheckArgs) -> i32 {
     };
     let mut entries = Vec::with_capacity(a.receipts.len());
     for path in &a.receipts {
-        let outcome = validate::check_file(path, &strict);
+        // Campaign receipts (`kiln-qual.serving-campaign-receipt.v1`) have their own rules.
+        let outcome = if qual_campaign::verify::is_campaign_receipt(path) {
+            match qual_campaign::verify::check_receipt_file(path) {
+                Ok(f) if f.is_empty() => FileOutcome::Valid,
+                Ok(f) => FileOutcome::Invalid {
+                    violations: f
+                        .into_iter()
+                        .map(|message| validate::Violation {
+                            message,
+                            path: "receipt".into(),
+                        })
+                        .collect(),
+                },
+                Err(error) => FileOutcome::Unloadable { error },
+            }
+        } else {
+            validate::check_file(path, &strict)
+        };
         entries.push(CheckEntry {
             errors: outcome.error_lines(),
             ok: outcome.is_valid(),
@@ -384,6 +401,11 @@ fn display_path(path: &Path, root: &Path) -> String {
 /// Runs `kiln-qual compare`.
 pub fn compare(a: CompareArgs) -> i32 {
     use qual_receipt::compare::{self as cmp, LoadedReceipt};
+    if qual_campaign::verify::is_campaign_receipt(&a.baseline)
+        && qual_campaign::verify::is_campaign_receipt(&a.candidate)
+    {
+        return super::campaign::compare_receipts(&a.baseline, &a.candidate, a.json);
+    }
     let root = a.root.clone().unwrap_or_else(default_root);
     let result = (|| {
         let baseline = LoadedReceipt::load(&a.baseline)?;

@@ -452,6 +452,7 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
         leave_child: a.leave_child,
         leave_escaped_child: a.leave_escaped_child,
         leave_escaped_sleeper: a.leave_escaped_sleeper,
+        ..MockConfig::default()
     };
     let r = qual_serve::mock::run_blocking(cfg, |port| {
         outln!("listening on 127.0.0.1:{port}");
