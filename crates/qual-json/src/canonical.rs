@@ -29,6 +29,15 @@ pub fn canonical_digest(v: &Value) -> String {
     sha256_prefixed(to_canonical_string(v).as_bytes())
 }
 
+/// The self-hash of a document (Kiln's `receipt_sha256`, `result_sha256`, `content_sha256`…):
+/// the canonical digest of the object **without** its member `field`, whether or not that
+/// member is present. `None` when `v` is not an object.
+pub fn self_digest(v: &Value, field: &str) -> Option<String> {
+    let mut o = v.as_object()?.clone();
+    o.remove(field);
+    Some(canonical_digest(&Value::Object(o)))
+}
+
 /// `sha256:<hex>` of raw bytes.
 pub fn sha256_prefixed(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
