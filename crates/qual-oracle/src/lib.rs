@@ -16,6 +16,10 @@
 //!
 //! Self-hashes use `qual_json::self_digest` (Kiln's canonical hash, §9.1).
 
+pub mod check;
 pub mod compare;
+pub mod divergence;
 pub mod npy;
+pub mod result;
 pub mod tensor;
+pub mod tolerance;
