@@ -600,21 +600,25 @@ fn bind_request(root: &Path, contract_path: &str, doc: &Value, errs: &mut Vec<St
             return;
         }
     };
+    // Objects compare as canonical text (key order is not significant).
+    let same = |a: Option<&Value>, b: Option<&Value>| {
+        a.map(qual_json::to_canonical_string) == b.map(qual_json::to_canonical_string)
+    };
     let r = |k: &str| doc.get("request").and_then(|x| x.get(k));
     if r("sha256").and_then(Value::as_str) != Some(qual_json::canonical_digest(&req).as_str()) {
         errs.push("/request/sha256: does not match the canonical hash of the contract".into());
     }
-    if r("id") != req.get("id") {
+    if !same(r("id"), req.get("id")) {
         errs.push("/request/id: does not match the contract".into());
     }
-    if r("source") != req.get("source") {
+    if !same(r("source"), req.get("source")) {
         errs.push("/request/source: does not match the contract".into());
     }
-    if doc.get("model_identity") != req.get("model_identity") {
+    if !same(doc.get("model_identity"), req.get("model_identity")) {
         errs.push("/model_identity: does not match the contract".into());
     }
     let o = |k: &str| doc.get("oracle").and_then(|x| x.get(k));
-    if o("input_token_ids_sha256") != req.get("input_token_ids_sha256") {
+    if !same(o("input_token_ids_sha256"), req.get("input_token_ids_sha256")) {
         errs.push("/oracle/input_token_ids_sha256: does not match the contract".into());
     }
     let n = req.get("input_token_ids").and_then(Value::as_array).map(|a| a.len() as i64);
@@ -627,7 +631,7 @@ fn bind_request(root: &Path, contract_path: &str, doc: &Value, errs: &mut Vec<St
     ) {
         for (i, (w, g)) in want.iter().zip(got).enumerate() {
             for k in ["engine", "token_id", "text"] {
-                if w.get(k) != g.get(k) {
+                if !same(w.get(k), g.get(k)) {
                     errs.push(format!("/oracle/candidate_tokens/{i}/{k}: does not match the contract"));
                 }
             }
