@@ -54,6 +54,10 @@ enum Command {
     Serve(Box<cmd::serve::ServeArgs>),
     /// A zero-compute OpenAI-compatible server for tests and headroom measurements.
     MockServer(cmd::serve::MockServerArgs),
+    /// Numerical oracles: compare logits with a reference, run the contained reference
+    /// worker, validate oracle results.
+    #[command(subcommand)]
+    Oracle(cmd::oracle::OracleCommand),
     /// Legacy backend latency fixtures.
     #[command(subcommand)]
     Latency(cmd::latency::LatencyCommand),
@@ -103,6 +107,7 @@ fn main() {
         Command::Report(a) => cmd::report::run(a),
         Command::Serve(a) => cmd::serve::serve(*a),
         Command::MockServer(a) => cmd::serve::mock_server(a),
+        Command::Oracle(c) => cmd::oracle::run(c),
         Command::Latency(c) => cmd::latency::run(c),
         Command::Init(a) => cmd::init::run(a),
         Command::Completions { shell } => {

@@ -29,6 +29,23 @@ pub fn canonical_digest(v: &Value) -> String {
     sha256_prefixed(to_canonical_string(v).as_bytes())
 }
 
+/// The shortest round-trip digits of a finite float in Rust's scientific form (`1.5e-7`),
+/// chosen like Python's `repr`: among the shortest strings that round-trip, the one nearest
+/// the exact value. Rust's `{:e}` already does that except when 17 digits are needed and the
+/// exact value lies halfway between two 17-digit strings (e.g. the `f32` value 20.9849395751953125
+/// widened to `f64`): it rounds that tie up, Python to even. `{:.16e}` rounds ties to even.
+pub(crate) fn shortest_sci(f: f64) -> String {
+    let sci = format!("{f:e}");
+    let digits = sci
+        .split_once('e')
+        .map_or(0, |(m, _)| m.bytes().filter(u8::is_ascii_digit).count());
+    if digits >= 17 {
+        format!("{f:.16e}")
+    } else {
+        sci
+    }
+}
+
 /// The self-hash of a document (Kiln's `receipt_sha256`, `result_sha256`, `content_sha256`…):
 /// the canonical digest of the object **without** its member `field`, whether or not that
 /// member is present. `None` when `v` is not an object.
@@ -119,8 +136,7 @@ pub fn python_float_repr(f: f64) -> String {
     if f.is_infinite() {
         return if f > 0.0 { "Infinity" } else { "-Infinity" }.into();
     }
-    // Rust's `{:e}` prints the shortest round-trip digits, e.g. `1.5e-7`.
-    let sci = format!("{f:e}");
+    let sci = shortest_sci(f);
     let (mantissa, exp) = sci
         .split_once('e')
         .expect("scientific format has an exponent");
@@ -198,6 +214,15 @@ pub fn python_str_repr(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn seventeen_digit_ties_round_to_even_like_python() {
+        // repr(20.984939575195312) in Python; Rust's `{:e}` gives ...313.
+        let v: f64 = "20.984939575195312".parse().unwrap();
+        assert_eq!(super::python_float_repr(v), "20.984939575195312");
+        assert!(crate::check_float("20.984939575195312").is_ok());
+        assert!(crate::check_float("20.984939575195313").is_err());
+    }
+
     use super::*;
 
     #[test]

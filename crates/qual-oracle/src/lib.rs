@@ -12,7 +12,6 @@
 //! - [`divergence`]: greedy first divergence and the §9.5 attribution of two candidates.
 //! - [`worker`]: the Hugging Face reference worker (`tools/reference/worker.py`) run as a
 //!   contained process through `qual-exec`.
-//! - [`llama`]: candidate next-token distributions from llama.cpp's `/completion` (`n_probs`).
 //!
 //! Self-hashes use `qual_json::self_digest` (Kiln's canonical hash, §9.1).
 
@@ -23,3 +22,4 @@ pub mod npy;
 pub mod result;
 pub mod tensor;
 pub mod tolerance;
+pub mod worker;

@@ -263,3 +263,61 @@ mod tests {
         assert_eq!(r.verdict.status, Status::Failed);
     }
 }
+
+/// Identity of a tensor file for a result.
+pub fn tensor_ref(f: &crate::tensor::TensorFile) -> TensorRef {
+    TensorRef {
+        source: f.path.display().to_string(),
+        format: f.format,
+        file_sha256: Some(f.file_sha256.clone()),
+        bytes: Some(f.bytes),
+        shape: [f.logits.positions, f.logits.vocab],
+        view: View::Full,
+    }
+}
+
+/// Compares two tensor files as one case: token ids must agree where both files (or the
+/// declared `token_ids`) carry them; any refusal becomes a `refused` outcome with its reason.
+pub fn compare_files(
+    id: &str,
+    reference: &crate::tensor::TensorFile,
+    candidate: &crate::tensor::TensorFile,
+    token_ids: Option<&[i64]>,
+    top_k: usize,
+    tolerances: &Tolerances,
+) -> CaseRecord {
+    let ids: Vec<&[i64]> = [
+        token_ids,
+        reference.input_ids.as_deref(),
+        candidate.input_ids.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let bound = ids.first().copied();
+    let outcome = ids
+        .windows(2)
+        .try_for_each(|w| crate::compare::check_token_ids(w[0], w[1]))
+        .and_then(|()| crate::compare::compare(&reference.logits, &candidate.logits, top_k))
+        .map(|positions| {
+            let summary = crate::compare::summarize(&positions, reference.logits.vocab, top_k)
+                .expect("tensors have at least one position");
+            CaseOutcome::Compared {
+                checks: crate::tolerance::check(tolerances, &summary),
+                summary,
+                positions,
+            }
+        })
+        .unwrap_or_else(|e| CaseOutcome::Refused {
+            reason: e.to_string(),
+        });
+    CaseRecord {
+        id: id.into(),
+        reference: tensor_ref(reference),
+        candidate: tensor_ref(candidate),
+        input_token_ids_sha256: bound.map(token_ids_digest),
+        input_token_count: bound.map(<[i64]>::len),
+        outcome,
+        divergence: None,
+    }
+}

@@ -4,6 +4,7 @@ pub mod args;
 pub mod cargo;
 pub mod init;
 pub mod latency;
+pub mod oracle;
 pub mod receipt;
 pub mod report;
 pub mod run;
