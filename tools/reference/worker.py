@@ -104,32 +104,99 @@ def load_model(path, work):
     return model
 
 
+def run_one(model, vocab, ids, start, output, save_file):
+    """One forward pass; writes rows start.. of the logits; returns the output's evidence."""
+    import torch
+    import transformers
+
+    if max(ids) >= vocab:
+        fail(f"token id {max(ids)} is outside the vocabulary of {vocab}")
+    with torch.no_grad():
+        out = model(torch.tensor([ids], dtype=torch.long), use_cache=False)
+    logits = out.logits[0, start:, :].to(torch.float32).contiguous()
+    if not bool(torch.isfinite(logits).all()):
+        fail("the logits contain a non-finite value")
+    rows, width = logits.shape
+    meta = {
+        "schema": SCHEMA,
+        "attention_implementation": "eager",
+        "dtype": "float32",
+        "from_position": str(start),
+        "input_token_ids": canonical(ids),
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+    }
+    out_dir = os.path.dirname(os.path.abspath(output))
+    tmp = os.path.join(out_dir, f".{os.path.basename(output)}.{os.getpid()}.partial")
+    save_file({"input_ids": torch.tensor([ids], dtype=torch.int64), "logits": logits}, tmp, metadata=meta)
+    os.chmod(tmp, 0o600)
+    try:
+        os.link(tmp, output)  # fails if the output appeared meanwhile: never replaced
+    finally:
+        os.unlink(tmp)
+    with open(output, "rb") as f:
+        data = f.read()
+    return {
+        "file": output,
+        "from_position": start,
+        "input_token_count": len(ids),
+        "input_token_ids_sha256": sha256_prefixed(canonical(ids).encode()),
+        "logits_sha256": sha256_prefixed(logits.numpy().astype("<f4").tobytes()),
+        "output_bytes": len(data),
+        "output_sha256": sha256_prefixed(data),
+        "positions": rows,
+        "vocab": width,
+    }
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
-    ap.add_argument("--token-ids", required=True)
-    ap.add_argument("--output", required=True)
+    ap.add_argument("--token-ids", help="JSON array of token ids (one sequence)")
+    ap.add_argument("--output", help="output safetensors file (one sequence)")
     ap.add_argument("--from-position", type=int, default=None)
+    ap.add_argument("--requests", help='JSON {"sequences": [{"token_ids": [...], "from_position": k, "output": "abs path"}]}')
     ap.add_argument("--start-gate", default=None)
     a = ap.parse_args()
     if a.start_gate:
         wait_gate(a.start_gate)
     t0 = time.monotonic()
-    if os.path.lexists(a.output):
-        fail("the output file already exists")
-    with open(a.token_ids, "rb") as f:
-        ids = json.loads(f.read())
-    if not (isinstance(ids, list) and ids and all(type(i) is int and i >= 0 for i in ids)):
-        fail("token ids must be a non-empty JSON array of non-negative integers")
-    n = len(ids)
-    start = n - 1 if a.from_position is None else a.from_position
-    if not 0 <= start < n:
-        fail(f"--from-position {start} is outside 0..{n - 1}")
+    if a.requests:
+        if a.token_ids or a.output or a.from_position is not None:
+            fail("--requests excludes --token-ids, --output and --from-position")
+        with open(a.requests, "rb") as f:
+            req = json.loads(f.read())
+        if not (isinstance(req, dict) and set(req) == {"sequences"} and isinstance(req["sequences"], list) and req["sequences"]):
+            fail('requests must be {"sequences": [...]} with at least one sequence')
+        seqs = []
+        for s in req["sequences"]:
+            if not (isinstance(s, dict) and set(s) == {"token_ids", "from_position", "output"}):
+                fail("each sequence has exactly token_ids, from_position and output")
+            seqs.append((s["token_ids"], s["from_position"], s["output"]))
+    else:
+        if not (a.token_ids and a.output):
+            fail("give --token-ids and --output, or --requests")
+        with open(a.token_ids, "rb") as f:
+            ids = json.loads(f.read())
+        seqs = [(ids, a.from_position, a.output)]
+    checked = []
+    for ids, start, output in seqs:
+        if not (isinstance(ids, list) and ids and all(type(i) is int and i >= 0 for i in ids)):
+            fail("token ids must be a non-empty JSON array of non-negative integers")
+        n = len(ids)
+        start = n - 1 if start is None else start
+        if type(start) is not int or not 0 <= start < n:
+            fail(f"from_position {start} is outside 0..{n - 1}")
+        if not (isinstance(output, str) and os.path.isabs(output)) and a.requests:
+            fail("each output must be an absolute path")
+        if os.path.lexists(output):
+            fail(f"the output file {json.dumps(output)} already exists")
+        checked.append((ids, start, output))
 
     import torch
     import transformers
     import safetensors
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file as safetensors_save
 
     torch.manual_seed(SEED)
     torch.use_deterministic_algorithms(True)
@@ -137,14 +204,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         model = load_model(a.model, work)
         vocab = model.config.vocab_size
-        if max(ids) >= vocab:
-            fail(f"token id {max(ids)} is outside the vocabulary of {vocab}")
-        with torch.no_grad():
-            out = model(torch.tensor([ids], dtype=torch.long), use_cache=False)
-        logits = out.logits[0, start:, :].to(torch.float32).contiguous()
-    if not bool(torch.isfinite(logits).all()):
-        fail("the logits contain a non-finite value")
-    rows, width = logits.shape
+        outputs = [run_one(model, vocab, ids, start, output, safetensors_save) for ids, start, output in checked]
     try:
         import gguf
 
@@ -159,49 +219,24 @@ def main():
         except md.PackageNotFoundError:
             gguf_version = "absent"
     packages = imported_packages()
-    meta = {
-        "schema": SCHEMA,
-        "attention_implementation": "eager",
-        "dtype": "float32",
-        "from_position": str(start),
-        "input_token_ids": canonical(ids),
-        "torch_version": torch.__version__,
-        "transformers_version": transformers.__version__,
-    }
-    out_dir = os.path.dirname(os.path.abspath(a.output))
-    tmp = os.path.join(out_dir, f".{os.path.basename(a.output)}.{os.getpid()}.partial")
-    save_file({"input_ids": torch.tensor([ids], dtype=torch.int64), "logits": logits}, tmp, metadata=meta)
-    os.chmod(tmp, 0o600)
-    try:
-        os.link(tmp, a.output)  # fails if the output appeared meanwhile: never replaced
-    finally:
-        os.unlink(tmp)
-    with open(a.output, "rb") as f:
-        data = f.read()
     evidence = {
         "schema": SCHEMA,
         "attention_implementation": "eager",
         "deterministic_algorithms": True,
         "dtype": "float32",
         "duration_seconds": time.monotonic() - t0,
-        "from_position": start,
         "gguf_version": gguf_version,
-        "input_token_count": n,
-        "input_token_ids_sha256": sha256_prefixed(canonical(ids).encode()),
-        "logits_sha256": sha256_prefixed(logits.numpy().astype("<f4").tobytes()),
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "output_bytes": len(data),
-        "output_sha256": sha256_prefixed(data),
+        "outputs": outputs,
         "packages": packages,
         "packages_sha256": sha256_prefixed(canonical(packages).encode()),
-        "positions": rows,
         "python_version": sys.version.split()[0],
         "safetensors_version": safetensors.__version__,
         "seed": SEED,
         "threads": 1,
         "torch_version": torch.__version__,
         "transformers_version": transformers.__version__,
-        "vocab": width,
+        "vocab": vocab,
     }
     print(MARKER + canonical(evidence), flush=True)
 

@@ -506,6 +506,15 @@ fn compare_rows_impl(
     })
 }
 
+/// The log-softmax of a row (f64 arithmetic, `f32` result): logits become log-probabilities,
+/// the form an API reports (`logprob`), so a reference and a server compare in one unit.
+pub fn log_softmax(row: &[f32]) -> Vec<f32> {
+    let m = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(x as f64));
+    let z: f64 = row.iter().map(|&x| (x as f64 - m).exp()).sum();
+    let lse = m + z.ln();
+    row.iter().map(|&x| (x as f64 - lse) as f32).collect()
+}
+
 /// Checks that two token-id lists are the same.
 pub fn check_token_ids(reference: &[i64], candidate: &[i64]) -> Result<(), CompareError> {
     if reference.len() != candidate.len() {

@@ -13,11 +13,16 @@
 //! - [`worker`]: the Hugging Face reference worker (`tools/reference/worker.py`) run as a
 //!   contained process through `qual-exec`.
 //!
+//! - [`llama`]: candidate next-token distributions from llama.cpp's `/completion` (`n_probs`).
+//! - [`greedy`]: the greedy oracle run end to end (engine, reference, comparison, divergence).
+//!
 //! Self-hashes use `qual_json::self_digest` (Kiln's canonical hash, §9.1).
 
 pub mod check;
 pub mod compare;
 pub mod divergence;
+pub mod greedy;
+pub mod llama;
 pub mod npy;
 pub mod result;
 pub mod tensor;

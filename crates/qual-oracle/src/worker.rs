@@ -41,14 +41,45 @@ pub struct WorkerRequest {
     pub worker: PathBuf,
     /// A model directory or `.gguf` file.
     pub model: PathBuf,
-    /// JSON array of token ids.
-    pub token_ids: PathBuf,
-    /// Output safetensors path (must not exist).
-    pub output: PathBuf,
-    /// First position whose logits are written (default: the last).
-    pub from_position: Option<usize>,
+    /// The sequences, all run in one worker process (one model load).
+    pub sequences: Vec<Sequence>,
     /// Deadline.
     pub timeout: Duration,
+}
+
+/// One input sequence and where its logits go.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sequence {
+    /// Input token ids.
+    pub token_ids: Vec<i64>,
+    /// First position whose logits are written (default: the last).
+    pub from_position: Option<usize>,
+    /// Output safetensors path (must not exist).
+    pub output: PathBuf,
+}
+
+/// The worker's report on one output file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputEvidence {
+    /// Absolute output path.
+    pub file: String,
+    /// First position written.
+    pub from_position: usize,
+    /// Input length.
+    pub input_token_count: usize,
+    /// Canonical hash of the input ids.
+    pub input_token_ids_sha256: String,
+    /// `sha256:` of the contiguous little-endian f32 logits.
+    pub logits_sha256: String,
+    /// Output file size.
+    pub output_bytes: u64,
+    /// `sha256:` of the output file.
+    pub output_sha256: String,
+    /// Rows written.
+    pub positions: usize,
+    /// Row length.
+    pub vocab: usize,
 }
 
 /// What the worker reported (closed).
@@ -65,28 +96,16 @@ pub struct WorkerEvidence {
     pub dtype: String,
     /// Worker wall time.
     pub duration_seconds: f64,
-    /// First position written.
-    pub from_position: usize,
     /// gguf package version.
     pub gguf_version: String,
-    /// Input length.
-    pub input_token_count: usize,
-    /// Canonical hash of the input ids.
-    pub input_token_ids_sha256: String,
-    /// `sha256:` of the contiguous little-endian f32 logits.
-    pub logits_sha256: String,
     /// The worker's peak resident set (`ru_maxrss`).
     pub max_rss_bytes: u64,
-    /// Output file size.
-    pub output_bytes: u64,
-    /// `sha256:` of the output file.
-    pub output_sha256: String,
+    /// One entry per sequence, in order.
+    pub outputs: Vec<OutputEvidence>,
     /// `name==version` of every imported installed package.
     pub packages: Vec<String>,
     /// Canonical hash of `packages`.
     pub packages_sha256: String,
-    /// Rows written.
-    pub positions: usize,
     /// Interpreter version.
     pub python_version: String,
     /// safetensors version.
@@ -107,10 +126,6 @@ pub struct WorkerEvidence {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReferenceEvidence {
-    /// Rows written.
-    pub positions: usize,
-    /// Vocabulary size.
-    pub vocab: usize,
     /// Wall time observed by the runner.
     pub elapsed_seconds: f64,
     /// Deadline.
@@ -148,24 +163,23 @@ fn absolute(p: &Path) -> Result<PathBuf, WorkerError> {
 /// Runs the worker contained and verifies its output.
 pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
     let prep = |m: String| WorkerError::Prepare(m);
-    for (what, p) in [("interpreter", &req.python), ("worker", &req.worker), ("token ids", &req.token_ids)] {
+    for (what, p) in [("interpreter", &req.python), ("worker", &req.worker)] {
         if !p.exists() {
             return Err(prep(format!("the {what} {} does not exist", qual_json::escape_path(p))));
         }
     }
-    if req.output.exists() {
-        return Err(prep(format!(
-            "the output {} already exists",
-            qual_json::escape_path(&req.output)
-        )));
+    if req.sequences.is_empty() {
+        return Err(prep("no sequence to run".into()));
+    }
+    for s in &req.sequences {
+        if s.output.exists() {
+            return Err(prep(format!(
+                "the output {} already exists",
+                qual_json::escape_path(&s.output)
+            )));
+        }
     }
     let worker_bytes = std::fs::read(&req.worker).map_err(|e| prep(e.to_string()))?;
-    let ids: Vec<i64> = {
-        let (v, _) = qual_json::load_file(&req.token_ids, qual_json::Limits::default())
-            .map_err(|e| prep(e.to_string()))?;
-        serde_json::from_value(v.to_serde().unwrap_or_default())
-            .map_err(|e| prep(format!("token ids: {e}")))?
-    };
     let home = tempfile::Builder::new()
         .prefix("kiln-qual-reference-")
         .tempdir()
@@ -183,21 +197,27 @@ pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
     let tmp = home.path().join("tmp");
     std::fs::create_dir(&tmp).map_err(|e| prep(e.to_string()))?;
     let h = |p: &Path| p.display().to_string();
-    let mut argv = vec![
+    let mut seqs = Vec::new();
+    for s in &req.sequences {
+        seqs.push(serde_json::json!({
+            "token_ids": s.token_ids,
+            "from_position": s.from_position,
+            "output": h(&absolute(&s.output)?),
+        }));
+    }
+    let requests = home.path().join("requests.json");
+    std::fs::write(&requests, serde_json::json!({ "sequences": seqs }).to_string())
+        .map_err(|e| prep(e.to_string()))?;
+    let argv = vec![
         h(&absolute(&req.python)?),
         h(&absolute(&req.worker)?),
         "--model".into(),
         h(&absolute(&req.model)?),
-        "--token-ids".into(),
-        h(&absolute(&req.token_ids)?),
-        "--output".into(),
-        h(&absolute(&req.output)?),
+        "--requests".into(),
+        h(&requests),
         "--start-gate".into(),
         h(&gate),
     ];
-    if let Some(p) = req.from_position {
-        argv.extend(["--from-position".into(), p.to_string()]);
-    }
     let env: Vec<(String, String)> = [
         ("HOME", h(home.path())),
         ("TMPDIR", h(&tmp)),
@@ -242,10 +262,8 @@ pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
     let v = qual_json::from_str(markers[0]).map_err(|e| bad(format!("marker JSON: {e}")))?;
     let w: WorkerEvidence = serde_json::from_value(v.to_serde().unwrap_or_default())
         .map_err(|e| bad(format!("marker JSON: {e}")))?;
-    verify(&w, req, &ids)?;
+    verify(&w, req)?;
     Ok(ReferenceEvidence {
-        positions: w.positions,
-        vocab: w.vocab,
         elapsed_seconds: e.wall.as_secs_f64(),
         timeout_seconds: req.timeout.as_secs_f64(),
         network: "forbidden".into(),
@@ -256,8 +274,8 @@ pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
     })
 }
 
-/// The output must re-read to what the worker reported.
-fn verify(w: &WorkerEvidence, req: &WorkerRequest, ids: &[i64]) -> Result<(), WorkerError> {
+/// Every output must re-read to what the worker reported.
+fn verify(w: &WorkerEvidence, req: &WorkerRequest) -> Result<(), WorkerError> {
     let ev = |m: String| WorkerError::Evidence(m);
     if w.schema != WORKER_SCHEMA
         || w.attention_implementation != "eager"
@@ -266,22 +284,31 @@ fn verify(w: &WorkerEvidence, req: &WorkerRequest, ids: &[i64]) -> Result<(), Wo
     {
         return Err(ev("the worker's settings are not the pinned deterministic ones".into()));
     }
-    let f = read_tensor_file(&req.output).map_err(|e| ev(e.to_string()))?;
-    if f.file_sha256 != w.output_sha256 || f.bytes != w.output_bytes {
-        return Err(ev("the output file is not the one the worker reported".into()));
+    if w.outputs.len() != req.sequences.len() {
+        return Err(ev("the worker reported another number of outputs".into()));
     }
-    if (f.logits.positions, f.logits.vocab) != (w.positions, w.vocab) {
-        return Err(ev("the output shape is not the reported one".into()));
-    }
-    let bytes: Vec<u8> = f.logits.data.iter().flat_map(|x| x.to_le_bytes()).collect();
-    if qual_json::sha256_prefixed(&bytes) != w.logits_sha256 {
-        return Err(ev("the logits digest is not the reported one".into()));
-    }
-    if f.input_ids.as_deref() != Some(ids) {
-        return Err(ev("the output's input ids are not the requested ones".into()));
-    }
-    if crate::result::token_ids_digest(ids) != w.input_token_ids_sha256 {
-        return Err(ev("the input token digest is not the requested one".into()));
+    for (o, s) in w.outputs.iter().zip(&req.sequences) {
+        let f = read_tensor_file(&s.output).map_err(|e| ev(e.to_string()))?;
+        if f.file_sha256 != o.output_sha256 || f.bytes != o.output_bytes {
+            return Err(ev("an output file is not the one the worker reported".into()));
+        }
+        if (f.logits.positions, f.logits.vocab) != (o.positions, o.vocab) {
+            return Err(ev("an output shape is not the reported one".into()));
+        }
+        let want_rows = s.token_ids.len() - s.from_position.unwrap_or(s.token_ids.len() - 1);
+        if o.positions != want_rows {
+            return Err(ev("an output does not hold the requested positions".into()));
+        }
+        let bytes: Vec<u8> = f.logits.data.iter().flat_map(|x| x.to_le_bytes()).collect();
+        if qual_json::sha256_prefixed(&bytes) != o.logits_sha256 {
+            return Err(ev("a logits digest is not the reported one".into()));
+        }
+        if f.input_ids.as_deref() != Some(&s.token_ids[..]) {
+            return Err(ev("an output's input ids are not the requested ones".into()));
+        }
+        if crate::result::token_ids_digest(&s.token_ids) != o.input_token_ids_sha256 {
+            return Err(ev("an input token digest is not the requested one".into()));
+        }
     }
     Ok(())
 }

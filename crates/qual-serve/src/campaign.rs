@@ -275,7 +275,7 @@ fn create_new(path: &Path, bytes: &[u8]) -> Result<(), ServeError> {
 
 /// What the server must not write: the directory of the case result and evidence, and the
 /// git directory and `.qualification/` of the repository around the working directory.
-fn protected_paths(result: &Path) -> Vec<PathBuf> {
+pub fn protected_paths(result: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(dir) = result.parent().and_then(|d| std::fs::canonicalize(d).ok()) {
         out.push(dir);

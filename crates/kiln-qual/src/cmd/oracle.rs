@@ -4,7 +4,9 @@
 //! Exit codes: `compare` 0 when every bound held, 1 when a bound was exceeded, the tensors could
 //! not be compared or read, or the result could not be written; `check` 0 when every file is
 //! valid, 1 at the first invalid one (files after it are not read, like the original);
-//! `reference` 0 when the worker wrote its logits, 1 otherwise; 2 for usage errors.
+//! `reference` 0 when the worker wrote its logits, 1 otherwise; `greedy` 0 when every prompt
+//! compared within its bounds and engine and worker ran cleanly, 1 otherwise (the case result
+//! says why); 2 for usage errors.
 
 use crate::exit;
 use crate::output::{errln, esc, esc_path, outln};
@@ -26,6 +28,9 @@ pub enum OracleCommand {
     Check(CheckArgs),
     /// Run the Hugging Face reference worker as a contained process and write its logits.
     Reference(ReferenceArgs),
+    /// Greedy continuations of a real engine checked against the reference: full-vocabulary
+    /// comparison at every step and the first divergence per prompt (writes a case result).
+    Greedy(Box<GreedyArgs>),
 }
 
 /// Arguments of `oracle compare`.
@@ -104,6 +109,7 @@ pub fn run(c: OracleCommand) -> i32 {
         OracleCommand::Compare(a) => compare(a),
         OracleCommand::Check(a) => check(a),
         OracleCommand::Reference(a) => reference(a),
+        OracleCommand::Greedy(a) => greedy(*a),
     }
 }
 
@@ -257,22 +263,31 @@ fn check(a: CheckArgs) -> i32 {
 }
 
 fn reference(a: ReferenceArgs) -> i32 {
+    let ids: Vec<i64> = match read_json(&a.token_ids, "token ids") {
+        Ok(ids) => ids,
+        Err(e) => {
+            errln!("kiln-qual oracle reference: {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
     let spec = qual_oracle::worker::WorkerRequest {
         python: a.python,
         worker: a.worker,
         model: a.model,
-        token_ids: a.token_ids,
-        output: a.output,
-        from_position: a.from_position,
+        sequences: vec![qual_oracle::worker::Sequence {
+            token_ids: ids,
+            from_position: a.from_position,
+            output: a.output.clone(),
+        }],
         timeout: std::time::Duration::from_secs(a.timeout_seconds),
     };
     match qual_oracle::worker::run(&spec) {
         Ok(ev) => {
             errln!(
                 "reference: {} ({} positions x {} vocabulary) in {:.1} s, worker peak RSS {} bytes",
-                esc_path(&spec.output),
-                ev.positions,
-                ev.vocab,
+                esc_path(&a.output),
+                ev.worker.outputs[0].positions,
+                ev.worker.vocab,
                 ev.elapsed_seconds,
                 ev.worker.max_rss_bytes
             );
@@ -285,5 +300,171 @@ fn reference(a: ReferenceArgs) -> i32 {
             errln!("kiln-qual oracle reference: failed to {}", esc(&e.to_string()));
             exit::FAILED
         }
+    }
+}
+
+/// Arguments of `oracle greedy`.
+#[derive(Args, Debug)]
+pub struct GreedyArgs {
+    /// The engine's launch recipe (`kiln-qual.serve-launch.v1`).
+    #[arg(long, value_parser = super::args::Path, value_name = "RECIPE.json")]
+    pub launch: PathBuf,
+    /// Directory substituted for `${model_path}` in the recipe.
+    #[arg(long, value_parser = super::args::Path, value_name = "DIR")]
+    pub model_path: Option<PathBuf>,
+    /// Prompt file (`kiln-qual.oracle-prompts.v1`, prompts as token ids).
+    #[arg(long, value_parser = super::args::Path, value_name = "PROMPTS.json")]
+    pub prompts: PathBuf,
+    /// Greedy steps per prompt (1..=256).
+    #[arg(long, default_value_t = 16, value_parser = count::<usize>(1..=256))]
+    pub steps: usize,
+    /// Vocabulary size (the engine is asked for the whole distribution; 1..=1000000).
+    #[arg(long, value_parser = count::<usize>(1..=1_000_000))]
+    pub vocab: usize,
+    /// The reference model: a `.gguf` file (the same weights the engine serves) or a
+    /// safetensors directory.
+    #[arg(long, value_parser = super::args::Path, value_name = "PATH")]
+    pub reference_model: PathBuf,
+    /// Python interpreter of the reference environment.
+    #[arg(long, value_parser = super::args::Path, default_value = ".cache/venv-reference/bin/python")]
+    pub python: PathBuf,
+    /// The worker program.
+    #[arg(long, value_parser = super::args::Path, default_value = "tools/reference/worker.py")]
+    pub worker: PathBuf,
+    /// Reference worker deadline in seconds (1..=86400).
+    #[arg(long, default_value_t = 900, value_parser = count::<u64>(1..=86_400))]
+    pub worker_timeout_seconds: u64,
+    /// Per-request deadline in seconds (1..=86400).
+    #[arg(long, default_value_t = 300, value_parser = count::<u64>(1..=86_400))]
+    pub request_timeout_seconds: u64,
+    /// Tolerance file (`kiln-qual.oracle-tolerances.v1`).
+    #[arg(long, value_parser = super::args::Path, value_name = "TOLERANCES.json")]
+    pub tolerances: Option<PathBuf>,
+    /// Engine seed (recorded; greedy decoding does not sample).
+    #[arg(long, default_value_t = 17)]
+    pub seed: u64,
+    /// Case id of the case result.
+    #[arg(long, default_value = "oracle-greedy")]
+    pub case_id: String,
+    /// Case-result path (default: `$KILN_QUALIFICATION_CASE_RESULT`); the oracle result is
+    /// written next to it as `<stem>.oracle-result.json`, the reference tensors as
+    /// `<stem>.reference-<prompt>.safetensors`.
+    #[arg(long, value_parser = super::args::Path, value_name = "PATH")]
+    pub result: Option<PathBuf>,
+    /// Config object echoed as the case result's `effective_config`.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    pub effective_config: String,
+}
+
+fn greedy_inputs(
+    a: &GreedyArgs,
+) -> Result<(qual_oracle::greedy::GreedyOptions, PathBuf, serde_json::Value), String> {
+    let result = a
+        .result
+        .clone()
+        .or_else(|| std::env::var_os("KILN_QUALIFICATION_CASE_RESULT").map(PathBuf::from))
+        .ok_or("no case-result path: pass --result or set KILN_QUALIFICATION_CASE_RESULT")?;
+    let config = qual_json::from_str(&a.effective_config)
+        .ok()
+        .and_then(|v| v.to_serde())
+        .filter(serde_json::Value::is_object)
+        .ok_or("--effective-config must be a JSON object")?;
+    let tolerances = load_tolerances(a.tolerances.as_deref())?;
+    let prompts: qual_oracle::greedy::PromptFile = read_json(&a.prompts, "prompts")?;
+    let problems = prompts.problems();
+    if !problems.is_empty() {
+        return Err(format!("failed to read the prompts: {}", problems.join("; ")));
+    }
+    let recipe = qual_serve::recipe::load(&a.launch)
+        .map_err(|e| format!("failed to read the launch recipe: {e}"))?;
+    let model = a
+        .model_path
+        .as_ref()
+        .map(|p| std::path::absolute(p).unwrap_or(p.clone()));
+    let recipe = recipe
+        .with_model_path(model.as_deref())
+        .map_err(|e| format!("failed to apply the model path: {e}"))?;
+    let stem = result
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "case-result".into());
+    let output = result.with_file_name(format!("{stem}.oracle-result.json"));
+    let opts = qual_oracle::greedy::GreedyOptions {
+        protect: qual_serve::campaign::protected_paths(&result),
+        recipe,
+        prompts: prompts.prompts,
+        steps: a.steps,
+        vocab: a.vocab,
+        seed: a.seed,
+        request_timeout: std::time::Duration::from_secs(a.request_timeout_seconds),
+        reference: qual_oracle::worker::WorkerRequest {
+            python: a.python.clone(),
+            worker: a.worker.clone(),
+            model: a.reference_model.clone(),
+            sequences: Vec::new(),
+            timeout: std::time::Duration::from_secs(a.worker_timeout_seconds),
+        },
+        reference_prefix: result.with_file_name(format!("{stem}.reference-")),
+        top_k: qual_oracle::compare::DEFAULT_TOP_K,
+        tolerances,
+    };
+    Ok((opts, output, config)).map(|(o, out, c)| {
+        let _ = &result;
+        (o, out, serde_json::json!({"config": c, "result": result.display().to_string()}))
+    })
+}
+
+/// `oracle greedy`: runs the engine and the reference, writes the oracle result and the case
+/// result.
+pub fn greedy(a: GreedyArgs) -> i32 {
+    let (opts, output, extra) = match greedy_inputs(&a) {
+        Ok(x) => x,
+        Err(e) => {
+            errln!("kiln-qual oracle greedy: {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
+    let tool = concat!("kiln-qual ", env!("CARGO_PKG_VERSION"));
+    let out = qual_oracle::greedy::run(&opts, tool);
+    for c in &out.result.cases {
+        errln!("prompt {}:", esc(&c.id));
+        print_case(c);
+    }
+    let line = qual_oracle::greedy::divergence_line(&out.result);
+    errln!("{}", esc(&line));
+    for f in &out.failures {
+        errln!("  failure: {}", esc(f));
+    }
+    for r in &out.result.verdict.reasons {
+        errln!("  {}", esc(r));
+    }
+    let written = result::write_new(&output, &out.doc);
+    let mut reasons: Vec<String> = out.failures.clone();
+    reasons.extend(out.result.verdict.reasons.iter().cloned());
+    if let Err(e) = &written {
+        reasons.push(format!("failed to {e}"));
+    }
+    let passed = qual_oracle::greedy::passed(&out) && written.is_ok();
+    let case_result = qual_oracle::greedy::case_result(
+        &a.case_id,
+        passed,
+        out.duration.as_secs_f64(),
+        extra["config"].clone(),
+        &out.result,
+        &reasons,
+        &line,
+    );
+    let path = PathBuf::from(extra["result"].as_str().unwrap_or_default());
+    if let Err(e) = result::write_new(&path, &case_result) {
+        errln!("kiln-qual oracle greedy: failed to {}", esc(&e.to_string()));
+        return exit::FAILED;
+    }
+    errln!("oracle result: {} {}", esc_path(&output), out.result.result_sha256);
+    if passed {
+        errln!("verdict: passed");
+        exit::OK
+    } else {
+        errln!("verdict: failed");
+        exit::FAILED
     }
 }
