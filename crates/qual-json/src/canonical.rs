@@ -31,16 +31,21 @@ pub fn canonical_digest(v: &Value) -> String {
 
 /// The shortest round-trip digits of a finite float in Rust's scientific form (`1.5e-7`),
 /// chosen like Python's `repr`: among the shortest strings that round-trip, the one nearest
-/// the exact value. Rust's `{:e}` already does that except when 17 digits are needed and the
-/// exact value lies halfway between two 17-digit strings (e.g. the `f32` value 20.9849395751953125
-/// widened to `f64`): it rounds that tie up, Python to even. `{:.16e}` rounds ties to even.
+/// the exact value, ties to even. Rust's `{:e}` finds the shortest length but rounds an exact
+/// tie between two candidates of that length up (e.g. the `f32` value 20.9849395751953125
+/// widened to `f64`: Rust `...313`, Python `...312`); `{:.N$e}` rounds exactly with ties to
+/// even, and the nearest decimal of a length round-trips whenever any of that length does.
 pub(crate) fn shortest_sci(f: f64) -> String {
     let sci = format!("{f:e}");
     let digits = sci
         .split_once('e')
         .map_or(0, |(m, _)| m.bytes().filter(u8::is_ascii_digit).count());
-    if digits >= 17 {
-        format!("{f:.16e}")
+    if digits < 2 {
+        return sci;
+    }
+    let nearest = format!("{f:.*e}", digits - 1);
+    if nearest.parse::<f64>() == Ok(f) {
+        nearest
     } else {
         sci
     }
@@ -221,6 +226,10 @@ mod tests {
         assert_eq!(super::python_float_repr(v), "20.984939575195312");
         assert!(crate::check_float("20.984939575195312").is_ok());
         assert!(crate::check_float("20.984939575195313").is_err());
+        // repr(0.7906875610351562): a 16-digit tie.
+        let v: f64 = "0.7906875610351562".parse().unwrap();
+        assert_eq!(super::python_float_repr(v), "0.7906875610351562");
+        assert!(crate::check_float("0.7906875610351562").is_ok());
     }
 
     use super::*;

@@ -322,7 +322,8 @@ pub struct GreedyArgs {
     #[arg(long, value_parser = count::<usize>(1..=1_000_000))]
     pub vocab: usize,
     /// The reference model: a `.gguf` file (the same weights the engine serves) or a
-    /// safetensors directory.
+    /// safetensors directory; a relative path is taken inside `--model-path` when that is
+    /// given (a workload passes `${model_path}` there and the file name here).
     #[arg(long, value_parser = super::args::Path, value_name = "PATH")]
     pub reference_model: PathBuf,
     /// Python interpreter of the reference environment.
@@ -400,7 +401,10 @@ fn greedy_inputs(
         reference: qual_oracle::worker::WorkerRequest {
             python: a.python.clone(),
             worker: a.worker.clone(),
-            model: a.reference_model.clone(),
+            model: match (&model, a.reference_model.is_relative()) {
+                (Some(dir), true) => dir.join(&a.reference_model),
+                _ => a.reference_model.clone(),
+            },
             sequences: Vec::new(),
             timeout: std::time::Duration::from_secs(a.worker_timeout_seconds),
         },
@@ -408,10 +412,8 @@ fn greedy_inputs(
         top_k: qual_oracle::compare::DEFAULT_TOP_K,
         tolerances,
     };
-    Ok((opts, output, config)).map(|(o, out, c)| {
-        let _ = &result;
-        (o, out, serde_json::json!({"config": c, "result": result.display().to_string()}))
-    })
+    let extra = serde_json::json!({"config": config, "result": result.display().to_string()});
+    Ok((opts, output, extra))
 }
 
 /// `oracle greedy`: runs the engine and the reference, writes the oracle result and the case
