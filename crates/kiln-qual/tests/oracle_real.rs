@@ -62,7 +62,11 @@ fn checkout() -> tempfile::TempDir {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(src.join(rel), to).unwrap();
     }
-    std::fs::write(root.join(".gitignore"), ".qualification/\ntarget/\n.cache\n").unwrap();
+    std::fs::write(
+        root.join(".gitignore"),
+        ".qualification/\ntarget/\n.cache\n",
+    )
+    .unwrap();
     git(root, &["init", "-q"]);
     git(root, &["add", "-A"]);
     git(root, &["commit", "-q", "-m", "oracle example"]);
@@ -144,7 +148,12 @@ fn run_variant(root: &Path, variant: &str, model: &Path) -> String {
         .current_dir(root)
         .output()
         .unwrap();
-    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     assert!(String::from_utf8_lossy(&ok.stdout).starts_with("OK "));
     no_leftovers();
     text
@@ -201,6 +210,10 @@ fn f32_variant_is_like_for_like() {
         .output()
         .unwrap();
     assert!(q.status.success(), "{}", String::from_utf8_lossy(&q.stderr));
+    // The same model's sidecars (config, tokenizer, chat template) for the fingerprint.
+    for f in ["config.json", "tokenizer.json", "chat_template.jinja"] {
+        std::fs::copy(rs.join("models/smollm2").join(f), model.path().join(f)).unwrap();
+    }
     let text = run_variant(d.path(), "f32", model.path());
     assert!(text.contains("none in 16 steps"), "{text:.3000}");
 }

@@ -40,7 +40,11 @@ fn main() {
     let rp = dir.path().join("reference.safetensors");
     let cp = dir.path().join("candidate.npy");
     std::fs::write(&rp, encode_safetensors(&r, None, &BTreeMap::new())).expect("write");
-    std::fs::write(&cp, qual_oracle::npy::encode_f32(&[POSITIONS, VOCAB], &c.data)).expect("write");
+    std::fs::write(
+        &cp,
+        qual_oracle::npy::encode_f32(&[POSITIONS, VOCAB], &c.data),
+    )
+    .expect("write");
     let logit_bytes = (2 * POSITIONS * VOCAB * 4) as f64;
     let mut best_read = f64::INFINITY;
     let mut best_cmp = f64::INFINITY;

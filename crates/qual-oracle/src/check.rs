@@ -108,7 +108,12 @@ fn check_ours(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String>> {
             return Err(errs);
         }
     };
-    errs.extend(r.tolerances.problems().into_iter().map(|p| format!("/tolerances: {p}")));
+    errs.extend(
+        r.tolerances
+            .problems()
+            .into_iter()
+            .map(|p| format!("/tolerances: {p}")),
+    );
     for (i, c) in r.cases.iter().enumerate() {
         if let CaseOutcome::Compared {
             summary,
@@ -132,6 +137,10 @@ fn check_ours(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String>> {
         }
         if opts.verify_inputs {
             for (side, t) in [("reference", &c.reference), ("candidate", &c.candidate)] {
+                // In-memory tensors (a server's response) have no file to re-read.
+                if t.format == crate::tensor::TensorFormat::Memory {
+                    continue;
+                }
                 if let Some(want) = &t.file_sha256 {
                     match qual_json::read_file_limited(
                         Path::new(&t.source),
@@ -172,11 +181,17 @@ impl<'a> Obj<'a> {
         match o {
             None => errs.push(format!("{at}: must be an object")),
             Some(o) => {
-                let mut missing: Vec<&str> =
-                    keys.iter().copied().filter(|k| !o.contains_key(k)).collect();
+                let mut missing: Vec<&str> = keys
+                    .iter()
+                    .copied()
+                    .filter(|k| !o.contains_key(k))
+                    .collect();
                 missing.sort();
                 if !missing.is_empty() {
-                    errs.push(format!("{at}: missing keys {}", qual_json::show::list(&missing)));
+                    errs.push(format!(
+                        "{at}: missing keys {}",
+                        qual_json::show::list(&missing)
+                    ));
                 }
                 let mut extra: Vec<&str> = o
                     .keys()
@@ -185,7 +200,10 @@ impl<'a> Obj<'a> {
                     .collect();
                 extra.sort();
                 if !extra.is_empty() {
-                    errs.push(format!("{at}: unknown keys {}", qual_json::show::list(&extra)));
+                    errs.push(format!(
+                        "{at}: unknown keys {}",
+                        qual_json::show::list(&extra)
+                    ));
                 }
             }
         }
@@ -200,13 +218,18 @@ impl<'a> Obj<'a> {
     fn digest(&self, k: &str, errs: &mut Vec<String>) -> Option<&'a str> {
         let v = self.get(k).and_then(Value::as_str);
         if !v.is_some_and(qual_json::is_sha256_digest) {
-            errs.push(format!("{}: must be a sha256:<64 lowercase hex> digest", self.p(k)));
+            errs.push(format!(
+                "{}: must be a sha256:<64 lowercase hex> digest",
+                self.p(k)
+            ));
         }
         v
     }
     fn git(&self, k: &str, errs: &mut Vec<String>) -> Option<&'a str> {
         let v = self.get(k).and_then(Value::as_str);
-        if !v.is_some_and(|s| s.len() == 40 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))) {
+        if !v.is_some_and(|s| {
+            s.len() == 40 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        }) {
             errs.push(format!("{}: must be a 40-hex git object id", self.p(k)));
         }
         v
@@ -214,7 +237,10 @@ impl<'a> Obj<'a> {
     fn text(&self, k: &str, min: usize, errs: &mut Vec<String>) -> Option<&'a str> {
         let v = self.get(k).and_then(Value::as_str);
         if !v.is_some_and(|s| s.chars().count() >= min) {
-            errs.push(format!("{}: must be a string of at least {min} characters", self.p(k)));
+            errs.push(format!(
+                "{}: must be a string of at least {min} characters",
+                self.p(k)
+            ));
         }
         v
     }
@@ -299,13 +325,22 @@ fn process_evidence(v: Option<&Value>, at: &str, errs: &mut Vec<String>) {
     let p = Obj::new(
         v,
         at,
-        &["elapsed_seconds", "schema", "timeout_seconds", "worker_exit_code"],
+        &[
+            "elapsed_seconds",
+            "schema",
+            "timeout_seconds",
+            "worker_exit_code",
+        ],
         errs,
     );
     if p.number("elapsed_seconds", errs).is_some_and(|x| x < 0.0) {
         errs.push(format!("{}: must be >= 0", p.p("elapsed_seconds")));
     }
-    p.constant("schema", &Value::from("kiln.hf-process-containment.v1"), errs);
+    p.constant(
+        "schema",
+        &Value::from("kiln.hf-process-containment.v1"),
+        errs,
+    );
     if p.number("timeout_seconds", errs).is_some_and(|x| x <= 0.0) {
         errs.push(format!("{}: must be > 0", p.p("timeout_seconds")));
     }
@@ -338,13 +373,23 @@ fn model_identity(v: Option<&Value>, at: &str, errs: &mut Vec<String>) {
         errs,
     );
     m.text("id", 1, errs);
-    for k in ["content_sha256", "config_hash", "tokenizer_hash", "chat_template_hash"] {
+    for k in [
+        "content_sha256",
+        "config_hash",
+        "tokenizer_hash",
+        "chat_template_hash",
+    ] {
         m.digest(k, errs);
     }
     match m.get("weight_files").and_then(Value::as_array) {
         Some(files) if !files.is_empty() => {
             for (i, f) in files.iter().enumerate() {
-                let w = Obj::new(Some(f), &format!("{at}/weight_files/{i}"), &["path", "bytes", "sha256"], errs);
+                let w = Obj::new(
+                    Some(f),
+                    &format!("{at}/weight_files/{i}"),
+                    &["path", "bytes", "sha256"],
+                    errs,
+                );
                 w.text("path", 1, errs);
                 w.int("bytes", 1, i64::MAX, errs);
                 w.digest("sha256", errs);
@@ -360,11 +405,19 @@ fn check_kiln_v2(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String>>
     let top = Obj::new(Some(doc), "", TOP_V2, &mut errs);
     let digest = self_hash(doc, &mut errs);
     top.text("created_at_utc", 1, &mut errs);
-    if top.number("duration_seconds", &mut errs).is_some_and(|d| d <= 0.0) {
+    if top
+        .number("duration_seconds", &mut errs)
+        .is_some_and(|d| d <= 0.0)
+    {
         errs.push("/duration_seconds: must be > 0".into());
     }
     // Rule 7.
-    let src = Obj::new(top.get("source"), "/source", &["commit", "origin_main", "tree"], &mut errs);
+    let src = Obj::new(
+        top.get("source"),
+        "/source",
+        &["commit", "origin_main", "tree"],
+        &mut errs,
+    );
     let commit = src.git("commit", &mut errs);
     let origin = src.git("origin_main", &mut errs);
     src.git("tree", &mut errs);
@@ -388,11 +441,18 @@ fn check_kiln_v2(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String>>
     );
     fp.digest("implementation_sha256", &mut errs);
     if fp.digest("python_sha256", &mut errs) != py {
-        errs.push("/model_fingerprint/python_sha256: must equal /implementation/python_sha256".into());
+        errs.push(
+            "/model_fingerprint/python_sha256: must equal /implementation/python_sha256".into(),
+        );
     }
     process_evidence(fp.get("process"), "/model_fingerprint/process", &mut errs);
     // Request (shape; rule 2 below).
-    let req = Obj::new(top.get("request"), "/request", &["contract_path", "id", "sha256", "source"], &mut errs);
+    let req = Obj::new(
+        top.get("request"),
+        "/request",
+        &["contract_path", "id", "sha256", "source"],
+        &mut errs,
+    );
     let contract_path = req.text("contract_path", 1, &mut errs);
     let req_id = req.text("id", 1, &mut errs);
     let req_sha = req.digest("sha256", &mut errs);
@@ -403,8 +463,16 @@ fn check_kiln_v2(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String>>
         &mut errs,
     );
     pair.git("source_commit", &mut errs);
-    receipt_ref(pair.get("kiln_receipt"), "/request/source/kiln_receipt", &mut errs);
-    receipt_ref(pair.get("vllm_receipt"), "/request/source/vllm_receipt", &mut errs);
+    receipt_ref(
+        pair.get("kiln_receipt"),
+        "/request/source/kiln_receipt",
+        &mut errs,
+    );
+    receipt_ref(
+        pair.get("vllm_receipt"),
+        "/request/source/vllm_receipt",
+        &mut errs,
+    );
     model_identity(top.get("model_identity"), "/model_identity", &mut errs);
     // Containment (v2 shape).
     let con = Obj::new(
@@ -440,7 +508,11 @@ fn check_kiln_v2(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String>>
     let ver = Obj::new(
         top.get("verdict"),
         "/verdict",
-        &["argmax_candidate", "argmax_token_id", "candidate_attribution_complete"],
+        &[
+            "argmax_candidate",
+            "argmax_token_id",
+            "candidate_attribution_complete",
+        ],
         &mut errs,
     );
     if let Some((arg, kiln, vllm)) = argmax {
@@ -452,7 +524,11 @@ fn check_kiln_v2(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String>>
         };
         ver.constant("argmax_candidate", &Value::from(name), &mut errs);
         ver.constant("argmax_token_id", &int(arg), &mut errs);
-        ver.constant("candidate_attribution_complete", &Value::Bool(a.complete()), &mut errs);
+        ver.constant(
+            "candidate_attribution_complete",
+            &Value::Bool(a.complete()),
+            &mut errs,
+        );
     }
     // Rule 2, where the contract is present.
     if let (Some(root), Some(cp)) = (&opts.repo_root, contract_path) {
@@ -479,12 +555,22 @@ fn oracle_evidence(
     o.constant("attention_implementation", &Value::from("eager"), errs);
     o.constant("deterministic_algorithms", &Value::Bool(true), errs);
     o.constant("dtype", &Value::from("bfloat16"), errs);
-    o.constant("linear_attention_implementation", &Value::from("transformers_torch_fallback"), errs);
+    o.constant(
+        "linear_attention_implementation",
+        &Value::from("transformers_torch_fallback"),
+        errs,
+    );
     o.constant("tf32_allowed", &Value::Bool(false), errs);
     o.constant("torch_version", &Value::from("2.13.0+rocm7.2"), errs);
     o.constant("transformers_version", &Value::from("5.13.1"), errs);
     o.constant("vocab", &int(VOCAB), errs);
-    for k in ["configuration_sha256", "input_token_ids_sha256", "logits_sha256", "modeling_sha256", "request_sha256"] {
+    for k in [
+        "configuration_sha256",
+        "input_token_ids_sha256",
+        "logits_sha256",
+        "modeling_sha256",
+        "request_sha256",
+    ] {
         o.digest(k, errs);
     }
     o.git("torch_commit", errs);
@@ -492,7 +578,13 @@ fn oracle_evidence(
     o.text("device", 1, errs);
     o.int("input_token_count", 1, i64::MAX, errs);
     o.int("output_bytes", 1, i64::MAX, errs);
-    for k in ["memory_high_events", "memory_max_events", "memory_oom_events", "memory_oom_kill_events", "memory_swap_bytes"] {
+    for k in [
+        "memory_high_events",
+        "memory_max_events",
+        "memory_oom_events",
+        "memory_oom_kill_events",
+        "memory_swap_bytes",
+    ] {
         o.int(k, 0, i64::MAX, errs);
     }
     o.int("memory_peak_bytes", 1, i64::MAX, errs);
@@ -526,7 +618,9 @@ fn oracle_evidence(
                 }
                 if let Some(l) = t.number("logit", errs) {
                     if l > prev {
-                        errs.push(format!("{at}/logit: top tokens must be sorted by descending logit"));
+                        errs.push(format!(
+                            "{at}/logit: top tokens must be sorted by descending logit"
+                        ));
                     }
                     prev = l;
                 }
@@ -555,7 +649,12 @@ fn oracle_evidence(
         Some(cs) if cs.len() == 2 => {
             for (i, (c, engine)) in cs.iter().zip(["kiln", "vllm"]).enumerate() {
                 let at = format!("/oracle/candidate_tokens/{i}");
-                let c = Obj::new(Some(c), &at, &["engine", "token_id", "text", "logit", "rank"], errs);
+                let c = Obj::new(
+                    Some(c),
+                    &at,
+                    &["engine", "token_id", "text", "logit", "rank"],
+                    errs,
+                );
                 c.constant("engine", &Value::from(engine), errs);
                 cand[i] = c.int("token_id", 0, VOCAB - 1, errs);
                 if c.get("text").and_then(Value::as_str).is_none() {
@@ -565,12 +664,16 @@ fn oracle_evidence(
                 let rank = c.int("rank", 1, VOCAB, errs);
                 if let (Some(a), Some(t), Some(r)) = (argmax, cand[i], rank) {
                     if (t == a) != (r == 1) {
-                        errs.push(format!("{at}/rank: must be 1 exactly when the token is the argmax"));
+                        errs.push(format!(
+                            "{at}/rank: must be 1 exactly when the token is the argmax"
+                        ));
                     }
                 }
             }
             if cand[0].is_some() && cand[0] == cand[1] {
-                errs.push("/oracle/candidate_tokens: the two candidates must name distinct tokens".into());
+                errs.push(
+                    "/oracle/candidate_tokens: the two candidates must name distinct tokens".into(),
+                );
             }
         }
         _ => errs.push("/oracle/candidate_tokens: must be [kiln, vllm]".into()),
@@ -581,7 +684,11 @@ fn oracle_evidence(
 /// Rule 2: the request contract (and its receipts, where present) bind the result.
 fn bind_request(root: &Path, contract_path: &str, doc: &Value, errs: &mut Vec<String>) {
     let rel = Path::new(contract_path);
-    if rel.is_absolute() || rel.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
         errs.push("/request/contract_path: must be repository-relative without ..".into());
         return;
     }
@@ -618,12 +725,24 @@ fn bind_request(root: &Path, contract_path: &str, doc: &Value, errs: &mut Vec<St
         errs.push("/model_identity: does not match the contract".into());
     }
     let o = |k: &str| doc.get("oracle").and_then(|x| x.get(k));
-    if !same(o("input_token_ids_sha256"), req.get("input_token_ids_sha256")) {
+    if !same(
+        o("input_token_ids_sha256"),
+        req.get("input_token_ids_sha256"),
+    ) {
         errs.push("/oracle/input_token_ids_sha256: does not match the contract".into());
     }
-    let n = req.get("input_token_ids").and_then(Value::as_array).map(|a| a.len() as i64);
-    if o("input_token_count").and_then(Value::as_int).and_then(|i| i.as_i64()) != n {
-        errs.push("/oracle/input_token_count: does not match the contract's input_token_ids".into());
+    let n = req
+        .get("input_token_ids")
+        .and_then(Value::as_array)
+        .map(|a| a.len() as i64);
+    if o("input_token_count")
+        .and_then(Value::as_int)
+        .and_then(|i| i.as_i64())
+        != n
+    {
+        errs.push(
+            "/oracle/input_token_count: does not match the contract's input_token_ids".into(),
+        );
     }
     if let (Some(want), Some(got)) = (
         req.get("candidates").and_then(Value::as_array),
@@ -632,7 +751,9 @@ fn bind_request(root: &Path, contract_path: &str, doc: &Value, errs: &mut Vec<St
         for (i, (w, g)) in want.iter().zip(got).enumerate() {
             for k in ["engine", "token_id", "text"] {
                 if !same(w.get(k), g.get(k)) {
-                    errs.push(format!("/oracle/candidate_tokens/{i}/{k}: does not match the contract"));
+                    errs.push(format!(
+                        "/oracle/candidate_tokens/{i}/{k}: does not match the contract"
+                    ));
                 }
             }
         }
@@ -641,7 +762,9 @@ fn bind_request(root: &Path, contract_path: &str, doc: &Value, errs: &mut Vec<St
     if let Some(src) = req.get("source") {
         for which in ["kiln_receipt", "vllm_receipt"] {
             let Some(rr) = src.get(which) else { continue };
-            let Some(p) = rr.get("path").and_then(Value::as_str) else { continue };
+            let Some(p) = rr.get("path").and_then(Value::as_str) else {
+                continue;
+            };
             let path = root.join(p);
             if !path.exists() {
                 continue;
@@ -651,7 +774,9 @@ fn bind_request(root: &Path, contract_path: &str, doc: &Value, errs: &mut Vec<St
                     if rr.get("file_sha256").and_then(Value::as_str)
                         != Some(qual_json::sha256_prefixed(&bytes).as_str())
                     {
-                        errs.push(format!("/request/source/{which}/file_sha256: does not match the receipt file"));
+                        errs.push(format!(
+                            "/request/source/{which}/file_sha256: does not match the receipt file"
+                        ));
                     }
                     let content = qual_json::self_digest(&v, "receipt_sha256");
                     if rr.get("content_sha256").and_then(Value::as_str) != content.as_deref() {

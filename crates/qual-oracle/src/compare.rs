@@ -55,7 +55,9 @@ pub enum CompareError {
         detail: String,
     },
     /// A value is NaN or infinite.
-    #[error("compare logits: non-finite {side:?} value {value} at position {position}, index {index}")]
+    #[error(
+        "compare logits: non-finite {side:?} value {value} at position {position}, index {index}"
+    )]
     NonFinite {
         /// Which tensor.
         side: Side,
@@ -67,7 +69,9 @@ pub enum CompareError {
         value: String,
     },
     /// A row is all zeros, so the cosine is undefined.
-    #[error("compare logits: cosine undefined at position {position}: the {side:?} row has zero norm")]
+    #[error(
+        "compare logits: cosine undefined at position {position}: the {side:?} row has zero norm"
+    )]
     ZeroNorm {
         /// Which tensor.
         side: Side,
@@ -166,7 +170,11 @@ pub fn top_k(row: &[f32], k: usize) -> Vec<TopToken> {
         let full = keys.len() == k;
         // `>=` on the values is a superset of `>` on the keys for finite values (they differ
         // only for -0.0 and +0.0), and it vectorises.
-        let t = if full { row[keys[k - 1].1 as usize] } else { f32::NEG_INFINITY };
+        let t = if full {
+            row[keys[k - 1].1 as usize]
+        } else {
+            f32::NEG_INFINITY
+        };
         let mut any = false;
         for &x in block {
             any |= x >= t;
@@ -686,7 +694,14 @@ mod tests {
             }
         );
         let e = compare_rows(0, &[1.0, 2.0, 3.0], &[1.0, 2.0, f32::NEG_INFINITY], 1).unwrap_err();
-        assert!(matches!(e, CompareError::NonFinite { side: Side::Candidate, index: 2, .. }));
+        assert!(matches!(
+            e,
+            CompareError::NonFinite {
+                side: Side::Candidate,
+                index: 2,
+                ..
+            }
+        ));
         assert!(e.to_string().contains("-inf"));
     }
 
@@ -721,7 +736,9 @@ mod tests {
     fn orthogonal_rows_have_cosine_zero_and_identical_rows_kl_zero() {
         let m = compare_rows(0, &[1.0, 0.0, 0.0, 0.0], &[0.0, 2.0, 0.0, 0.0], 1).unwrap();
         assert_eq!(m.cosine, 0.0);
-        let row: Vec<f32> = (0..50_000).map(|i| ((i * 7919) % 1013) as f32 / 37.0 - 9.0).collect();
+        let row: Vec<f32> = (0..50_000)
+            .map(|i| ((i * 7919) % 1013) as f32 / 37.0 - 9.0)
+            .collect();
         let m = compare_rows(0, &row, &row, 10).unwrap();
         assert_eq!(m.kl_divergence, 0.0);
         assert_eq!(m.max_abs_error, 0.0);
@@ -742,12 +759,18 @@ mod tests {
         let c = [1.0f32, 0.25, -1.0, 0.5];
         let sm = |v: &[f32]| {
             let z: f64 = v.iter().map(|&x| (x as f64).exp()).sum();
-            v.iter().map(|&x| (x as f64).exp() / z).collect::<Vec<f64>>()
+            v.iter()
+                .map(|&x| (x as f64).exp() / z)
+                .collect::<Vec<f64>>()
         };
         let (p, q) = (sm(&r), sm(&c));
         let want: f64 = p.iter().zip(&q).map(|(a, b)| a * (a / b).ln()).sum();
         let m = compare_rows(0, &r, &c, 2).unwrap();
-        assert!((m.kl_divergence - want).abs() < 1e-14, "{} {want}", m.kl_divergence);
+        assert!(
+            (m.kl_divergence - want).abs() < 1e-14,
+            "{} {want}",
+            m.kl_divergence
+        );
         assert!((m.mean_abs_error - (0.5 + 1.25 + 1.0 + 0.5) / 4.0).abs() < 1e-15);
         assert_eq!(m.max_abs_error, 1.25);
     }
@@ -756,14 +779,26 @@ mod tests {
     fn shape_token_and_zero_norm_failures_are_named() {
         let a = Logits::from_rows(&[vec![1.0, 2.0]]).unwrap();
         let b = Logits::from_rows(&[vec![1.0, 2.0, 3.0]]).unwrap();
-        assert!(matches!(compare(&a, &b, 1), Err(CompareError::Shape { .. })));
-        assert!(check_token_ids(&[1, 2], &[1, 3]).unwrap_err().to_string().contains("input token 1"));
+        assert!(matches!(
+            compare(&a, &b, 1),
+            Err(CompareError::Shape { .. })
+        ));
+        assert!(check_token_ids(&[1, 2], &[1, 3])
+            .unwrap_err()
+            .to_string()
+            .contains("input token 1"));
         assert!(check_token_ids(&[1], &[1, 3]).is_err());
         assert!(matches!(
             compare_rows(0, &[0.0, 0.0], &[1.0, 0.0], 1),
-            Err(CompareError::ZeroNorm { side: Side::Reference, .. })
+            Err(CompareError::ZeroNorm {
+                side: Side::Reference,
+                ..
+            })
         ));
-        assert!(matches!(compare_rows(0, &[1.0], &[1.0], 2), Err(CompareError::TopK { .. })));
+        assert!(matches!(
+            compare_rows(0, &[1.0], &[1.0], 2),
+            Err(CompareError::TopK { .. })
+        ));
     }
 
     #[test]
@@ -774,7 +809,13 @@ mod tests {
         let s = summarize(&rows, 3, 2).unwrap();
         assert_eq!(s.argmax_agreement, 1);
         assert_eq!(s.first_argmax_mismatch, Some(1));
-        assert_eq!(s.max_abs_error, Worst { value: 2.5, position: 1 });
+        assert_eq!(
+            s.max_abs_error,
+            Worst {
+                value: 2.5,
+                position: 1
+            }
+        );
         assert_eq!(s.max_reference_argmax_rank.value, 3);
         assert_eq!(s.min_top_k_overlap.value, 1);
     }

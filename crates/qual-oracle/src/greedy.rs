@@ -66,16 +66,22 @@ impl PromptFile {
             let ok = !p.id.is_empty()
                 && p.id.len() <= 64
                 && p.id.bytes().enumerate().all(|(j, b)| {
-                    b.is_ascii_lowercase() || b.is_ascii_digit() || (j > 0 && (b == b'_' || b == b'-'))
+                    b.is_ascii_lowercase()
+                        || b.is_ascii_digit()
+                        || (j > 0 && (b == b'_' || b == b'-'))
                 });
             if !ok {
-                out.push(format!("/prompts/{i}/id: must match ^[a-z0-9][a-z0-9_-]{{0,63}}$"));
+                out.push(format!(
+                    "/prompts/{i}/id: must match ^[a-z0-9][a-z0-9_-]{{0,63}}$"
+                ));
             }
             if !ids.insert(p.id.clone()) {
                 out.push(format!("/prompts/{i}/id: repeats an earlier id"));
             }
             if p.token_ids.is_empty() || p.token_ids.iter().any(|&t| t < 0) {
-                out.push(format!("/prompts/{i}/token_ids: must be non-empty and non-negative"));
+                out.push(format!(
+                    "/prompts/{i}/token_ids: must be non-empty and non-negative"
+                ));
             }
         }
         out
@@ -130,7 +136,10 @@ fn candidate_runs(
     o: &GreedyOptions,
     failures: &mut Vec<String>,
 ) -> (Vec<Result<GreedyRun, String>>, Option<LifecycleRecord>) {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             failures.push(format!("start the client runtime: {e}"));
@@ -153,11 +162,25 @@ fn candidate_runs(
     let runs: Vec<Result<GreedyRun, String>> = o
         .prompts
         .iter()
-        .map(|p| greedy(&rt, addr, &p.token_ids, o.steps, o.vocab, o.seed, o.request_timeout))
+        .map(|p| {
+            greedy(
+                &rt,
+                addr,
+                &p.token_ids,
+                o.steps,
+                o.vocab,
+                o.seed,
+                o.request_timeout,
+            )
+        })
         .collect();
     let rec = server.shutdown();
     if !rec.passed {
-        failures.extend(rec.failures.iter().map(|f| format!("engine lifecycle: {f}")));
+        failures.extend(
+            rec.failures
+                .iter()
+                .map(|f| format!("engine lifecycle: {f}")),
+        );
     }
     (runs, Some(rec))
 }
@@ -202,7 +225,11 @@ pub fn run(o: &GreedyOptions, tool: &str) -> GreedyOutcome {
         let case = match (&runs.get(i), seq_of[i], &reference) {
             (Some(Ok(run)), Some(s), Some(_)) => compare_prompt(p, run, &sequences[s], o),
             (Some(Err(e)), _, _) => refused(p, o, format!("engine: {e}")),
-            (None, _, _) => refused(p, o, "engine: no completion (the engine did not start)".into()),
+            (None, _, _) => refused(
+                p,
+                o,
+                "engine: no completion (the engine did not start)".into(),
+            ),
             _ => refused(p, o, "reference: no logits (see the failures)".into()),
         };
         cases.push(case);
@@ -323,13 +350,15 @@ pub fn case_metrics(r: &OracleResult) -> Option<Vec<Metric>> {
     let steps: usize = sums.iter().map(|s| s.positions).sum();
     let agree: usize = sums.iter().map(|s| s.argmax_agreement).sum();
     let fold = |f: &dyn Fn(&crate::compare::Summary) -> f64, max: bool| {
-        sums.iter().map(|s| f(s)).fold(if max { f64::MIN } else { f64::MAX }, |a, b| {
-            if max {
-                a.max(b)
-            } else {
-                a.min(b)
-            }
-        })
+        sums.iter()
+            .map(|s| f(s))
+            .fold(if max { f64::MIN } else { f64::MAX }, |a, b| {
+                if max {
+                    a.max(b)
+                } else {
+                    a.min(b)
+                }
+            })
     };
     let diverged = r
         .cases
@@ -344,14 +373,56 @@ pub fn case_metrics(r: &OracleResult) -> Option<Vec<Metric>> {
         lower_is_better,
     };
     let mut v = vec![
-        m("argmax_agreement", agree as f64 / steps as f64, "ratio", "fraction_of_steps", false),
-        m("cosine_min", fold(&|s| s.min_cosine.value, false), "ratio", "min_over_steps", false),
-        m("kl_divergence_max", fold(&|s| s.max_kl_divergence.value, true), "nats", "max_over_steps", true),
-        m("max_abs_error", fold(&|s| s.max_abs_error.value, true), "log_prob", "max_over_steps", true),
-        m("mean_abs_error", fold(&|s| s.max_mean_abs_error.value, true), "log_prob", "max_over_steps", true),
+        m(
+            "argmax_agreement",
+            agree as f64 / steps as f64,
+            "ratio",
+            "fraction_of_steps",
+            false,
+        ),
+        m(
+            "cosine_min",
+            fold(&|s| s.min_cosine.value, false),
+            "ratio",
+            "min_over_steps",
+            false,
+        ),
+        m(
+            "kl_divergence_max",
+            fold(&|s| s.max_kl_divergence.value, true),
+            "nats",
+            "max_over_steps",
+            true,
+        ),
+        m(
+            "max_abs_error",
+            fold(&|s| s.max_abs_error.value, true),
+            "log_prob",
+            "max_over_steps",
+            true,
+        ),
+        m(
+            "mean_abs_error",
+            fold(&|s| s.max_mean_abs_error.value, true),
+            "log_prob",
+            "max_over_steps",
+            true,
+        ),
         m("prompts_diverged", diverged as f64, "count", "count", true),
-        m("reference_argmax_rank_max", fold(&|s| s.max_reference_argmax_rank.value as f64, true), "rank", "max_over_steps", true),
-        m("top10_overlap_min", fold(&|s| s.min_top_k_overlap.value as f64, false), "count", "min_over_steps", false),
+        m(
+            "reference_argmax_rank_max",
+            fold(&|s| s.max_reference_argmax_rank.value as f64, true),
+            "rank",
+            "max_over_steps",
+            true,
+        ),
+        m(
+            "top10_overlap_min",
+            fold(&|s| s.min_top_k_overlap.value as f64, false),
+            "count",
+            "min_over_steps",
+            false,
+        ),
     ];
     v.sort_by_key(|x| x.name);
     Some(v)

@@ -102,10 +102,14 @@ pub fn parse_response(body: &[u8], vocab: usize) -> Result<GreedyRun, String> {
         for (j, t) in s.top_logprobs.into_iter().enumerate() {
             let tid = t.id as usize;
             if tid >= vocab {
-                return Err(format!("{at}/top_logprobs/{j}/id: {tid} is not a token id below {vocab}"));
+                return Err(format!(
+                    "{at}/top_logprobs/{j}/id: {tid} is not a token id below {vocab}"
+                ));
             }
             if std::mem::replace(&mut seen[tid], true) {
-                return Err(format!("{at}/top_logprobs/{j}/id: token {tid} listed twice"));
+                return Err(format!(
+                    "{at}/top_logprobs/{j}/id: token {tid} listed twice"
+                ));
             }
             if !t.logprob.is_finite() {
                 return Err(format!("{at}/top_logprobs/{j}/logprob: not finite"));
@@ -139,7 +143,9 @@ pub fn greedy(
     seed: u64,
     timeout: Duration,
 ) -> Result<GreedyRun, String> {
-    let body = request_body(prompt, steps, vocab, seed).to_string().into_bytes();
+    let body = request_body(prompt, steps, vocab, seed)
+        .to_string()
+        .into_bytes();
     let (status, bytes) = rt.block_on(qual_serve::unary::post_json(
         addr,
         "/completion",
@@ -184,7 +190,11 @@ mod tests {
         assert!(e.contains("a top-k view is not compared"), "{e}");
         let e = parse_response(&body(&[(2, -0.1), (2, -3.0), (1, -1.0)], 2), 3).unwrap_err();
         assert!(e.contains("listed twice"), "{e}");
-        assert!(parse_response(b"{\"completion_probabilities\": [], \"completion_probabilities\": []}", 3).is_err());
+        assert!(parse_response(
+            b"{\"completion_probabilities\": [], \"completion_probabilities\": []}",
+            3
+        )
+        .is_err());
         assert!(parse_response(b"{\"completion_probabilities\": []}", 3).is_err());
     }
 }

@@ -58,7 +58,9 @@ pub fn parse(bytes: &[u8]) -> Result<NpyArray, NpyError> {
         (1, 0) => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
         (2, 0) | (3, 0) => {
             if bytes.len() < 12 {
-                return Err(NpyError::Preamble("the file ends inside its preamble".into()));
+                return Err(NpyError::Preamble(
+                    "the file ends inside its preamble".into(),
+                ));
             }
             (
                 u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
@@ -168,10 +170,16 @@ fn parse_header(h: &str) -> Result<(&'static str, Vec<usize>), NpyError> {
         .collect();
     let mut shape = Vec::new();
     for d in dims {
-        if d.is_empty() || !d.bytes().all(|b| b.is_ascii_digit()) || (d.len() > 1 && d.starts_with('0')) {
+        if d.is_empty()
+            || !d.bytes().all(|b| b.is_ascii_digit())
+            || (d.len() > 1 && d.starts_with('0'))
+        {
             return Err(bad("a dimension is not a decimal integer"));
         }
-        shape.push(d.parse::<usize>().map_err(|_| bad("a dimension is too large"))?);
+        shape.push(
+            d.parse::<usize>()
+                .map_err(|_| bad("a dimension is too large"))?,
+        );
     }
     if !(1..=2).contains(&shape.len()) {
         return Err(NpyError::Unsupported(format!(
@@ -238,10 +246,22 @@ mod tests {
             b[at..at + to.len()].copy_from_slice(to.as_bytes());
             b
         };
-        assert!(matches!(parse(&swap("<f4", ">f4")), Err(NpyError::Unsupported(_))));
-        assert!(matches!(parse(&swap("<f4", "<i4")), Err(NpyError::Unsupported(_))));
-        assert!(matches!(parse(&swap("False", "True ")), Err(NpyError::Unsupported(_))));
-        assert!(matches!(parse(&swap("'descr'", "'descx'")), Err(NpyError::Header(_))));
+        assert!(matches!(
+            parse(&swap("<f4", ">f4")),
+            Err(NpyError::Unsupported(_))
+        ));
+        assert!(matches!(
+            parse(&swap("<f4", "<i4")),
+            Err(NpyError::Unsupported(_))
+        ));
+        assert!(matches!(
+            parse(&swap("False", "True ")),
+            Err(NpyError::Unsupported(_))
+        ));
+        assert!(matches!(
+            parse(&swap("'descr'", "'descx'")),
+            Err(NpyError::Header(_))
+        ));
         let mut short = good.clone();
         short.pop();
         assert!(matches!(parse(&short), Err(NpyError::Length(_))));

@@ -143,8 +143,14 @@ pub fn verdict_of(cases: &[CaseRecord]) -> Verdict {
         match &c.outcome {
             CaseOutcome::Refused { reason } => reasons.push(format!("case {}: {reason}", c.id)),
             CaseOutcome::Compared { checks, .. } => {
-                for k in checks.iter().filter(|k| k.outcome == CheckOutcome::Exceeded) {
-                    let at = k.position.map(|p| format!(" at position {p}")).unwrap_or_default();
+                for k in checks
+                    .iter()
+                    .filter(|k| k.outcome == CheckOutcome::Exceeded)
+                {
+                    let at = k
+                        .position
+                        .map(|p| format!(" at position {p}"))
+                        .unwrap_or_default();
                     reasons.push(format!(
                         "case {}: {} {} exceeded: observed {}{at}",
                         c.id, k.tolerance, k.bound, k.observed

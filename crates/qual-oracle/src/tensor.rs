@@ -151,10 +151,11 @@ pub fn read_tensor_file(path: &Path) -> Result<TensorFile, TensorError> {
         };
         (TensorFormat::Npy, logits, None, BTreeMap::new())
     } else {
-        let (l, ids, meta) = parse_safetensors(&bytes).map_err(|reason| TensorError::SafeTensors {
-            path: shown.clone(),
-            reason,
-        })?;
+        let (l, ids, meta) =
+            parse_safetensors(&bytes).map_err(|reason| TensorError::SafeTensors {
+                path: shown.clone(),
+                reason,
+            })?;
         (TensorFormat::Safetensors, l, ids, meta)
     };
     Ok(TensorFile {
@@ -192,12 +193,15 @@ pub fn parse_safetensors(bytes: &[u8]) -> Result<Parsed, String> {
     let t = st
         .tensor("logits")
         .map_err(|_| "no \"logits\" tensor".to_string())?;
-    let (positions, vocab) = match t.shape() {
-        [v] => (1, *v),
-        [p, v] => (*p, *v),
-        [1, p, v] => (*p, *v),
-        s => return Err(format!("logits shape {s:?} is not [vocab], [positions, vocab] or [1, positions, vocab]")),
-    };
+    let (positions, vocab) =
+        match t.shape() {
+            [v] => (1, *v),
+            [p, v] => (*p, *v),
+            [1, p, v] => (*p, *v),
+            s => return Err(format!(
+                "logits shape {s:?} is not [vocab], [positions, vocab] or [1, positions, vocab]"
+            )),
+        };
     if positions == 0 || vocab == 0 {
         return Err("the logits tensor is empty".into());
     }
@@ -273,8 +277,10 @@ pub fn encode_safetensors(
             TensorView::new(Dtype::I64, vec![1, ids.len()], &ib).expect("shape matches data"),
         ));
     }
-    let meta: std::collections::HashMap<String, String> =
-        metadata.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let meta: std::collections::HashMap<String, String> = metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     safetensors::serialize(views, Some(meta)).expect("serializes")
 }
 

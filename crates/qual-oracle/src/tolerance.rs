@@ -115,11 +115,23 @@ pub fn check(t: &Tolerances, s: &Summary) -> Vec<Check> {
     };
     if let Some(b) = t.min_argmax_agreement {
         let v = s.argmax_agreement as f64 / s.positions as f64;
-        push("min_argmax_agreement", b, v, s.first_argmax_mismatch, v >= b);
+        push(
+            "min_argmax_agreement",
+            b,
+            v,
+            s.first_argmax_mismatch,
+            v >= b,
+        );
     }
     if let Some(b) = t.min_top_k_overlap {
         let w = s.min_top_k_overlap;
-        push("min_top_k_overlap", b as f64, w.value as f64, Some(w.position), w.value >= b);
+        push(
+            "min_top_k_overlap",
+            b as f64,
+            w.value as f64,
+            Some(w.position),
+            w.value >= b,
+        );
     }
     if let Some(b) = t.max_abs_error {
         let w = s.max_abs_error;
@@ -127,7 +139,13 @@ pub fn check(t: &Tolerances, s: &Summary) -> Vec<Check> {
     }
     if let Some(b) = t.max_mean_abs_error {
         let w = s.max_mean_abs_error;
-        push("max_mean_abs_error", b, w.value, Some(w.position), w.value <= b);
+        push(
+            "max_mean_abs_error",
+            b,
+            w.value,
+            Some(w.position),
+            w.value <= b,
+        );
     }
     if let Some(b) = t.min_cosine {
         let w = s.min_cosine;
@@ -135,7 +153,13 @@ pub fn check(t: &Tolerances, s: &Summary) -> Vec<Check> {
     }
     if let Some(b) = t.max_kl_divergence {
         let w = s.max_kl_divergence;
-        push("max_kl_divergence", b, w.value, Some(w.position), w.value <= b);
+        push(
+            "max_kl_divergence",
+            b,
+            w.value,
+            Some(w.position),
+            w.value <= b,
+        );
     }
     if let Some(b) = t.max_reference_argmax_rank {
         let w = s.max_reference_argmax_rank;

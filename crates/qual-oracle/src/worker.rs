@@ -165,7 +165,10 @@ pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
     let prep = |m: String| WorkerError::Prepare(m);
     for (what, p) in [("interpreter", &req.python), ("worker", &req.worker)] {
         if !p.exists() {
-            return Err(prep(format!("the {what} {} does not exist", qual_json::escape_path(p))));
+            return Err(prep(format!(
+                "the {what} {} does not exist",
+                qual_json::escape_path(p)
+            )));
         }
     }
     if req.sequences.is_empty() {
@@ -206,8 +209,11 @@ pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
         }));
     }
     let requests = home.path().join("requests.json");
-    std::fs::write(&requests, serde_json::json!({ "sequences": seqs }).to_string())
-        .map_err(|e| prep(e.to_string()))?;
+    std::fs::write(
+        &requests,
+        serde_json::json!({ "sequences": seqs }).to_string(),
+    )
+    .map_err(|e| prep(e.to_string()))?;
     let argv = vec![
         h(&absolute(&req.python)?),
         h(&absolute(&req.worker)?),
@@ -250,14 +256,20 @@ pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
     let out = e.stdout.text_lossy();
     let bad = |m: String| {
         let tail: String = out.lines().rev().take(3).collect::<Vec<_>>().join(" | ");
-        WorkerError::Evidence(format!("{m} (stdout tail: {})", qual_json::escape_text(&tail)))
+        WorkerError::Evidence(format!(
+            "{m} (stdout tail: {})",
+            qual_json::escape_text(&tail)
+        ))
     };
     if e.termination != (Termination::Exited { code: 0 }) {
         return Err(bad(format!("the worker ended with {:?}", e.termination)));
     }
     let markers: Vec<&str> = out.lines().filter_map(|l| l.strip_prefix(MARKER)).collect();
     if markers.len() != 1 {
-        return Err(bad(format!("expected exactly one {MARKER:?}line, found {}", markers.len())));
+        return Err(bad(format!(
+            "expected exactly one {MARKER:?}line, found {}",
+            markers.len()
+        )));
     }
     let v = qual_json::from_str(markers[0]).map_err(|e| bad(format!("marker JSON: {e}")))?;
     let w: WorkerEvidence = serde_json::from_value(v.to_serde().unwrap_or_default())
@@ -282,7 +294,9 @@ fn verify(w: &WorkerEvidence, req: &WorkerRequest) -> Result<(), WorkerError> {
         || w.dtype != "float32"
         || !w.deterministic_algorithms
     {
-        return Err(ev("the worker's settings are not the pinned deterministic ones".into()));
+        return Err(ev(
+            "the worker's settings are not the pinned deterministic ones".into(),
+        ));
     }
     if w.outputs.len() != req.sequences.len() {
         return Err(ev("the worker reported another number of outputs".into()));
@@ -290,7 +304,9 @@ fn verify(w: &WorkerEvidence, req: &WorkerRequest) -> Result<(), WorkerError> {
     for (o, s) in w.outputs.iter().zip(&req.sequences) {
         let f = read_tensor_file(&s.output).map_err(|e| ev(e.to_string()))?;
         if f.file_sha256 != o.output_sha256 || f.bytes != o.output_bytes {
-            return Err(ev("an output file is not the one the worker reported".into()));
+            return Err(ev(
+                "an output file is not the one the worker reported".into()
+            ));
         }
         if (f.logits.positions, f.logits.vocab) != (o.positions, o.vocab) {
             return Err(ev("an output shape is not the reported one".into()));

@@ -17,7 +17,8 @@ fn needs_corpus() -> Result<(), String> {
     harness::needs_dir(&corpus().join("oracles"), "the Kiln corpus")
 }
 
-const RESULT: &str = "oracles/20260719t003452-rocm-strix-halo-hf-next-token-first-divergence-v1.json";
+const RESULT: &str =
+    "oracles/20260719t003452-rocm-strix-halo-hf-next-token-first-divergence-v1.json";
 const REQUEST: &str = "oracles/rocm-strix-halo-greedy-c1-first-divergence-v1.json";
 
 fn load(rel: &str) -> Value {
@@ -89,7 +90,9 @@ fn v2_document() -> Value {
     let mut fp = qual_json::Object::new();
     fp.insert(
         "implementation_sha256",
-        Value::from(qual_json::sha256_prefixed(b"model-fingerprint implementation")),
+        Value::from(qual_json::sha256_prefixed(
+            b"model-fingerprint implementation",
+        )),
     );
     fp.insert("python_sha256", py);
     fp.insert("process", process_evidence());
@@ -146,7 +149,11 @@ fn v2_built_from_the_schema_validates_with_its_request() {
         ("model_fingerprint", "modelFingerprintEvidence"),
         ("model_identity", "modelIdentity"),
     ] {
-        assert_eq!(keys(doc.get(field).unwrap()), required(&schema, Some(def)), "{field}");
+        assert_eq!(
+            keys(doc.get(field).unwrap()),
+            required(&schema, Some(def)),
+            "{field}"
+        );
     }
     assert_eq!(
         keys(doc.get("containment").unwrap().get("service").unwrap()),
@@ -168,15 +175,26 @@ fn v2_built_from_the_schema_validates_with_its_request() {
     std::fs::remove_file(&cp).unwrap();
     std::fs::write(&cp, qual_json::to_canonical_string(&Value::Object(req))).unwrap();
     let errs = check_value(&doc, &opts).unwrap_err();
-    assert!(errs.iter().any(|e| e.starts_with("/request/sha256")), "{errs:?}");
-    assert!(errs.iter().any(|e| e.starts_with("/request/id")), "{errs:?}");
+    assert!(
+        errs.iter().any(|e| e.starts_with("/request/sha256")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter().any(|e| e.starts_with("/request/id")),
+        "{errs:?}"
+    );
 }
 
 /// Every leaf (JSON pointer, value) of a document.
 fn leaves(v: &Value, at: String, out: &mut Vec<String>) {
     match v {
-        Value::Object(o) => o.iter().for_each(|(k, x)| leaves(x, format!("{at}/{k}"), out)),
-        Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| leaves(x, format!("{at}/{i}"), out)),
+        Value::Object(o) => o
+            .iter()
+            .for_each(|(k, x)| leaves(x, format!("{at}/{k}"), out)),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .for_each(|(i, x)| leaves(x, format!("{at}/{i}"), out)),
         _ => out.push(at),
     }
 }
@@ -216,7 +234,10 @@ fn every_mutated_bound_field_breaks_the_self_hash() {
         let errs = check_value(&m, &CheckOptions::default()).unwrap_err();
         if p == "/schema" {
             // Another schema is dispatched elsewhere: refused as unsupported before hashing.
-            assert!(errs[0].contains("unsupported oracle-result schema"), "{errs:?}");
+            assert!(
+                errs[0].contains("unsupported oracle-result schema"),
+                "{errs:?}"
+            );
             continue;
         }
         assert!(
@@ -228,10 +249,16 @@ fn every_mutated_bound_field_breaks_the_self_hash() {
 
 fn main() {
     harness::run(vec![
-        Trial::new("v1_is_refused_with_the_v1_reason", v1_is_refused_with_the_v1_reason)
-            .needs(needs_corpus()),
-        Trial::new("request_hash_matches_the_spec", request_hash_matches_the_spec)
-            .needs(needs_corpus()),
+        Trial::new(
+            "v1_is_refused_with_the_v1_reason",
+            v1_is_refused_with_the_v1_reason,
+        )
+        .needs(needs_corpus()),
+        Trial::new(
+            "request_hash_matches_the_spec",
+            request_hash_matches_the_spec,
+        )
+        .needs(needs_corpus()),
         Trial::new(
             "v2_built_from_the_schema_validates_with_its_request",
             v2_built_from_the_schema_validates_with_its_request,

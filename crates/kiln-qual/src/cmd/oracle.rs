@@ -119,7 +119,8 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<
     let s = v
         .to_serde()
         .ok_or_else(|| format!("failed to read the {what}: not representable"))?;
-    serde_json::from_value(s).map_err(|e| format!("failed to read the {what} {}: {e}", esc_path(path)))
+    serde_json::from_value(s)
+        .map_err(|e| format!("failed to read the {what} {}: {e}", esc_path(path)))
 }
 
 fn load_tolerances(path: Option<&Path>) -> Result<Tolerances, String> {
@@ -135,7 +136,10 @@ fn load_tolerances(path: Option<&Path>) -> Result<Tolerances, String> {
     }
     let problems = f.tolerances.problems();
     if !problems.is_empty() {
-        return Err(format!("failed to read the tolerances: {}", problems.join("; ")));
+        return Err(format!(
+            "failed to read the tolerances: {}",
+            problems.join("; ")
+        ));
     }
     Ok(f.tolerances)
 }
@@ -164,13 +168,19 @@ fn compare(a: CompareArgs) -> i32 {
     print_case(&res.cases[0]);
     if let Some(out) = &a.output {
         if let Err(e) = result::write_new(out, &doc) {
-            errln!("kiln-qual oracle compare: failed to {}", esc(&e.to_string()));
+            errln!(
+                "kiln-qual oracle compare: failed to {}",
+                esc(&e.to_string())
+            );
             return exit::FAILED;
         }
         errln!("result: {} {}", esc_path(out), res.result_sha256);
     }
     if a.json {
-        outln!("{}", serde_json::to_string_pretty(&doc).expect("serializes"));
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("serializes")
+        );
     }
     for r in &res.verdict.reasons {
         errln!("  {}", esc(r));
@@ -190,14 +200,20 @@ fn compare(a: CompareArgs) -> i32 {
 fn print_case(c: &result::CaseRecord) {
     match &c.outcome {
         CaseOutcome::Refused { reason } => errln!("refused: {}", esc(reason)),
-        CaseOutcome::Compared { summary: s, checks, .. } => {
+        CaseOutcome::Compared {
+            summary: s, checks, ..
+        } => {
             errln!(
                 "{} positions x {} vocabulary, top-{}",
                 s.positions,
                 s.vocab,
                 s.top_k
             );
-            errln!("  argmax agreement      {}/{}", s.argmax_agreement, s.positions);
+            errln!(
+                "  argmax agreement      {}/{}",
+                s.argmax_agreement,
+                s.positions
+            );
             errln!(
                 "  min top-{} overlap     {} (position {})",
                 s.top_k,
@@ -297,7 +313,10 @@ fn reference(a: ReferenceArgs) -> i32 {
             exit::OK
         }
         Err(e) => {
-            errln!("kiln-qual oracle reference: failed to {}", esc(&e.to_string()));
+            errln!(
+                "kiln-qual oracle reference: failed to {}",
+                esc(&e.to_string())
+            );
             exit::FAILED
         }
     }
@@ -359,7 +378,14 @@ pub struct GreedyArgs {
 
 fn greedy_inputs(
     a: &GreedyArgs,
-) -> Result<(qual_oracle::greedy::GreedyOptions, PathBuf, serde_json::Value), String> {
+) -> Result<
+    (
+        qual_oracle::greedy::GreedyOptions,
+        PathBuf,
+        serde_json::Value,
+    ),
+    String,
+> {
     let result = a
         .result
         .clone()
@@ -374,7 +400,10 @@ fn greedy_inputs(
     let prompts: qual_oracle::greedy::PromptFile = read_json(&a.prompts, "prompts")?;
     let problems = prompts.problems();
     if !problems.is_empty() {
-        return Err(format!("failed to read the prompts: {}", problems.join("; ")));
+        return Err(format!(
+            "failed to read the prompts: {}",
+            problems.join("; ")
+        ));
     }
     let recipe = qual_serve::recipe::load(&a.launch)
         .map_err(|e| format!("failed to read the launch recipe: {e}"))?;
@@ -461,7 +490,11 @@ pub fn greedy(a: GreedyArgs) -> i32 {
         errln!("kiln-qual oracle greedy: failed to {}", esc(&e.to_string()));
         return exit::FAILED;
     }
-    errln!("oracle result: {} {}", esc_path(&output), out.result.result_sha256);
+    errln!(
+        "oracle result: {} {}",
+        esc_path(&output),
+        out.result.result_sha256
+    );
     if passed {
         errln!("verdict: passed");
         exit::OK
