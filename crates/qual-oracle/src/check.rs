@@ -236,7 +236,7 @@ impl<'a> Obj<'a> {
     }
     fn text(&self, k: &str, min: usize, errs: &mut Vec<String>) -> Option<&'a str> {
         let v = self.get(k).and_then(Value::as_str);
-        if !v.is_some_and(|s| s.chars().count() >= min) {
+        if v.is_none_or(|s| s.chars().count() < min) {
             errs.push(format!(
                 "{}: must be a string of at least {min} characters",
                 self.p(k)
@@ -662,11 +662,11 @@ fn oracle_evidence(
                 }
                 c.number("logit", errs);
                 let rank = c.int("rank", 1, VOCAB, errs);
+                // Kiln's rank is 1 + the logits strictly greater: the argmax has rank 1 (a
+                // token tied with it does too).
                 if let (Some(a), Some(t), Some(r)) = (argmax, cand[i], rank) {
-                    if (t == a) != (r == 1) {
-                        errs.push(format!(
-                            "{at}/rank: must be 1 exactly when the token is the argmax"
-                        ));
+                    if t == a && r != 1 {
+                        errs.push(format!("{at}/rank: the argmax token must have rank 1"));
                     }
                 }
             }

@@ -324,8 +324,8 @@ const EXP2_TABLE: [f64; 64] = [
 /// is used, so the result is the same whatever vector width runs it.
 #[inline(always)]
 fn exp_nonpos(x: f64) -> f64 {
-    const LN2_64_HI: f64 = 6.931_471_803_691_238_164_9e-1 / 64.0;
-    const LN2_64_LO: f64 = 1.908_214_929_270_587_700_02e-10 / 64.0;
+    const LN2_64_HI: f64 = 0.693_147_180_369_123_8 / 64.0; // fdlibm ln2_hi: 32 trailing zero bits
+    const LN2_64_LO: f64 = 1.908_214_929_270_587_7e-10 / 64.0;
     const INV_LN2_64: f64 = std::f64::consts::LOG2_E * 64.0;
     const SHIFT: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52
     const FLOOR: f64 = -708.0;

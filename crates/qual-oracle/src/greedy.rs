@@ -518,3 +518,75 @@ pub fn case_result(
         "details": details,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::compare;
+    use crate::result::{build, CaseRecord, TensorRef};
+
+    fn case(id: &str, r: &Logits, c: &Logits, tokens: &[u32], t: &Tolerances) -> CaseRecord {
+        let positions = compare(r, c, 2).unwrap();
+        let summary = summarize(&positions, r.vocab, 2).unwrap();
+        let tref = TensorRef {
+            source: "x".into(),
+            format: TensorFormat::Memory,
+            file_sha256: None,
+            bytes: None,
+            shape: [r.positions, r.vocab],
+            view: View::Full,
+        };
+        CaseRecord {
+            id: id.into(),
+            reference: tref.clone(),
+            candidate: tref,
+            input_token_ids_sha256: None,
+            input_token_count: None,
+            outcome: CaseOutcome::Compared {
+                checks: crate::tolerance::check(t, &summary),
+                summary,
+                positions,
+            },
+            divergence: Some(first_divergence(r, tokens, &|t| Some(format!("t{t}")))),
+        }
+    }
+
+    #[test]
+    fn case_result_metrics_are_sorted_worst_cases_with_divergences_in_details() {
+        let r = Logits::from_rows(&[vec![0.0, 3.0, 1.0], vec![2.0, 1.9, 0.0]]).unwrap();
+        let c = Logits::from_rows(&[vec![0.0, 3.0, 1.0], vec![1.9, 2.0, 0.0]]).unwrap();
+        let t = Tolerances {
+            min_argmax_agreement: Some(0.5),
+            max_abs_error: Some(1.0),
+            ..Default::default()
+        };
+        let cases = vec![
+            case("a", &r, &c, &[1, 1], &t),
+            case("b", &r, &r, &[1, 0], &t),
+        ];
+        let (_, res) = build("t", 2, t, cases);
+        let m = case_metrics(&res).unwrap();
+        let names: Vec<&str> = m.iter().map(|x| x.name).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted);
+        let get = |n: &str| m.iter().find(|x| x.name == n).unwrap().value;
+        assert_eq!(get("argmax_agreement"), 0.75);
+        assert_eq!(get("prompts_diverged"), 1.0);
+        let line = divergence_line(&res);
+        assert!(
+            line.contains("a: step 1 of 2, engine 1 \"t1\" (reference rank 2)"),
+            "{line}"
+        );
+        assert!(line.contains("b: none in 2 steps"), "{line}");
+        let doc = case_result("c-1", true, 1.0, serde_json::json!({}), &res, &[], &line);
+        let tol: Vec<&str> = doc["tolerances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["metric"].as_str().unwrap())
+            .collect();
+        assert_eq!(tol, vec!["argmax_agreement", "max_abs_error"]);
+        assert_eq!(doc["details"], serde_json::Value::String(line));
+    }
+}

@@ -250,26 +250,6 @@ pub fn write_new(path: &Path, doc: &serde_json::Value) -> Result<(), WriteError>
     f.sync_all().map_err(w)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn token_ids_hash_like_python() {
-        // json.dumps([1,2,3], separators=(",",":")) == "[1,2,3]"
-        assert_eq!(
-            token_ids_digest(&[1, 2, 3]),
-            qual_json::sha256_prefixed(b"[1,2,3]")
-        );
-    }
-
-    #[test]
-    fn an_empty_result_fails() {
-        let (_, r) = build("t", 10, Tolerances::default(), vec![]);
-        assert_eq!(r.verdict.status, Status::Failed);
-    }
-}
-
 /// Identity of a tensor file for a result.
 pub fn tensor_ref(f: &crate::tensor::TensorFile) -> TensorRef {
     TensorRef {
@@ -325,5 +305,25 @@ pub fn compare_files(
         input_token_count: bound.map(<[i64]>::len),
         outcome,
         divergence: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_ids_hash_like_python() {
+        // json.dumps([1,2,3], separators=(",",":")) == "[1,2,3]"
+        assert_eq!(
+            token_ids_digest(&[1, 2, 3]),
+            qual_json::sha256_prefixed(b"[1,2,3]")
+        );
+    }
+
+    #[test]
+    fn an_empty_result_fails() {
+        let (_, r) = build("t", 10, Tolerances::default(), vec![]);
+        assert_eq!(r.verdict.status, Status::Failed);
     }
 }

@@ -193,15 +193,16 @@ pub fn parse_safetensors(bytes: &[u8]) -> Result<Parsed, String> {
     let t = st
         .tensor("logits")
         .map_err(|_| "no \"logits\" tensor".to_string())?;
-    let (positions, vocab) =
-        match t.shape() {
-            [v] => (1, *v),
-            [p, v] => (*p, *v),
-            [1, p, v] => (*p, *v),
-            s => return Err(format!(
+    let (positions, vocab) = match t.shape() {
+        [v] => (1, *v),
+        [p, v] => (*p, *v),
+        [1, p, v] => (*p, *v),
+        s => {
+            return Err(format!(
                 "logits shape {s:?} is not [vocab], [positions, vocab] or [1, positions, vocab]"
-            )),
-        };
+            ))
+        }
+    };
     if positions == 0 || vocab == 0 {
         return Err("the logits tensor is empty".into());
     }

@@ -130,7 +130,7 @@ pub struct ReferenceEvidence {
     pub elapsed_seconds: f64,
     /// Deadline.
     pub timeout_seconds: f64,
-    /// `forbidden` (loopback-only namespace).
+    /// The network isolation applied (qual-exec's mechanism id; never `none`).
     pub network: String,
     /// Containment mechanism (`cgroup_v2` or `process_group_subreaper`).
     pub mechanism: String,
@@ -261,6 +261,9 @@ pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
             qual_json::escape_text(&tail)
         ))
     };
+    if e.containment.network == qual_exec::NetworkIsolation::None {
+        return Err(bad("the worker ran with network access".into()));
+    }
     if e.termination != (Termination::Exited { code: 0 }) {
         return Err(bad(format!("the worker ended with {:?}", e.termination)));
     }
@@ -278,7 +281,7 @@ pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
     Ok(ReferenceEvidence {
         elapsed_seconds: e.wall.as_secs_f64(),
         timeout_seconds: req.timeout.as_secs_f64(),
-        network: "forbidden".into(),
+        network: e.containment.network.mechanism_id().into(),
         mechanism: e.containment.mechanism.as_str().into(),
         clean: e.containment.clean,
         worker_sha256: qual_json::sha256_prefixed(&worker_bytes),
