@@ -59,6 +59,10 @@ enum Command {
     RuntimeManifest(cmd::campaign::ManifestArgs),
     /// A zero-compute OpenAI-compatible server for tests and headroom measurements.
     MockServer(cmd::serve::MockServerArgs),
+    /// Numerical oracles: compare logits with a reference, run the contained reference
+    /// worker, validate oracle results.
+    #[command(subcommand)]
+    Oracle(cmd::oracle::OracleCommand),
     /// Legacy backend latency fixtures.
     #[command(subcommand)]
     Latency(cmd::latency::LatencyCommand),
@@ -110,6 +114,7 @@ fn main() {
         Command::MockServer(a) => cmd::serve::mock_server(a),
         Command::Campaign(a) => cmd::campaign::run(*a),
         Command::RuntimeManifest(a) => cmd::campaign::runtime_manifest(a),
+        Command::Oracle(c) => cmd::oracle::run(c),
         Command::Latency(c) => cmd::latency::run(c),
         Command::Init(a) => cmd::init::run(a),
         Command::Completions { shell } => {

@@ -718,11 +718,7 @@ pub fn summary_name(engine: &str) -> String {
 /// Canonical hash of a serializable record with `hash_key` removed.
 pub fn self_hash<T: Serialize>(record: &T, hash_key: &str) -> String {
     let v = serde_json::to_value(record).expect("records serialize");
-    let mut doc = Value::from_serde(&v);
-    if let Value::Object(o) = &mut doc {
-        o.remove(hash_key);
-    }
-    qual_json::canonical_digest(&doc)
+    document_hash(&Value::from_serde(&v), hash_key)
 }
 
 /// Pretty JSON with sorted keys and a trailing newline.
@@ -782,11 +778,7 @@ pub fn read_record<T: serde::de::DeserializeOwned>(
 
 /// The self-hash recomputed on a parsed document.
 pub fn document_hash(doc: &Value, hash_key: &str) -> String {
-    let mut d = doc.clone();
-    if let Value::Object(o) = &mut d {
-        o.remove(hash_key);
-    }
-    qual_json::canonical_digest(&d)
+    qual_json::self_digest(doc, hash_key).unwrap_or_else(|| qual_json::canonical_digest(doc))
 }
 
 /// UTC now as `YYYY-MM-DDTHH:MM:SSZ`.

@@ -29,6 +29,37 @@ pub fn canonical_digest(v: &Value) -> String {
     sha256_prefixed(to_canonical_string(v).as_bytes())
 }
 
+/// The shortest round-trip digits of a finite float in Rust's scientific form (`1.5e-7`),
+/// chosen like Python's `repr`: among the shortest strings that round-trip, the one nearest
+/// the exact value, ties to even. Rust's `{:e}` finds the shortest length but rounds an exact
+/// tie between two candidates of that length up (e.g. the `f32` value 20.9849395751953125
+/// widened to `f64`: Rust `...313`, Python `...312`); `{:.N$e}` rounds exactly with ties to
+/// even, and the nearest decimal of a length round-trips whenever any of that length does.
+pub(crate) fn shortest_sci(f: f64) -> String {
+    let sci = format!("{f:e}");
+    let digits = sci
+        .split_once('e')
+        .map_or(0, |(m, _)| m.bytes().filter(u8::is_ascii_digit).count());
+    if digits < 2 {
+        return sci;
+    }
+    let nearest = format!("{f:.*e}", digits - 1);
+    if nearest.parse::<f64>() == Ok(f) {
+        nearest
+    } else {
+        sci
+    }
+}
+
+/// The self-hash of a document (Kiln's `receipt_sha256`, `result_sha256`, `content_sha256`…):
+/// the canonical digest of the object **without** its member `field`, whether or not that
+/// member is present. `None` when `v` is not an object.
+pub fn self_digest(v: &Value, field: &str) -> Option<String> {
+    let mut o = v.as_object()?.clone();
+    o.remove(field);
+    Some(canonical_digest(&Value::Object(o)))
+}
+
 /// `sha256:<hex>` of raw bytes.
 pub fn sha256_prefixed(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
@@ -110,8 +141,7 @@ pub fn python_float_repr(f: f64) -> String {
     if f.is_infinite() {
         return if f > 0.0 { "Infinity" } else { "-Infinity" }.into();
     }
-    // Rust's `{:e}` prints the shortest round-trip digits, e.g. `1.5e-7`.
-    let sci = format!("{f:e}");
+    let sci = shortest_sci(f);
     let (mantissa, exp) = sci
         .split_once('e')
         .expect("scientific format has an exponent");
@@ -189,6 +219,19 @@ pub fn python_str_repr(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn seventeen_digit_ties_round_to_even_like_python() {
+        // repr(20.984939575195312) in Python; Rust's `{:e}` gives ...313.
+        let v: f64 = "20.984939575195312".parse().unwrap();
+        assert_eq!(super::python_float_repr(v), "20.984939575195312");
+        assert!(crate::check_float("20.984939575195312").is_ok());
+        assert!(crate::check_float("20.984939575195313").is_err());
+        // repr(0.7906875610351562): a 16-digit tie.
+        let v: f64 = "0.7906875610351562".parse().unwrap();
+        assert_eq!(super::python_float_repr(v), "0.7906875610351562");
+        assert!(crate::check_float("0.7906875610351562").is_ok());
+    }
+
     use super::*;
 
     #[test]

@@ -25,8 +25,8 @@ pub mod show;
 mod value;
 
 pub use canonical::{
-    canonical_digest, is_sha256_digest, python_float_repr, python_str_repr, sha256_prefixed,
-    to_canonical_string, write_ascii_string,
+    canonical_digest, is_sha256_digest, python_float_repr, python_str_repr, self_digest,
+    sha256_prefixed, to_canonical_string, write_ascii_string,
 };
 pub use escape::{escape_path, escape_text};
 pub use file::{open_regular, read_regular_file, OpenError};

@@ -579,7 +579,7 @@ pub fn check_float(literal: &str) -> Result<f64, (Reason, String)> {
             format!("JSON number underflows finite float range: {literal}"),
         ));
     }
-    let shortest = format!("{v:e}");
+    let shortest = crate::canonical::shortest_sci(v);
     let rep = decimal_parts(&shortest).expect("rust float formatting is a decimal");
     if rep != lit {
         return Err((

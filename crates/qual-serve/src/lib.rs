@@ -34,3 +34,4 @@ pub mod rxclock;
 pub mod scaffold;
 pub mod sse;
 pub mod threadstat;
+pub mod unary;

@@ -5,6 +5,7 @@ pub mod campaign;
 pub mod cargo;
 pub mod init;
 pub mod latency;
+pub mod oracle;
 pub mod receipt;
 pub mod report;
 pub mod run;

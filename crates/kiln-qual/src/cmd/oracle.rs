@@ -1,0 +1,505 @@
+//! `kiln-qual oracle compare|check|reference`: argument parsing and printing. Every rule lives
+//! in `qual-oracle`.
+//!
+//! Exit codes: `compare` 0 when every bound held, 1 when a bound was exceeded, the tensors could
+//! not be compared or read, or the result could not be written; `check` 0 when every file is
+//! valid, 1 at the first invalid one (files after it are not read, like the original);
+//! `reference` 0 when the worker wrote its logits, 1 otherwise; `greedy` 0 when every prompt
+//! compared within its bounds and engine and worker ran cleanly, 1 otherwise (the case result
+//! says why); 2 for usage errors.
+
+use crate::exit;
+use crate::output::{errln, esc, esc_path, outln};
+use clap::{Args, Subcommand};
+use qual_oracle::check::{check_file, CheckOptions};
+use qual_oracle::result::{self, CaseOutcome, Status};
+use qual_oracle::tensor::read_tensor_file;
+use qual_oracle::tolerance::{ToleranceFile, Tolerances, TOLERANCES_SCHEMA};
+use std::path::{Path, PathBuf};
+
+use super::args::count;
+
+/// `kiln-qual oracle …`
+#[derive(Subcommand, Debug)]
+pub enum OracleCommand {
+    /// Compare a candidate's logits with a reference's over the whole vocabulary.
+    Compare(CompareArgs),
+    /// Validate oracle results (ours and Kiln's v2 next-token results; Kiln's v1 refused).
+    Check(CheckArgs),
+    /// Run the Hugging Face reference worker as a contained process and write its logits.
+    Reference(ReferenceArgs),
+    /// Greedy continuations of a real engine checked against the reference: full-vocabulary
+    /// comparison at every step and the first divergence per prompt (writes a case result).
+    Greedy(Box<GreedyArgs>),
+}
+
+/// Arguments of `oracle compare`.
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Reference logits (`.safetensors` with a `logits` tensor, or `.npy`).
+    #[arg(value_parser = super::args::Path)]
+    pub reference: PathBuf,
+    /// Candidate logits (same formats, same shape).
+    #[arg(value_parser = super::args::Path)]
+    pub candidate: PathBuf,
+    /// Tolerance file (`kiln-qual.oracle-tolerances.v1`); without it nothing is bounded.
+    #[arg(long, value_parser = super::args::Path, value_name = "TOLERANCES.json")]
+    pub tolerances: Option<PathBuf>,
+    /// JSON array of the input token ids both tensors must have been produced for.
+    #[arg(long, value_parser = super::args::Path, value_name = "IDS.json")]
+    pub token_ids: Option<PathBuf>,
+    /// k of the top-k overlap (1..=1000000).
+    #[arg(long, default_value_t = qual_oracle::compare::DEFAULT_TOP_K, value_parser = count::<usize>(1..=1_000_000))]
+    pub top_k: usize,
+    /// Write the self-hashed result document here (created exclusively).
+    #[arg(long, value_parser = super::args::Path, value_name = "RESULT.json")]
+    pub output: Option<PathBuf>,
+    /// Print the result document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `oracle check`.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Result files.
+    #[arg(required = true, value_parser = super::args::Path)]
+    pub results: Vec<PathBuf>,
+    /// Repository root for Kiln's repo-relative request contracts and receipts (rule 2 is
+    /// applied where they are present).
+    #[arg(long, value_parser = super::args::Path, value_name = "DIR")]
+    pub repo_root: Option<PathBuf>,
+    /// Re-read our results' input tensor files and require their recorded digests.
+    #[arg(long)]
+    pub verify_inputs: bool,
+}
+
+/// Arguments of `oracle reference`.
+#[derive(Args, Debug)]
+pub struct ReferenceArgs {
+    /// Model: a directory (safetensors + config + tokenizer) or a `.gguf` file.
+    #[arg(long, value_parser = super::args::Path, value_name = "PATH")]
+    pub model: PathBuf,
+    /// JSON array of input token ids.
+    #[arg(long, value_parser = super::args::Path, value_name = "IDS.json")]
+    pub token_ids: PathBuf,
+    /// Output safetensors file (created exclusively).
+    #[arg(long, value_parser = super::args::Path, value_name = "LOGITS.safetensors")]
+    pub output: PathBuf,
+    /// Emit logits from this input position on (default: only the last).
+    #[arg(long)]
+    pub from_position: Option<usize>,
+    /// Python interpreter of the reference environment.
+    #[arg(long, value_parser = super::args::Path, default_value = ".cache/venv-reference/bin/python")]
+    pub python: PathBuf,
+    /// The worker program.
+    #[arg(long, value_parser = super::args::Path, default_value = "tools/reference/worker.py")]
+    pub worker: PathBuf,
+    /// Deadline in seconds (1..=86400).
+    #[arg(long, default_value_t = 600, value_parser = count::<u64>(1..=86_400))]
+    pub timeout_seconds: u64,
+    /// Print the worker evidence as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs an `oracle` subcommand.
+pub fn run(c: OracleCommand) -> i32 {
+    match c {
+        OracleCommand::Compare(a) => compare(a),
+        OracleCommand::Check(a) => check(a),
+        OracleCommand::Reference(a) => reference(a),
+        OracleCommand::Greedy(a) => greedy(*a),
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T, String> {
+    let (v, _) = qual_json::load_file(path, qual_json::Limits::default())
+        .map_err(|e| format!("failed to read the {what}: {e}"))?;
+    let s = v
+        .to_serde()
+        .ok_or_else(|| format!("failed to read the {what}: not representable"))?;
+    serde_json::from_value(s)
+        .map_err(|e| format!("failed to read the {what} {}: {e}", esc_path(path)))
+}
+
+fn load_tolerances(path: Option<&Path>) -> Result<Tolerances, String> {
+    let Some(p) = path else {
+        return Ok(Tolerances::default());
+    };
+    let f: ToleranceFile = read_json(p, "tolerances")?;
+    if f.schema != TOLERANCES_SCHEMA {
+        return Err(format!(
+            "failed to read the tolerances: schema must be {}",
+            qual_json::show::quote(TOLERANCES_SCHEMA)
+        ));
+    }
+    let problems = f.tolerances.problems();
+    if !problems.is_empty() {
+        return Err(format!(
+            "failed to read the tolerances: {}",
+            problems.join("; ")
+        ));
+    }
+    Ok(f.tolerances)
+}
+
+fn compare(a: CompareArgs) -> i32 {
+    let inputs = (|| {
+        let tol = load_tolerances(a.tolerances.as_deref())?;
+        let ids: Option<Vec<i64>> = match &a.token_ids {
+            Some(p) => Some(read_json(p, "token ids")?),
+            None => None,
+        };
+        let r = read_tensor_file(&a.reference).map_err(|e| format!("failed to {e}"))?;
+        let c = read_tensor_file(&a.candidate).map_err(|e| format!("failed to {e}"))?;
+        Ok::<_, String>((tol, ids, r, c))
+    })();
+    let (tol, ids, r, c) = match inputs {
+        Ok(x) => x,
+        Err(e) => {
+            errln!("kiln-qual oracle compare: {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
+    let case = result::compare_files("compare", &r, &c, ids.as_deref(), a.top_k, &tol);
+    let tool = concat!("kiln-qual ", env!("CARGO_PKG_VERSION"));
+    let (doc, res) = result::build(tool, a.top_k, tol, vec![case]);
+    print_case(&res.cases[0]);
+    if let Some(out) = &a.output {
+        if let Err(e) = result::write_new(out, &doc) {
+            errln!(
+                "kiln-qual oracle compare: failed to {}",
+                esc(&e.to_string())
+            );
+            return exit::FAILED;
+        }
+        errln!("result: {} {}", esc_path(out), res.result_sha256);
+    }
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("serializes")
+        );
+    }
+    for r in &res.verdict.reasons {
+        errln!("  {}", esc(r));
+    }
+    match res.verdict.status {
+        Status::Passed => {
+            errln!("verdict: passed");
+            exit::OK
+        }
+        Status::Failed => {
+            errln!("verdict: failed");
+            exit::FAILED
+        }
+    }
+}
+
+fn print_case(c: &result::CaseRecord) {
+    match &c.outcome {
+        CaseOutcome::Refused { reason } => errln!("refused: {}", esc(reason)),
+        CaseOutcome::Compared {
+            summary: s, checks, ..
+        } => {
+            errln!(
+                "{} positions x {} vocabulary, top-{}",
+                s.positions,
+                s.vocab,
+                s.top_k
+            );
+            errln!(
+                "  argmax agreement      {}/{}",
+                s.argmax_agreement,
+                s.positions
+            );
+            errln!(
+                "  min top-{} overlap     {} (position {})",
+                s.top_k,
+                s.min_top_k_overlap.value,
+                s.min_top_k_overlap.position
+            );
+            errln!(
+                "  max abs error         {:.6e} (position {})",
+                s.max_abs_error.value,
+                s.max_abs_error.position
+            );
+            errln!(
+                "  max mean abs error    {:.6e} (position {})",
+                s.max_mean_abs_error.value,
+                s.max_mean_abs_error.position
+            );
+            errln!(
+                "  min cosine            {:.12} (position {})",
+                s.min_cosine.value,
+                s.min_cosine.position
+            );
+            errln!(
+                "  max KL divergence     {:.6e} nats (position {})",
+                s.max_kl_divergence.value,
+                s.max_kl_divergence.position
+            );
+            errln!(
+                "  max rank of reference argmax  {} (position {})",
+                s.max_reference_argmax_rank.value,
+                s.max_reference_argmax_rank.position
+            );
+            for k in checks {
+                errln!(
+                    "  check {:<28} bound {} observed {} {:?}",
+                    k.tolerance,
+                    k.bound,
+                    k.observed,
+                    k.outcome
+                );
+            }
+        }
+    }
+}
+
+fn check(a: CheckArgs) -> i32 {
+    let opts = CheckOptions {
+        repo_root: a.repo_root.clone(),
+        verify_inputs: a.verify_inputs,
+    };
+    for p in &a.results {
+        match check_file(p, &opts) {
+            Ok(v) => outln!("OK {} {} {}", esc_path(p), v.schema, v.result_sha256),
+            Err(errs) => {
+                errln!("FAILED {}", esc_path(p));
+                for e in errs {
+                    errln!("  {}", esc(&e));
+                }
+                return exit::FAILED;
+            }
+        }
+    }
+    exit::OK
+}
+
+fn reference(a: ReferenceArgs) -> i32 {
+    let ids: Vec<i64> = match read_json(&a.token_ids, "token ids") {
+        Ok(ids) => ids,
+        Err(e) => {
+            errln!("kiln-qual oracle reference: {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
+    let spec = qual_oracle::worker::WorkerRequest {
+        python: a.python,
+        worker: a.worker,
+        model: a.model,
+        sequences: vec![qual_oracle::worker::Sequence {
+            token_ids: ids,
+            from_position: a.from_position,
+            output: a.output.clone(),
+        }],
+        timeout: std::time::Duration::from_secs(a.timeout_seconds),
+    };
+    match qual_oracle::worker::run(&spec) {
+        Ok(ev) => {
+            errln!(
+                "reference: {} ({} positions x {} vocabulary) in {:.1} s, worker peak RSS {} bytes",
+                esc_path(&a.output),
+                ev.worker.outputs[0].positions,
+                ev.worker.vocab,
+                ev.elapsed_seconds,
+                ev.worker.max_rss_bytes
+            );
+            if a.json {
+                outln!("{}", serde_json::to_string_pretty(&ev).expect("serializes"));
+            }
+            exit::OK
+        }
+        Err(e) => {
+            errln!(
+                "kiln-qual oracle reference: failed to {}",
+                esc(&e.to_string())
+            );
+            exit::FAILED
+        }
+    }
+}
+
+/// Arguments of `oracle greedy`.
+#[derive(Args, Debug)]
+pub struct GreedyArgs {
+    /// The engine's launch recipe (`kiln-qual.serve-launch.v1`).
+    #[arg(long, value_parser = super::args::Path, value_name = "RECIPE.json")]
+    pub launch: PathBuf,
+    /// Directory substituted for `${model_path}` in the recipe.
+    #[arg(long, value_parser = super::args::Path, value_name = "DIR")]
+    pub model_path: Option<PathBuf>,
+    /// Prompt file (`kiln-qual.oracle-prompts.v1`, prompts as token ids).
+    #[arg(long, value_parser = super::args::Path, value_name = "PROMPTS.json")]
+    pub prompts: PathBuf,
+    /// Greedy steps per prompt (1..=256).
+    #[arg(long, default_value_t = 16, value_parser = count::<usize>(1..=256))]
+    pub steps: usize,
+    /// Vocabulary size (the engine is asked for the whole distribution; 1..=1000000).
+    #[arg(long, value_parser = count::<usize>(1..=1_000_000))]
+    pub vocab: usize,
+    /// The reference model: a `.gguf` file (the same weights the engine serves) or a
+    /// safetensors directory; a relative path is taken inside `--model-path` when that is
+    /// given (a workload passes `${model_path}` there and the file name here).
+    #[arg(long, value_parser = super::args::Path, value_name = "PATH")]
+    pub reference_model: PathBuf,
+    /// Python interpreter of the reference environment.
+    #[arg(long, value_parser = super::args::Path, default_value = ".cache/venv-reference/bin/python")]
+    pub python: PathBuf,
+    /// The worker program.
+    #[arg(long, value_parser = super::args::Path, default_value = "tools/reference/worker.py")]
+    pub worker: PathBuf,
+    /// Reference worker deadline in seconds (1..=86400).
+    #[arg(long, default_value_t = 900, value_parser = count::<u64>(1..=86_400))]
+    pub worker_timeout_seconds: u64,
+    /// Per-request deadline in seconds (1..=86400).
+    #[arg(long, default_value_t = 300, value_parser = count::<u64>(1..=86_400))]
+    pub request_timeout_seconds: u64,
+    /// Tolerance file (`kiln-qual.oracle-tolerances.v1`).
+    #[arg(long, value_parser = super::args::Path, value_name = "TOLERANCES.json")]
+    pub tolerances: Option<PathBuf>,
+    /// Engine seed (recorded; greedy decoding does not sample).
+    #[arg(long, default_value_t = 17)]
+    pub seed: u64,
+    /// Case id of the case result.
+    #[arg(long, default_value = "oracle-greedy")]
+    pub case_id: String,
+    /// Case-result path (default: `$KILN_QUALIFICATION_CASE_RESULT`); the oracle result is
+    /// written next to it as `<stem>.oracle-result.json`, the reference tensors as
+    /// `<stem>.reference-<prompt>.safetensors`.
+    #[arg(long, value_parser = super::args::Path, value_name = "PATH")]
+    pub result: Option<PathBuf>,
+    /// Config object echoed as the case result's `effective_config`.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    pub effective_config: String,
+}
+
+fn greedy_inputs(
+    a: &GreedyArgs,
+) -> Result<
+    (
+        qual_oracle::greedy::GreedyOptions,
+        PathBuf,
+        serde_json::Value,
+    ),
+    String,
+> {
+    let result = a
+        .result
+        .clone()
+        .or_else(|| std::env::var_os("KILN_QUALIFICATION_CASE_RESULT").map(PathBuf::from))
+        .ok_or("no case-result path: pass --result or set KILN_QUALIFICATION_CASE_RESULT")?;
+    let config = qual_json::from_str(&a.effective_config)
+        .ok()
+        .and_then(|v| v.to_serde())
+        .filter(serde_json::Value::is_object)
+        .ok_or("--effective-config must be a JSON object")?;
+    let tolerances = load_tolerances(a.tolerances.as_deref())?;
+    let prompts: qual_oracle::greedy::PromptFile = read_json(&a.prompts, "prompts")?;
+    let problems = prompts.problems();
+    if !problems.is_empty() {
+        return Err(format!(
+            "failed to read the prompts: {}",
+            problems.join("; ")
+        ));
+    }
+    let recipe = qual_serve::recipe::load(&a.launch)
+        .map_err(|e| format!("failed to read the launch recipe: {e}"))?;
+    let model = a
+        .model_path
+        .as_ref()
+        .map(|p| std::path::absolute(p).unwrap_or(p.clone()));
+    let recipe = recipe
+        .with_model_path(model.as_deref())
+        .map_err(|e| format!("failed to apply the model path: {e}"))?;
+    let stem = result
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "case-result".into());
+    let output = result.with_file_name(format!("{stem}.oracle-result.json"));
+    let opts = qual_oracle::greedy::GreedyOptions {
+        protect: qual_serve::campaign::protected_paths(&result),
+        recipe,
+        prompts: prompts.prompts,
+        steps: a.steps,
+        vocab: a.vocab,
+        seed: a.seed,
+        request_timeout: std::time::Duration::from_secs(a.request_timeout_seconds),
+        reference: qual_oracle::worker::WorkerRequest {
+            python: a.python.clone(),
+            worker: a.worker.clone(),
+            model: match (&model, a.reference_model.is_relative()) {
+                (Some(dir), true) => dir.join(&a.reference_model),
+                _ => a.reference_model.clone(),
+            },
+            sequences: Vec::new(),
+            timeout: std::time::Duration::from_secs(a.worker_timeout_seconds),
+        },
+        reference_prefix: result.with_file_name(format!("{stem}.reference-")),
+        top_k: qual_oracle::compare::DEFAULT_TOP_K,
+        tolerances,
+    };
+    let extra = serde_json::json!({"config": config, "result": result.display().to_string()});
+    Ok((opts, output, extra))
+}
+
+/// `oracle greedy`: runs the engine and the reference, writes the oracle result and the case
+/// result.
+pub fn greedy(a: GreedyArgs) -> i32 {
+    let (opts, output, extra) = match greedy_inputs(&a) {
+        Ok(x) => x,
+        Err(e) => {
+            errln!("kiln-qual oracle greedy: {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
+    let tool = concat!("kiln-qual ", env!("CARGO_PKG_VERSION"));
+    let out = qual_oracle::greedy::run(&opts, tool);
+    for c in &out.result.cases {
+        errln!("prompt {}:", esc(&c.id));
+        print_case(c);
+    }
+    let line = qual_oracle::greedy::divergence_line(&out.result);
+    errln!("{}", esc(&line));
+    for f in &out.failures {
+        errln!("  failure: {}", esc(f));
+    }
+    for r in &out.result.verdict.reasons {
+        errln!("  {}", esc(r));
+    }
+    let written = result::write_new(&output, &out.doc);
+    let mut reasons: Vec<String> = out.failures.clone();
+    reasons.extend(out.result.verdict.reasons.iter().cloned());
+    if let Err(e) = &written {
+        reasons.push(format!("failed to {e}"));
+    }
+    let passed = qual_oracle::greedy::passed(&out) && written.is_ok();
+    let case_result = qual_oracle::greedy::case_result(
+        &a.case_id,
+        passed,
+        out.duration.as_secs_f64(),
+        extra["config"].clone(),
+        &out.result,
+        &reasons,
+        &line,
+    );
+    let path = PathBuf::from(extra["result"].as_str().unwrap_or_default());
+    if let Err(e) = result::write_new(&path, &case_result) {
+        errln!("kiln-qual oracle greedy: failed to {}", esc(&e.to_string()));
+        return exit::FAILED;
+    }
+    errln!(
+        "oracle result: {} {}",
+        esc_path(&output),
+        out.result.result_sha256
+    );
+    if passed {
+        errln!("verdict: passed");
+        exit::OK
+    } else {
+        errln!("verdict: failed");
+        exit::FAILED
+    }
+}

@@ -1,0 +1,207 @@
+//! `kiln-qual oracle compare` and `oracle check` on constructed tensors (real files, the real
+//! binary): a safetensors reference against a `.npy` candidate within and beyond declared
+//! tolerances, a NaN and a shape mismatch refused with their place, token ids bound, the
+//! result document validated by `oracle check` and broken by any edit.
+
+use assert_cmd::Command;
+use std::path::Path;
+
+fn npy(path: &Path, shape: &[usize], data: &[f32]) {
+    std::fs::write(path, qual_oracle_npy(shape, data)).unwrap();
+}
+
+/// A version 1.0 `.npy` file (written here independently of the crate under test).
+fn qual_oracle_npy(shape: &[usize], data: &[f32]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let dims = if shape.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    };
+    let mut h = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {dims}, }}");
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    out.extend_from_slice(h.as_bytes());
+    for v in data {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+fn rows(positions: usize, vocab: usize, f: impl Fn(usize, usize) -> f32) -> Vec<f32> {
+    (0..positions * vocab)
+        .map(|i| f(i / vocab, i % vocab))
+        .collect()
+}
+
+fn kq() -> Command {
+    Command::cargo_bin("kiln-qual").unwrap()
+}
+
+fn tolerances(dir: &Path, max_abs: f64) -> std::path::PathBuf {
+    let p = dir.join(format!("tol-{max_abs}.json"));
+    std::fs::write(
+        &p,
+        format!(
+            r#"{{"schema": "kiln-qual.oracle-tolerances.v1", "tolerances": {{"min_argmax_agreement": 1.0, "min_top_k_overlap": 9, "max_abs_error": {max_abs}, "min_cosine": 0.999, "max_kl_divergence": 0.01}}}}"#
+        ),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn compare_within_and_beyond_tolerances_and_check_the_result() {
+    let d = tempfile::tempdir().unwrap();
+    let (p, v) = (4, 1000);
+    // Distinct values per row (7919 is prime to 1000), 0.01 apart; offsets of 0.001 reorder none.
+    let r = rows(p, v, |i, j| ((j * 7919 + i * 11) % 1000) as f32 * 0.01);
+    let c: Vec<f32> = r
+        .iter()
+        .enumerate()
+        .map(|(k, x)| x + if k % 3 == 0 { 0.001 } else { 0.0 })
+        .collect();
+    npy(&d.path().join("ref.npy"), &[p, v], &r);
+    npy(&d.path().join("cand.npy"), &[p, v], &c);
+    let out = d.path().join("result.json");
+    let ok = kq()
+        .args(["oracle", "compare"])
+        .arg(d.path().join("ref.npy"))
+        .arg(d.path().join("cand.npy"))
+        .arg("--tolerances")
+        .arg(tolerances(d.path(), 0.02))
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&ok.stderr);
+    assert_eq!(ok.status.code(), Some(0), "{err}");
+    assert!(err.contains("argmax agreement      4/4"), "{err}");
+    assert!(err.contains("verdict: passed"), "{err}");
+    // Never overwritten.
+    let again = kq()
+        .args(["oracle", "compare"])
+        .arg(d.path().join("ref.npy"))
+        .arg(d.path().join("cand.npy"))
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    // The result validates, with its inputs re-read.
+    let chk = kq()
+        .args(["oracle", "check", "--verify-inputs"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&chk.stdout);
+    assert_eq!(
+        chk.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&chk.stderr)
+    );
+    assert!(
+        stdout.starts_with("OK ") && stdout.contains(" kiln-qual.oracle-result.v1 sha256:"),
+        "{stdout}"
+    );
+    // An edited bound field breaks the self-hash.
+    let text = std::fs::read_to_string(&out).unwrap();
+    let edited = d.path().join("edited.json");
+    std::fs::write(&edited, text.replacen("\"top_k\": 10", "\"top_k\": 9", 1)).unwrap();
+    let bad = kq()
+        .args(["oracle", "check"])
+        .arg(&edited)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("/result_sha256"));
+    // A changed input is caught by --verify-inputs.
+    npy(&d.path().join("cand.npy"), &[p, v], &r);
+    let moved = kq()
+        .args(["oracle", "check", "--verify-inputs"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(moved.status.code(), Some(1));
+    // Identical tensors are within a zero bound; the offset candidate is not.
+    let same = kq()
+        .args(["oracle", "compare"])
+        .arg(d.path().join("ref.npy"))
+        .arg(d.path().join("cand.npy"))
+        .arg("--tolerances")
+        .arg(tolerances(d.path(), 0.0))
+        .output()
+        .unwrap();
+    assert_eq!(same.status.code(), Some(0));
+    npy(&d.path().join("off.npy"), &[p, v], &c);
+    let fail = kq()
+        .args(["oracle", "compare"])
+        .arg(d.path().join("ref.npy"))
+        .arg(d.path().join("off.npy"))
+        .arg("--tolerances")
+        .arg(tolerances(d.path(), 0.0005))
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&fail.stderr);
+    assert_eq!(fail.status.code(), Some(1), "{e}");
+    assert!(e.contains("max_abs_error 0.0005 exceeded"), "{e}");
+    assert!(e.contains("verdict: failed"), "{e}");
+}
+
+#[test]
+fn nan_shape_and_token_ids_are_refused_with_a_reason() {
+    let d = tempfile::tempdir().unwrap();
+    let r = rows(2, 50, |i, j| (i + j) as f32);
+    let mut c = r.clone();
+    c[57] = f32::NAN;
+    npy(&d.path().join("ref.npy"), &[2, 50], &r);
+    npy(&d.path().join("nan.npy"), &[2, 50], &c);
+    npy(&d.path().join("short.npy"), &[2, 49], &r[..98]);
+    let run = |cand: &str, extra: &[&str]| {
+        kq().args(["oracle", "compare"])
+            .arg(d.path().join("ref.npy"))
+            .arg(d.path().join(cand))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let nan = run("nan.npy", &[]);
+    assert_eq!(nan.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&nan.stderr);
+    assert!(
+        e.contains("non-finite Candidate value NaN at position 1, index 7"),
+        "{e}"
+    );
+    let short = run("short.npy", &[]);
+    assert!(String::from_utf8_lossy(&short.stderr).contains("shape mismatch"));
+    std::fs::write(d.path().join("ids.json"), "[1, 2, 3]").unwrap();
+    let ids = d.path().join("ids.json");
+    let ok = run("ref.npy", &["--token-ids", ids.to_str().unwrap()]);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+}
+
+#[test]
+fn check_refuses_unknown_schemas_and_non_regular_files() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("x.json");
+    std::fs::write(&p, r#"{"schema": "kiln.unknown.v1"}"#).unwrap();
+    let o = kq().args(["oracle", "check"]).arg(&p).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unsupported oracle-result schema"));
+    let o = kq()
+        .args(["oracle", "check"])
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+}

@@ -1,0 +1,329 @@
+//! The oracle result document, `kiln-qual.oracle-result.v1`, and its self-hash.
+//!
+//! Owns the closed shape of a result (every struct refuses unknown keys when read back), the
+//! verdict rule, and writing: the document is built as a value, its `result_sha256` is
+//! Kiln's canonical hash of the value without that field (`qual_json::self_digest`, §9.1),
+//! and the file is created exclusively (never replacing one), pretty-printed with a trailing
+//! newline. One result holds one or more cases (a tensor pair, or one prompt of a greedy run),
+//! each with its inputs' identities, per-position metrics, the worst case, the declared
+//! tolerances' checks and, for greedy runs, the first divergence.
+//!
+//! Verdict rule: `passed` iff every case was compared (none refused) and every check is
+//! `within`; otherwise `failed` with one reason per refused case and per exceeded bound.
+
+use crate::compare::{PositionMetrics, Summary};
+use crate::divergence::Divergence;
+use crate::tensor::TensorFormat;
+use crate::tolerance::{Check, CheckOutcome, Tolerances};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+use thiserror::Error;
+
+/// Schema id of our results.
+pub const RESULT_SCHEMA: &str = "kiln-qual.oracle-result.v1";
+
+/// How much of the vocabulary a tensor shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum View {
+    /// Every logit.
+    Full,
+    /// Only the top `k` log-probabilities per position (an API's `top_logprobs`/`n_probs`).
+    TopK {
+        /// How many.
+        k: usize,
+    },
+}
+
+/// Identity of one side's tensor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorRef {
+    /// Where it came from (a path, or `llama-server /completion` for a server route).
+    pub source: String,
+    /// Container.
+    pub format: TensorFormat,
+    /// `sha256:` of the file bytes (null for in-memory tensors).
+    pub file_sha256: Option<String>,
+    /// File size (null for in-memory tensors).
+    pub bytes: Option<u64>,
+    /// `[positions, vocab]`.
+    pub shape: [usize; 2],
+    /// How much of the vocabulary it shows.
+    pub view: View,
+}
+
+/// What happened to one case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CaseOutcome {
+    /// Compared at every position.
+    Compared {
+        /// Worst case over positions.
+        summary: Summary,
+        /// Declared bounds against the worst case.
+        checks: Vec<Check>,
+        /// Every position.
+        positions: Vec<PositionMetrics>,
+    },
+    /// Not comparable (non-finite value, shape or token-id mismatch…).
+    Refused {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One compared pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseRecord {
+    /// Case id (`compare`, or a prompt id).
+    pub id: String,
+    /// The reference.
+    pub reference: TensorRef,
+    /// The candidate.
+    pub candidate: TensorRef,
+    /// Canonical hash of the input token ids (JSON integer list), when known.
+    pub input_token_ids_sha256: Option<String>,
+    /// Number of input token ids, when known.
+    pub input_token_count: Option<usize>,
+    /// The comparison.
+    pub outcome: CaseOutcome,
+    /// Greedy first divergence (greedy runs only).
+    pub divergence: Option<Divergence>,
+}
+
+/// Overall status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Every case compared within every bound.
+    Passed,
+    /// Otherwise.
+    Failed,
+}
+
+/// The verdict with its reasons.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Verdict {
+    /// Status.
+    pub status: Status,
+    /// One line per refused case or exceeded bound.
+    pub reasons: Vec<String>,
+}
+
+/// A whole result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OracleResult {
+    /// [`RESULT_SCHEMA`].
+    pub schema: String,
+    /// Canonical hash of the document without this field.
+    pub result_sha256: String,
+    /// UTC creation time, `YYYY-MM-DDTHH:MM:SSZ`.
+    pub created_at_utc: String,
+    /// The producing tool and version.
+    pub tool: String,
+    /// `k` of the top-k overlap.
+    pub top_k: usize,
+    /// Declared tolerances.
+    pub tolerances: Tolerances,
+    /// The cases.
+    pub cases: Vec<CaseRecord>,
+    /// The verdict (recomputed by `oracle check`).
+    pub verdict: Verdict,
+}
+
+/// The verdict the cases imply.
+pub fn verdict_of(cases: &[CaseRecord]) -> Verdict {
+    let mut reasons = Vec::new();
+    for c in cases {
+        match &c.outcome {
+            CaseOutcome::Refused { reason } => reasons.push(format!("case {}: {reason}", c.id)),
+            CaseOutcome::Compared { checks, .. } => {
+                for k in checks
+                    .iter()
+                    .filter(|k| k.outcome == CheckOutcome::Exceeded)
+                {
+                    let at = k
+                        .position
+                        .map(|p| format!(" at position {p}"))
+                        .unwrap_or_default();
+                    reasons.push(format!(
+                        "case {}: {} {} exceeded: observed {}{at}",
+                        c.id, k.tolerance, k.bound, k.observed
+                    ));
+                }
+            }
+        }
+    }
+    if cases.is_empty() {
+        reasons.push("no case was compared".into());
+    }
+    Verdict {
+        status: if reasons.is_empty() {
+            Status::Passed
+        } else {
+            Status::Failed
+        },
+        reasons,
+    }
+}
+
+/// UTC now as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn now_utc() -> String {
+    let t = time::OffsetDateTime::now_utc();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+/// Canonical hash of a token-id list (the JSON integer array), as Kiln's
+/// `input_token_ids_sha256`.
+pub fn token_ids_digest(ids: &[i64]) -> String {
+    let v = qual_json::Value::Array(
+        ids.iter()
+            .map(|&i| qual_json::Value::Number(qual_json::Number::Int(i.into())))
+            .collect(),
+    );
+    qual_json::canonical_digest(&v)
+}
+
+/// Builds a result with its verdict and self-hash. Returns the document as a JSON value (what
+/// is written and hashed) and the typed result.
+pub fn build(
+    tool: &str,
+    top_k: usize,
+    tolerances: Tolerances,
+    cases: Vec<CaseRecord>,
+) -> (serde_json::Value, OracleResult) {
+    let mut r = OracleResult {
+        schema: RESULT_SCHEMA.into(),
+        result_sha256: String::new(),
+        created_at_utc: now_utc(),
+        tool: tool.into(),
+        top_k,
+        verdict: verdict_of(&cases),
+        tolerances,
+        cases,
+    };
+    let mut v = serde_json::to_value(&r).expect("a result serializes");
+    let digest = qual_json::self_digest(&qual_json::Value::from_serde(&v), "result_sha256")
+        .expect("a result is an object");
+    v["result_sha256"] = serde_json::Value::String(digest.clone());
+    r.result_sha256 = digest;
+    (v, r)
+}
+
+/// Why a result could not be written.
+#[derive(Debug, Error)]
+#[error("write the oracle result {path}: {source}")]
+pub struct WriteError {
+    /// The path (escaped).
+    pub path: String,
+    /// The cause (an existing file is `AlreadyExists`).
+    pub source: std::io::Error,
+}
+
+/// Writes a document exclusively (never replacing a file), pretty-printed with a newline.
+pub fn write_new(path: &Path, doc: &serde_json::Value) -> Result<(), WriteError> {
+    let w = |source| WriteError {
+        path: qual_json::escape_path(path),
+        source,
+    };
+    let mut bytes = serde_json::to_vec_pretty(doc).expect("a value serializes");
+    bytes.push(b'\n');
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(w)?;
+    f.write_all(&bytes).map_err(w)?;
+    f.sync_all().map_err(w)
+}
+
+/// Identity of a tensor file for a result.
+pub fn tensor_ref(f: &crate::tensor::TensorFile) -> TensorRef {
+    TensorRef {
+        source: f.path.display().to_string(),
+        format: f.format,
+        file_sha256: Some(f.file_sha256.clone()),
+        bytes: Some(f.bytes),
+        shape: [f.logits.positions, f.logits.vocab],
+        view: View::Full,
+    }
+}
+
+/// Compares two tensor files as one case: token ids must agree where both files (or the
+/// declared `token_ids`) carry them; any refusal becomes a `refused` outcome with its reason.
+pub fn compare_files(
+    id: &str,
+    reference: &crate::tensor::TensorFile,
+    candidate: &crate::tensor::TensorFile,
+    token_ids: Option<&[i64]>,
+    top_k: usize,
+    tolerances: &Tolerances,
+) -> CaseRecord {
+    let ids: Vec<&[i64]> = [
+        token_ids,
+        reference.input_ids.as_deref(),
+        candidate.input_ids.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let bound = ids.first().copied();
+    let outcome = ids
+        .windows(2)
+        .try_for_each(|w| crate::compare::check_token_ids(w[0], w[1]))
+        .and_then(|()| crate::compare::compare(&reference.logits, &candidate.logits, top_k))
+        .map(|positions| {
+            let summary = crate::compare::summarize(&positions, reference.logits.vocab, top_k)
+                .expect("tensors have at least one position");
+            CaseOutcome::Compared {
+                checks: crate::tolerance::check(tolerances, &summary),
+                summary,
+                positions,
+            }
+        })
+        .unwrap_or_else(|e| CaseOutcome::Refused {
+            reason: e.to_string(),
+        });
+    CaseRecord {
+        id: id.into(),
+        reference: tensor_ref(reference),
+        candidate: tensor_ref(candidate),
+        input_token_ids_sha256: bound.map(token_ids_digest),
+        input_token_count: bound.map(<[i64]>::len),
+        outcome,
+        divergence: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_ids_hash_like_python() {
+        // json.dumps([1,2,3], separators=(",",":")) == "[1,2,3]"
+        assert_eq!(
+            token_ids_digest(&[1, 2, 3]),
+            qual_json::sha256_prefixed(b"[1,2,3]")
+        );
+    }
+
+    #[test]
+    fn an_empty_result_fails() {
+        let (_, r) = build("t", 10, Tolerances::default(), vec![]);
+        assert_eq!(r.verdict.status, Status::Failed);
+    }
+}
