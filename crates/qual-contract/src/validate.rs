@@ -1116,7 +1116,7 @@ fn validate_case(
                 let m = one_of(r, a, "match", &ac, &MATCHES);
                 let p = nonempty_str(r, a, "pattern", &ac);
                 if let Some(p) = p {
-                    if let Err(e) = pattern::compile_assertion(p) {
+                    if let Err(e) = pattern::validate_assertion(p) {
                         r.at(&ac.f("pattern"), format!("is invalid: {e}"));
                     }
                 }

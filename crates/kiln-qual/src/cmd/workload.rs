@@ -91,8 +91,20 @@ fn check_one(given: &Path, path: &Path) -> FileReport {
             return report;
         }
     };
-    let value = qual_json::from_slice_with(&bytes, qual_contract::workload_limits());
-    if let Ok(v) = &value {
+    // One strict parse on the usual (valid) path; an invalid file is parsed a second time
+    // only to name its id and variants in the report.
+    let value = match qual_contract::check_bytes(&bytes) {
+        Ok(v) => {
+            report.ok = true;
+            report.sha256 = Some(qual_json::sha256_prefixed(&bytes));
+            Some(v)
+        }
+        Err(violations) => {
+            report.errors = violations;
+            qual_json::from_slice_with(&bytes, qual_contract::workload_limits()).ok()
+        }
+    };
+    if let Some(v) = &value {
         report.workload_id = v
             .get("workload_id")
             .and_then(|x| x.as_str())
@@ -106,13 +118,6 @@ fn check_one(given: &Path, path: &Path) -> FileReport {
                     .collect()
             })
             .unwrap_or_default();
-    }
-    match qual_contract::check_bytes(&bytes) {
-        Ok(_) => {
-            report.ok = true;
-            report.sha256 = Some(qual_json::sha256_prefixed(&bytes));
-        }
-        Err(violations) => report.errors = violations,
     }
     report
 }
