@@ -217,4 +217,96 @@ mod tests {
             .contains("back-reference"));
         assert!(compile_search("(").is_err());
     }
+    fn assertion_hir(p: &str) -> Hir {
+        regex_syntax::ParserBuilder::new()
+            .build()
+            .parse(&format!("(?m){}", translate(p).unwrap()))
+            .unwrap()
+    }
+
+    #[test]
+    fn validation_agrees_with_compilation_including_error_text() {
+        for p in [
+            "test result: ok",
+            r"(?i)(no rocm device|skipp(?:ed|ing)[^\r\n]{0,160}rocm (?:device|test))",
+            r"(?m)^GPU[0-9]+:$",
+            r"\w{1000}{1000}",
+            r"\w{300}",
+            r"(?i)\w{120}",
+            r"[^\r\n]{0,1000}",
+            r"(?i)[a-z]{0,5000}",
+            "(",
+            "a{2,1}",
+            "[z-a]",
+            r"\p{NoSuchClass}",
+            "x{1001}",
+            r"\bword\b.*\d+",
+            "(?=x)",
+            r"(a)\1",
+            r"end\Z",
+        ] {
+            let want = compile_assertion(p).map(drop);
+            assert_eq!(validate_assertion(p), want, "{p}");
+            // The memoised answer is the same.
+            assert_eq!(validate_assertion(p), want, "{p}");
+        }
+    }
+
+    #[test]
+    fn the_size_bound_covers_real_patterns() {
+        for p in [
+            r"(?i)(no rocm device|skipp(?:ed|ing)[^\r\n]{0,160}rocm (?:device|test))",
+            r"\w{300}",
+            r"(?i)\w{50}|\d+|.{0,200}",
+            r"(?:(?:a|b)*c?){3,20}",
+        ] {
+            let bound = nfa_size_bound(&assertion_hir(p));
+            let translated = format!("(?m){}", translate(p).unwrap());
+            assert!(
+                RegexBuilder::new(&translated)
+                    .size_limit(bound)
+                    .build()
+                    .is_ok(),
+                "{p}: bound {bound} is too small"
+            );
+        }
+        // The heaviest real Kiln assertion is decided on the bound, without compiling.
+        let rocm = r"(?i)(no rocm device|skipp(?:ed|ing)[^\r\n]{0,160}rocm (?:device|test))";
+        assert!(nfa_size_bound(&assertion_hir(rocm)) <= SIZE_LIMIT / 2);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Whatever the pattern, the real compiler fits it in the computed bound, so a pattern
+        /// accepted on the bound alone always compiles under [`SIZE_LIMIT`].
+        #[test]
+        fn the_size_bound_is_an_upper_bound(
+            atoms in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "a", "(?i)k", r"\w", r"\d", ".", r"[^\r\n]", r"\b", "^", "$", "(?:ab|c)",
+                    "(x)", "[α-ω]", r"\s", r"(?i)\p{Greek}", "",
+                ]),
+                1..6,
+            ),
+            reps in proptest::collection::vec(
+                proptest::sample::select(vec!["", "*", "+", "?", "{3}", "{0,40}", "{2,}", "{1,90}"]),
+                6,
+            ),
+            outer in proptest::sample::select(vec!["", "{2}", "{0,7}", "*"]),
+        ) {
+            let body: String = atoms
+                .iter()
+                .zip(&reps)
+                .map(|(a, r)| format!("(?:{a}){r}"))
+                .collect::<Vec<_>>()
+                .join("|");
+            let p = format!("(?:{body}){outer}");
+            let bound = nfa_size_bound(&assertion_hir(&p));
+            let translated = format!("(?m){}", translate(&p).unwrap());
+            proptest::prop_assert!(
+                RegexBuilder::new(&translated).size_limit(bound).build().is_ok(),
+                "{}: bound {} is too small", p, bound
+            );
+        }
+    }
 }
