@@ -26,7 +26,7 @@
 
 use std::cell::RefCell;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -199,13 +199,15 @@ pub fn compute_from_entries(
 fn hash_all(root: &Path, selected: &[IndexEntry]) -> Result<Vec<SourceFile>, SourceTreeError> {
     // Work stealing over the entries (rayon's pool, one thread per core unless
     // RAYON_NUM_THREADS says otherwise). `collect` keeps index order, so the digest stream is
-    // the sequential one whatever the scheduling. After the first failure the remaining
-    // entries are skipped; the first failure in digest order among those hashed is reported.
-    let failed = AtomicBool::new(false);
+    // the sequential one whatever the scheduling. After a failure, entries after the earliest
+    // failed one are skipped, and every entry before it is still read: the error reported is
+    // always the first in digest order, as if read sequentially.
+    let first_failed = AtomicUsize::new(usize::MAX);
     let hashed: Vec<Option<Result<SourceFile, SourceTreeError>>> = selected
         .par_iter()
-        .map(|e| {
-            if failed.load(Ordering::Relaxed) {
+        .enumerate()
+        .map(|(i, e)| {
+            if i > first_failed.load(Ordering::Relaxed) {
                 return None;
             }
             let r = BUF
@@ -221,7 +223,7 @@ fn hash_all(root: &Path, selected: &[IndexEntry]) -> Result<Vec<SourceFile>, Sou
                     source,
                 });
             if r.is_err() {
-                failed.store(true, Ordering::Relaxed);
+                first_failed.fetch_min(i, Ordering::Relaxed);
             }
             Some(r)
         })
@@ -295,6 +297,64 @@ mod tests {
             "sha256:4cd7ed42f3d96cf8cf4a3a3767d84742fecc6915e7c7d09961bb5ca037977fc3"
         );
         assert_eq!(t.files[0].path, "Cargo.toml");
+    }
+
+    #[test]
+    fn digest_does_not_depend_on_thread_count_or_read_size() {
+        // Files around and above the 1 MiB read buffer, empty files, many small ones; the
+        // parallel digest equals a one-thread digest and a plain sequential recomputation.
+        let dir = tempfile::tempdir().unwrap();
+        let mut entries = Vec::new();
+        let mut expected = Vec::new();
+        for i in 0..300usize {
+            let len = match i {
+                0 => 0,
+                1 => READ_BUF - 1,
+                2 => READ_BUF,
+                3 => READ_BUF + 1,
+                4 => 3 * READ_BUF + 17,
+                _ => (i * 7919) % 20_000,
+            };
+            let data: Vec<u8> = (0..len).map(|j| (j * 31 + i) as u8).collect();
+            let path = format!("crates/c{}/f{i:03}.rs", i % 7);
+            std::fs::create_dir_all(dir.path().join(&path).parent().unwrap()).unwrap();
+            std::fs::write(dir.path().join(&path), &data).unwrap();
+            entries.push(entry(if i % 5 == 0 { "100755" } else { "100644" }, &path));
+            expected.push(SourceFile {
+                mode: entries.last().unwrap().mode.clone(),
+                path: path.clone(),
+                bytes: len as u64,
+                sha256: format!("sha256:{}", hex::encode(Sha256::digest(&data))),
+            });
+        }
+        expected.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+        let parallel =
+            compute_from_entries(dir.path(), SourceTreeProfile::Generic, entries.clone()).unwrap();
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap()
+            .install(|| compute_from_entries(dir.path(), SourceTreeProfile::Generic, entries))
+            .unwrap();
+        assert_eq!(parallel, one);
+        assert_eq!(parallel.files, expected);
+        assert_eq!(parallel.digest, digest_files(&expected));
+    }
+
+    #[test]
+    fn the_first_unreadable_input_in_digest_order_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut entries = vec![entry("100644", "b-missing"), entry("100644", "a-missing")];
+        for i in 0..50 {
+            std::fs::write(dir.path().join(format!("f{i}")), "x").unwrap();
+            entries.push(entry("100644", &format!("f{i}")));
+        }
+        let e = compute_from_entries(dir.path(), SourceTreeProfile::Generic, entries).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot read tracked source input a-missing"),
+            "{e}"
+        );
     }
 
     #[test]
