@@ -23,8 +23,8 @@
 //! otherwise the real compiler decides. The bound is hand-written because no crate exposes
 //! one; a property test checks it against the real compiler's limit.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
 
 use regex::{Regex, RegexBuilder};
 use regex_syntax::hir::{Class, Hir, HirKind};
@@ -58,16 +58,23 @@ pub fn compile_assertion(pattern: &str) -> Result<Regex, String> {
 
 /// Whether [`compile_assertion`] would compile `pattern`, with the same error text when it
 /// would not, without building the matcher (see the module docs). Verdicts are remembered
-/// per thread: the real workloads repeat the same assertion in many cases and variants.
+/// for the process: the real workloads repeat the same assertion in many cases and variants.
 pub fn validate_assertion(pattern: &str) -> Result<(), String> {
-    thread_local! {
-        static SEEN: RefCell<HashMap<String, Result<(), String>>> = RefCell::default();
-    }
-    if let Some(r) = SEEN.with_borrow(|m| m.get(pattern).cloned()) {
+    static SEEN: LazyLock<Mutex<HashMap<String, Result<(), String>>>> =
+        LazyLock::new(Mutex::default);
+    let seen = |p: &str| {
+        SEEN.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(p)
+            .cloned()
+    };
+    if let Some(r) = seen(pattern) {
         return r;
     }
     let r = validate_uncached(pattern);
-    SEEN.with_borrow_mut(|m| m.insert(pattern.to_owned(), r.clone()));
+    SEEN.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(pattern.to_owned(), r.clone());
     r
 }
 
