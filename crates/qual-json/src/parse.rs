@@ -379,9 +379,13 @@ impl Parser<'_> {
             }
             self.pos += 1;
             self.skip_ws();
-            self.path.push(Seg::Key(key.clone()));
+            // The key lives on the path while its value is parsed (for error pointers), then
+            // moves into the object: no copy per key.
+            self.path.push(Seg::Key(key));
             let v = self.value(depth)?;
-            self.path.pop();
+            let Some(Seg::Key(key)) = self.path.pop() else {
+                unreachable!("the path holds the key pushed above");
+            };
             obj.push_unchecked(key, v);
             self.skip_ws();
             match self.peek() {
