@@ -224,6 +224,7 @@ mod tests {
             .contains("back-reference"));
         assert!(compile_search("(").is_err());
     }
+
     fn assertion_hir(p: &str) -> Hir {
         regex_syntax::ParserBuilder::new()
             .build()
