@@ -5,9 +5,12 @@
 //! for a plain `serde_json` parse of the same bytes as an in-process baseline, and, when
 //! `python3` exists, the real workloads loaded by Python's `json` module in one `python3`
 //! process (timed inside it, best of 20 rounds) — the first step of the original Python
-//! implementation, measured in the same run, as the cross-language baseline. The original's
-//! quoted figure (31 real files in about 0.44 s of wall time; target ≥ 20×) is printed beside
-//! it, never used as a ratio. Run: `cargo bench -p qual-contract --bench check`.
+//! implementation, measured in the same run, as the cross-language baseline. Then the output
+//! assertions of the real workloads validated as `workload check` does
+//! (`pattern::validate_assertion`: parse and size bound, no matcher), against compiling each
+//! one as the runner does (`pattern::compile_assertion`), the same-process baseline that
+//! validation used to be. Whole-process comparisons with the original implementation are
+//! `scripts/bench-vs-original`. Run: `cargo bench -p qual-contract --bench check`.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -96,7 +99,7 @@ fn main() {
         return;
     }
     println!(
-        "  {} real workloads, full check: {:.2} ms per round (the original's quoted figure, not measured here: about 0.44 s)",
+        "  {} real workloads, full check: {:.2} ms per round",
         real.len(),
         real_time * 1e3
     );
@@ -109,6 +112,55 @@ fn main() {
         ),
         None => println!("  python3 baseline skipped: python3 is not available"),
     }
+    assertions(&real);
+}
+
+/// Output assertions: validation (no matcher) vs full compilation, same patterns, same process.
+fn assertions(real: &[&(String, Vec<u8>)]) {
+    let mut patterns = Vec::new();
+    for (_, bytes) in real {
+        let v = qual_json::from_slice(bytes).expect("real workloads parse");
+        for variant in v
+            .get("variants")
+            .and_then(|x| x.as_array())
+            .into_iter()
+            .flatten()
+        {
+            for case in variant
+                .get("cases")
+                .and_then(|x| x.as_array())
+                .into_iter()
+                .flatten()
+            {
+                let items = case.get("output_assertions").and_then(|x| x.as_array());
+                for a in items.into_iter().flatten() {
+                    if let Some(p) = a.get("pattern").and_then(|x| x.as_str()) {
+                        patterns.push(p.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    patterns.sort();
+    patterns.dedup();
+    let t = Instant::now();
+    for p in &patterns {
+        assert!(qual_contract::pattern::compile_assertion(p).is_ok());
+    }
+    let compile = t.elapsed().as_secs_f64();
+    // Validation remembers verdicts per process, so time the first (uncached) pass only.
+    let t = Instant::now();
+    for p in &patterns {
+        assert!(qual_contract::pattern::validate_assertion(p).is_ok());
+    }
+    let validate = t.elapsed().as_secs_f64();
+    println!(
+        "  {} distinct output assertions: validate {:.2} ms, compile (baseline) {:.2} ms; compile / validate {:.1}x",
+        patterns.len(),
+        validate * 1e3,
+        compile * 1e3,
+        compile / validate
+    );
 }
 
 /// Best-of-20 seconds for Python's `json.load` of `paths` in one `python3` process.

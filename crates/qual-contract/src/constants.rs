@@ -3,9 +3,6 @@
 //! The values are facts of the Kiln v1 wire contract and must not drift: enum lists are kept
 //! in the sorted order the original implementation prints in its error messages.
 
-use regex::Regex;
-use std::sync::LazyLock;
-
 /// `schema_version` of workload v1.
 pub const SCHEMA_VERSION: i64 = 1;
 /// Case-result format name.
@@ -146,26 +143,162 @@ pub fn runner_metric(name: &str) -> Option<RunnerMetric> {
     RUNNER_METRICS.iter().copied().find(|m| m.name == name)
 }
 
-macro_rules! re {
-    ($name:ident, $pat:expr) => {
-        #[doc = concat!("`", $pat, "`")]
-        pub static $name: LazyLock<Regex> = LazyLock::new(|| Regex::new($pat).expect("valid"));
-    };
+/// A lexical shape of the contract: an ASCII first byte from one set, then between `min` and
+/// `max` bytes from another, nothing else. Every identifier-like pattern of the original
+/// (`ID_RE`, `VARIABLE_RE`, …) is of this form; its regular expression is kept in `pattern`
+/// (the tests check the matcher against the `regex` crate on generated strings). These are
+/// matched by hand rather than with `regex`: compiling the eight patterns, whose bounded
+/// repetitions (`{2,127}`) unroll into large automata, was a third of the instructions of
+/// `workload check` on one file.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// The equivalent regular expression (Python and `regex` syntax).
+    pub pattern: &'static str,
+    first: fn(u8) -> bool,
+    rest: fn(u8) -> bool,
+    min: usize,
+    max: usize,
 }
 
-re!(IDENTIFIER, r"^[a-z0-9][a-z0-9._-]{2,127}$");
-re!(VARIABLE_NAME, r"^[a-z][a-z0-9_]{1,63}$");
-re!(METRIC_NAME, r"^[a-z][a-z0-9_.-]{0,127}$");
-re!(ENV_KEY, r"^[A-Z_][A-Z0-9_]*$");
-re!(PLACEHOLDER, r"^\$\{([a-z][a-z0-9_]{1,63}|seed)\}$");
-re!(DOT_PATH, r"^[a-z][a-z0-9_-]*(?:\.[a-z][a-z0-9_-]*)*$");
-re!(CONFIG_KEY, r"^[a-z][a-z0-9_-]*$");
-re!(HOST_ID, r"^[a-z0-9][a-z0-9._-]{1,63}$");
+impl Shape {
+    /// Whether all of `s` has this shape (a full match).
+    pub fn is_match(&self, s: &str) -> bool {
+        let b = s.as_bytes();
+        match b.split_first() {
+            Some((&f, rest)) => {
+                (self.first)(f)
+                    && (self.min..=self.max).contains(&rest.len())
+                    && rest.iter().all(|&c| (self.rest)(c))
+            }
+            None => false,
+        }
+    }
+}
+
+fn lower_digit(c: u8) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+/// `^[a-z0-9][a-z0-9._-]{2,127}$`
+pub static IDENTIFIER: Shape = Shape {
+    pattern: r"^[a-z0-9][a-z0-9._-]{2,127}$",
+    first: lower_digit,
+    rest: |c| lower_digit(c) || matches!(c, b'.' | b'_' | b'-'),
+    min: 2,
+    max: 127,
+};
+/// `^[a-z][a-z0-9_]{1,63}$`
+pub static VARIABLE_NAME: Shape = Shape {
+    pattern: r"^[a-z][a-z0-9_]{1,63}$",
+    first: |c| c.is_ascii_lowercase(),
+    rest: |c| lower_digit(c) || c == b'_',
+    min: 1,
+    max: 63,
+};
+/// `^[a-z][a-z0-9_.-]{0,127}$`
+pub static METRIC_NAME: Shape = Shape {
+    pattern: r"^[a-z][a-z0-9_.-]{0,127}$",
+    first: |c| c.is_ascii_lowercase(),
+    rest: |c| lower_digit(c) || matches!(c, b'_' | b'.' | b'-'),
+    min: 0,
+    max: 127,
+};
+/// `^[A-Z_][A-Z0-9_]*$`
+pub static ENV_KEY: Shape = Shape {
+    pattern: r"^[A-Z_][A-Z0-9_]*$",
+    first: |c| c.is_ascii_uppercase() || c == b'_',
+    rest: |c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_',
+    min: 0,
+    max: usize::MAX,
+};
+/// `^[a-z][a-z0-9_-]*$`
+pub static CONFIG_KEY: Shape = Shape {
+    pattern: r"^[a-z][a-z0-9_-]*$",
+    first: |c| c.is_ascii_lowercase(),
+    rest: |c| lower_digit(c) || matches!(c, b'_' | b'-'),
+    min: 0,
+    max: usize::MAX,
+};
+/// `^[a-z0-9][a-z0-9._-]{1,63}$`
+pub static HOST_ID: Shape = Shape {
+    pattern: r"^[a-z0-9][a-z0-9._-]{1,63}$",
+    first: lower_digit,
+    rest: |c| lower_digit(c) || matches!(c, b'.' | b'_' | b'-'),
+    min: 1,
+    max: 63,
+};
+
+/// `^[a-z][a-z0-9_-]*(?:\.[a-z][a-z0-9_-]*)*$`: dot-separated [`CONFIG_KEY`] segments.
+pub fn is_dot_path(s: &str) -> bool {
+    s.split('.').all(|seg| CONFIG_KEY.is_match(seg))
+}
+
+/// The original's placeholder pattern, `^\$\{([a-z][a-z0-9_]{1,63}|seed)\}$` (`seed` is a
+/// [`VARIABLE_NAME`] too, so the alternative adds nothing).
+pub const PLACEHOLDER_PATTERN: &str = r"^\$\{([a-z][a-z0-9_]{1,63}|seed)\}$";
 
 /// The variable name of a whole-value placeholder (`${name}`), if `s` is one.
 pub fn placeholder_name(s: &str) -> Option<&str> {
-    PLACEHOLDER
-        .captures(s)
-        .and_then(|c| c.get(1))
-        .map(|m| m.as_str())
+    s.strip_prefix("${")
+        .and_then(|r| r.strip_suffix('}'))
+        .filter(|n| VARIABLE_NAME.is_match(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use regex::Regex;
+
+    const SHAPES: [&Shape; 6] = [
+        &IDENTIFIER,
+        &VARIABLE_NAME,
+        &METRIC_NAME,
+        &ENV_KEY,
+        &CONFIG_KEY,
+        &HOST_ID,
+    ];
+    const DOT_PATH_PATTERN: &str = r"^[a-z][a-z0-9_-]*(?:\.[a-z][a-z0-9_-]*)*$";
+
+    fn check(s: &str) {
+        for shape in SHAPES {
+            let re = Regex::new(shape.pattern).unwrap();
+            assert_eq!(
+                shape.is_match(s),
+                re.is_match(s),
+                "{} on {s:?}",
+                shape.pattern
+            );
+        }
+        let dot = Regex::new(DOT_PATH_PATTERN).unwrap();
+        assert_eq!(is_dot_path(s), dot.is_match(s), "dot path on {s:?}");
+        let ph = Regex::new(PLACEHOLDER_PATTERN).unwrap();
+        let want = ph.captures(s).map(|c| c.get(1).unwrap().as_str());
+        assert_eq!(placeholder_name(s), want, "placeholder on {s:?}");
+    }
+
+    #[test]
+    fn shapes_agree_with_their_regular_expressions_at_the_length_bounds() {
+        for n in [0usize, 1, 2, 3, 63, 64, 65, 127, 128, 129, 200] {
+            for first in ["a", "Z", "_", "0", ".", "é"] {
+                for fill in ["a", "A", "_", "-", ".", "9", "é", "\n"] {
+                    let s = format!("{first}{}", fill.repeat(n));
+                    check(&s);
+                    check(&format!("${{{s}}}"));
+                }
+            }
+        }
+        for s in [
+            "", "${seed}", "${}", "${a}}", "${ab}\n", "a.b", "a..b", ".a", "a.", "a-b.c_d",
+        ] {
+            check(s);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn shapes_agree_with_their_regular_expressions(s in r"(\$\{)?[a-zA-Z0-9._\-${}é\n]{0,140}\}?") {
+            check(&s);
+        }
+    }
 }

@@ -46,15 +46,24 @@ impl Ctx {
             ptr: String::new(),
         }
     }
+    // Built for every field visited, so by hand: one allocation per string, and the
+    // JSON-pointer escaping (`~` → `~0`, `/` → `~1`) without intermediate strings.
     fn f(&self, name: &str) -> Ctx {
-        Ctx {
-            text: format!("{}.{}", self.text, name),
-            ptr: format!(
-                "{}/{}",
-                self.ptr,
-                name.replace('~', "~0").replace('/', "~1")
-            ),
+        let mut text = String::with_capacity(self.text.len() + 1 + name.len());
+        text.push_str(&self.text);
+        text.push('.');
+        text.push_str(name);
+        let mut ptr = String::with_capacity(self.ptr.len() + 1 + name.len());
+        ptr.push_str(&self.ptr);
+        ptr.push('/');
+        for ch in name.chars() {
+            match ch {
+                '~' => ptr.push_str("~0"),
+                '/' => ptr.push_str("~1"),
+                c => ptr.push(c),
+            }
         }
+        Ctx { text, ptr }
     }
     fn i(&self, idx: usize) -> Ctx {
         Ctx {
@@ -913,13 +922,12 @@ fn validate_config(r: &mut Report, v: Option<&Value>, c: &Ctx) -> bool {
             ok = false;
             continue;
         }
-        let child = c.f(k);
         match val {
-            Value::Object(_) => ok &= validate_config(r, Some(val), &child),
+            Value::Object(_) => ok &= validate_config(r, Some(val), &c.f(k)),
             Value::Null | Value::String(_) | Value::Bool(_) => {}
             Value::Number(n) if n.as_f64().is_some() => {}
             _ => {
-                r.at(&child, "must be a finite JSON scalar or nested object");
+                r.at(&c.f(k), "must be a finite JSON scalar or nested object");
                 ok = false;
             }
         }
@@ -1116,7 +1124,7 @@ fn validate_case(
                 let m = one_of(r, a, "match", &ac, &MATCHES);
                 let p = nonempty_str(r, a, "pattern", &ac);
                 if let Some(p) = p {
-                    if let Err(e) = pattern::compile_assertion(p) {
+                    if let Err(e) = pattern::validate_assertion(p) {
                         r.at(&ac.f("pattern"), format!("is invalid: {e}"));
                     }
                 }
@@ -1720,7 +1728,7 @@ fn dot_path_list(r: &mut Report, o: &Object, key: &str, c: &Ctx) -> Option<Vec<S
     for (k, item) in items.iter().enumerate() {
         match item {
             Value::String(s) if !s.is_empty() => {
-                if !DOT_PATH.is_match(s) {
+                if !is_dot_path(s) {
                     r.at(&lc.i(k), "has invalid dot-path syntax");
                     ok = false;
                 }

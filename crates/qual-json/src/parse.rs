@@ -330,10 +330,13 @@ impl Parser<'_> {
     }
 
     fn object(&mut self, depth: usize) -> Result<Value, ParseError> {
+        const SMALL_OBJECT: usize = 16;
         self.enter(depth)?;
         self.pos += 1;
         let mut obj = Object::new();
-        let mut seen: HashSet<String> = HashSet::new();
+        // Duplicate keys: a linear scan while the object is small (almost every object), a
+        // hash set once it grows past SMALL_OBJECT keys (no quadratic blow-up on huge ones).
+        let mut seen: Option<HashSet<String>> = None;
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
@@ -349,7 +352,19 @@ impl Parser<'_> {
             }
             let key_at = self.pos;
             let key = self.string()?;
-            if !seen.insert(key.clone()) {
+            let duplicate = match &mut seen {
+                Some(set) => !set.insert(key.clone()),
+                None if obj.contains_key(&key) => true,
+                None => {
+                    if obj.len() >= SMALL_OBJECT {
+                        let mut set: HashSet<String> = obj.keys().cloned().collect();
+                        set.insert(key.clone());
+                        seen = Some(set);
+                    }
+                    false
+                }
+            };
+            if duplicate {
                 self.path.push(Seg::Key(key.clone()));
                 let e = self.number_error(
                     Reason::DuplicateKey,
@@ -364,9 +379,13 @@ impl Parser<'_> {
             }
             self.pos += 1;
             self.skip_ws();
-            self.path.push(Seg::Key(key.clone()));
+            // The key lives on the path while its value is parsed (for error pointers), then
+            // moves into the object: no copy per key.
+            self.path.push(Seg::Key(key));
             let v = self.value(depth)?;
-            self.path.pop();
+            let Some(Seg::Key(key)) = self.path.pop() else {
+                unreachable!("the path holds the key pushed above");
+            };
             obj.push_unchecked(key, v);
             self.skip_ws();
             match self.peek() {

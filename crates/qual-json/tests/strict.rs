@@ -30,6 +30,29 @@ fn negative_zero_becomes_positive_zero() {
 }
 
 #[test]
+fn duplicate_keys_are_found_in_small_and_large_objects() {
+    // Objects switch from a linear scan to a hash set past 16 keys; a duplicate is found at
+    // every position on both sides of that switch, with its pointer.
+    for n in [1usize, 2, 15, 16, 17, 40, 300] {
+        for dup_of in [0, n / 2, n - 1] {
+            let mut body: Vec<String> = (0..n).map(|i| format!("\"k{i}\": {i}")).collect();
+            body.push(format!("\"k{dup_of}\": 0"));
+            let e = from_str(&format!("{{{}}}", body.join(", "))).unwrap_err();
+            assert_eq!(
+                e.reason,
+                Reason::DuplicateKey,
+                "{n} keys, duplicate of k{dup_of}"
+            );
+            assert_eq!(e.message, format!("duplicate JSON object key: k{dup_of}"));
+            assert_eq!(e.pointer, format!("/k{dup_of}"));
+        }
+        let unique: Vec<String> = (0..n).map(|i| format!("\"k{i}\": {i}")).collect();
+        let v = from_str(&format!("{{{}}}", unique.join(", "))).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), n);
+    }
+}
+
+#[test]
 fn duplicate_keys_are_rejected_at_every_depth() {
     let e = from_str(r#"{"outer": {"value": 1, "\u0076alue": 2}}"#).unwrap_err();
     assert_eq!(e.reason, Reason::DuplicateKey);

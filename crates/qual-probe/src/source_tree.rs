@@ -19,13 +19,16 @@
 //! differs, and the profile used is recorded beside the digest. No selected entry is an error
 //! (`no tracked source inputs found`), as is an unreadable input.
 //!
-//! Files are hashed in parallel on up to [`HASH_THREADS`] threads; the result does not depend
-//! on the thread count.
+//! Files are hashed in parallel with rayon's work-stealing pool (one thread per core; a crate
+//! made for exactly this, rather than a hand-rolled queue), each thread reusing one large read
+//! buffer; results are collected in digest order, so the digest does not depend on the thread
+//! count or the scheduling (the tests compare it with a one-thread run and a golden vector).
 
+use std::cell::RefCell;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use crate::git::{GitError, IndexEntry, Repo};
@@ -33,9 +36,6 @@ pub use crate::policy::SourceTreeProfile;
 
 /// The format name recorded as `source.tree_hash_format`.
 pub const FORMAT: &str = "kiln-source-tree-v1";
-
-/// Threads used to hash file contents.
-pub const HASH_THREADS: usize = 2;
 
 /// Paths the `kiln` profile includes exactly.
 pub const KILN_EXACT: &[&str] = &[
@@ -197,53 +197,55 @@ pub fn compute_from_entries(
 }
 
 fn hash_all(root: &Path, selected: &[IndexEntry]) -> Result<Vec<SourceFile>, SourceTreeError> {
-    let next = AtomicUsize::new(0);
-    type Slot = Mutex<Option<Result<SourceFile, SourceTreeError>>>;
-    let slots: Vec<Slot> = selected.iter().map(|_| Mutex::new(None)).collect();
-    let threads = HASH_THREADS.min(selected.len()).max(1);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let mut buf = vec![0u8; 256 * 1024];
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= selected.len() {
-                        break;
-                    }
-                    let e = &selected[i];
-                    let r = hash_file(&root.join(&e.path), &mut buf)
-                        .map(|(bytes, sha256)| SourceFile {
-                            mode: e.mode.clone(),
-                            path: e.path.clone(),
-                            bytes,
-                            sha256,
-                        })
-                        .map_err(|source| SourceTreeError::Read {
-                            path: e.path.clone(),
-                            source,
-                        });
-                    let failed = r.is_err();
-                    *slots[i].lock().expect("slot lock") = Some(r);
-                    if failed {
-                        // Stop the other workers early; the first error in order is reported.
-                        next.store(selected.len(), Ordering::Relaxed);
-                        break;
-                    }
-                }
-            });
-        }
-    });
+    // Work stealing over the entries (rayon's pool, one thread per core unless
+    // RAYON_NUM_THREADS says otherwise). `collect` keeps index order, so the digest stream is
+    // the sequential one whatever the scheduling. After a failure, entries after the earliest
+    // failed one are skipped, and every entry before it is still read: the error reported is
+    // always the first in digest order, as if read sequentially.
+    let first_failed = AtomicUsize::new(usize::MAX);
+    let hashed: Vec<Option<Result<SourceFile, SourceTreeError>>> = selected
+        .par_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            if i > first_failed.load(Ordering::Relaxed) {
+                return None;
+            }
+            let r = BUF
+                .with_borrow_mut(|buf| hash_file(&root.join(&e.path), buf))
+                .map(|(bytes, sha256)| SourceFile {
+                    mode: e.mode.clone(),
+                    path: e.path.clone(),
+                    bytes,
+                    sha256,
+                })
+                .map_err(|source| SourceTreeError::Read {
+                    path: e.path.clone(),
+                    source,
+                });
+            if r.is_err() {
+                first_failed.fetch_min(i, Ordering::Relaxed);
+            }
+            Some(r)
+        })
+        .collect();
     let mut files = Vec::with_capacity(selected.len());
-    for slot in slots {
-        match slot.into_inner().expect("slot lock") {
-            Some(Ok(f)) => files.push(f),
-            Some(Err(e)) => return Err(e),
-            None => {}
-        }
+    for r in hashed.into_iter().flatten() {
+        files.push(r?);
     }
     Ok(files)
 }
 
+/// Read buffer size: large enough that all but the biggest source files take one `read`.
+const READ_BUF: usize = 1 << 20;
+
+thread_local! {
+    /// One read buffer per hashing thread, reused for every file it hashes.
+    static BUF: RefCell<Vec<u8>> = RefCell::new(vec![0u8; READ_BUF]);
+}
+
+/// Reads the working-tree file at `path` (opened like the original's `read_bytes`: a symlink
+/// is followed) to its end and returns its length and `sha256:<hex>`. One `open`, reads until
+/// end of file, no `stat`: the length is what was read.
 fn hash_file(path: &Path, buf: &mut [u8]) -> std::io::Result<(u64, String)> {
     use std::io::Read;
     let mut f = std::fs::File::open(path)?;
@@ -295,6 +297,64 @@ mod tests {
             "sha256:4cd7ed42f3d96cf8cf4a3a3767d84742fecc6915e7c7d09961bb5ca037977fc3"
         );
         assert_eq!(t.files[0].path, "Cargo.toml");
+    }
+
+    #[test]
+    fn digest_does_not_depend_on_thread_count_or_read_size() {
+        // Files around and above the 1 MiB read buffer, empty files, many small ones; the
+        // parallel digest equals a one-thread digest and a plain sequential recomputation.
+        let dir = tempfile::tempdir().unwrap();
+        let mut entries = Vec::new();
+        let mut expected = Vec::new();
+        for i in 0..300usize {
+            let len = match i {
+                0 => 0,
+                1 => READ_BUF - 1,
+                2 => READ_BUF,
+                3 => READ_BUF + 1,
+                4 => 3 * READ_BUF + 17,
+                _ => (i * 7919) % 20_000,
+            };
+            let data: Vec<u8> = (0..len).map(|j| (j * 31 + i) as u8).collect();
+            let path = format!("crates/c{}/f{i:03}.rs", i % 7);
+            std::fs::create_dir_all(dir.path().join(&path).parent().unwrap()).unwrap();
+            std::fs::write(dir.path().join(&path), &data).unwrap();
+            entries.push(entry(if i % 5 == 0 { "100755" } else { "100644" }, &path));
+            expected.push(SourceFile {
+                mode: entries.last().unwrap().mode.clone(),
+                path: path.clone(),
+                bytes: len as u64,
+                sha256: format!("sha256:{}", hex::encode(Sha256::digest(&data))),
+            });
+        }
+        expected.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+        let parallel =
+            compute_from_entries(dir.path(), SourceTreeProfile::Generic, entries.clone()).unwrap();
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap()
+            .install(|| compute_from_entries(dir.path(), SourceTreeProfile::Generic, entries))
+            .unwrap();
+        assert_eq!(parallel, one);
+        assert_eq!(parallel.files, expected);
+        assert_eq!(parallel.digest, digest_files(&expected));
+    }
+
+    #[test]
+    fn the_first_unreadable_input_in_digest_order_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut entries = vec![entry("100644", "b-missing"), entry("100644", "a-missing")];
+        for i in 0..50 {
+            std::fs::write(dir.path().join(format!("f{i}")), "x").unwrap();
+            entries.push(entry("100644", &format!("f{i}")));
+        }
+        let e = compute_from_entries(dir.path(), SourceTreeProfile::Generic, entries).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot read tracked source input a-missing"),
+            "{e}"
+        );
     }
 
     #[test]
