@@ -97,10 +97,20 @@ pub enum Probe {
 
 /// `GET /v1/models` once, bounded by `timeout`.
 pub async fn probe_models(addr: SocketAddr, timeout: Duration) -> Probe {
+    probe_models_at(addr, &Target::plain(addr), timeout).await
+}
+
+/// `GET <prefix>/v1/models` once on `target` (its Host header and credential), bounded by
+/// `timeout`.
+pub async fn probe_models_at(addr: SocketAddr, target: &Target, timeout: Duration) -> Probe {
     let fut = async {
         let mut conn = connect(addr).await.map_err(|e| format!("connect: {e}"))?;
-        let req = hyper::Request::get("/v1/models")
-            .header(hyper::header::HOST, addr.to_string())
+        let mut builder = hyper::Request::get(format!("{}/v1/models", target.base_path))
+            .header(hyper::header::HOST, target.host.as_str());
+        if let Some(auth) = &target.authorization {
+            builder = builder.header(hyper::header::AUTHORIZATION, auth.clone());
+        }
+        let req = builder
             .body(FullBody::default())
             .map_err(|e| e.to_string())?;
         let resp = conn
@@ -356,6 +366,75 @@ pub struct StreamCall<'a> {
     pub limits: StreamLimits,
 }
 
+/// Where requests go beyond the socket address: the `Host` header, a path prefix and the
+/// `Authorization` header. The credential is never printed: `Debug` shows only whether one
+/// is set, and nothing serializes it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The `Host` header value (`host[:port]`).
+    pub host: String,
+    /// Prepended to every request path (`""` or `/prefix`, no trailing slash).
+    pub base_path: String,
+    authorization: Option<hyper::header::HeaderValue>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("host", &self.host)
+            .field("base_path", &self.base_path)
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
+
+impl Target {
+    /// A target addressed by its socket address (`Host: ip:port`, no prefix, no credential).
+    pub fn plain(addr: SocketAddr) -> Target {
+        Target {
+            host: addr.to_string(),
+            base_path: String::new(),
+            authorization: None,
+        }
+    }
+
+    /// Adds `Authorization: Bearer <key>` (marked sensitive for hyper). `Err` when the key
+    /// is empty or not a valid header value (the message never contains the key).
+    pub fn with_bearer(mut self, key: &str) -> Result<Target, String> {
+        if key.is_empty() {
+            return Err("the api key is empty".into());
+        }
+        let mut v = hyper::header::HeaderValue::from_str(&format!("Bearer {key}"))
+            .map_err(|_| "the api key is not a valid http header value".to_string())?;
+        v.set_sensitive(true);
+        self.authorization = Some(v);
+        Ok(self)
+    }
+
+    /// Whether an `Authorization` header is sent.
+    pub fn has_authorization(&self) -> bool {
+        self.authorization.is_some()
+    }
+}
+
+/// One request to send with [`exchange`]: streamed (SSE) or not.
+#[derive(Clone, Debug)]
+pub struct Exchange<'a> {
+    /// Host header, path prefix, credential.
+    pub target: &'a Target,
+    /// `/v1/chat/completions` or `/v1/completions` (the target's prefix is prepended).
+    pub path: &'a str,
+    /// The request body.
+    pub body: Bytes,
+    /// What the response may carry.
+    pub limits: StreamLimits,
+    /// Whether the body asks for a stream (`"stream": true`).
+    pub stream: bool,
+}
+
 /// Sends one streaming request on `conn` and fills `rec`. `epoch` is the campaign clock's
 /// origin. `rec.send_ns` becomes the instant the request's first byte was written to the
 /// socket (so client-side queueing shows up as schedule lag, never as server latency).
@@ -368,66 +447,51 @@ pub async fn stream_request(
     rules: StreamRules,
     rec: &mut RequestRecord,
 ) -> SendOutcome {
-    let StreamCall { path, body, limits } = call;
-    let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
-    let req = match hyper::Request::post(path)
-        .header(hyper::header::HOST, addr.to_string())
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .header(hyper::header::ACCEPT, "text/event-stream")
-        .header(
-            hyper::header::USER_AGENT,
-            concat!("kiln-qual/", env!("CARGO_PKG_VERSION")),
-        )
-        .body(FullBody::new(body))
-    {
-        Ok(r) => r,
-        Err(e) => {
-            rec.outcome = Outcome::Failed {
-                reason: format!("build request: {e}"),
-            };
-            return SendOutcome::Exchanged { reusable: false };
-        }
+    let target = Target::plain(addr);
+    let x = Exchange {
+        target: &target,
+        path: call.path,
+        body: call.body,
+        limits: call.limits,
+        stream: true,
     };
-    if let Err(e) = conn.sender.ready().await {
-        rec.end_ns = Some(ns(epoch));
-        rec.outcome = Outcome::Failed {
-            reason: format!("connection not ready: {e}"),
-        };
-        return SendOutcome::Stale;
-    }
-    conn.first_write.store(0, Ordering::Release);
-    let sent = conn.sender.send_request(req).await;
-    let wire = conn.first_write.load(Ordering::Acquire);
-    if wire != 0 {
-        rec.send_ns = Some(
-            crate::io::mono_instant(wire)
-                .saturating_duration_since(epoch)
-                .as_nanos() as u64,
-        );
-    }
-    let resp = match sent {
+    exchange(conn, x, epoch, rules, rec, None).await
+}
+
+/// Sends one request on `conn` and fills `rec` (see [`stream_request`]). A streamed
+/// response is read as SSE; a non-streamed one (`stream: false`) must be one JSON
+/// completion object, whose arrival (the end of the body) is recorded as its only content
+/// event: for such a request only E2E and throughput are defined. When `capture` is given,
+/// the response's content text is appended to it (multi-turn history, client-side token
+/// counting).
+pub async fn exchange(
+    conn: &mut Connection,
+    call: Exchange<'_>,
+    epoch: Instant,
+    rules: StreamRules,
+    rec: &mut RequestRecord,
+    capture: Option<&mut String>,
+) -> SendOutcome {
+    let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
+    let resp = match send(conn, &call, epoch, rec).await {
         Ok(r) => r,
-        Err(e) => {
-            rec.end_ns = Some(ns(epoch));
-            rec.outcome = Outcome::Failed {
-                reason: format!("send request: {e}"),
-            };
-            if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
-                return SendOutcome::Stale;
-            }
-            return SendOutcome::Exchanged { reusable: false };
-        }
+        Err(outcome) => return outcome,
     };
     rec.response_head_ns = Some(ns(epoch));
     let status = resp.status();
     rec.http_status = Some(status.as_u16());
-    let is_sse = resp
+    let want = if call.stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    let type_ok = resp
         .headers()
         .get(hyper::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.to_ascii_lowercase().contains("text/event-stream"));
+        .is_some_and(|v| v.to_ascii_lowercase().contains(want));
     let mut body = resp.into_body();
-    if status != hyper::StatusCode::OK || !is_sse {
+    if status != hyper::StatusCode::OK || !type_ok {
         let mut snippet = Vec::new();
         let mut ok = true;
         while let Some(f) = next_frame(&mut body).await {
@@ -451,11 +515,98 @@ pub async fn stream_request(
             reason: if status != hyper::StatusCode::OK {
                 format!("http status {}: {}", status.as_u16(), clip(&text))
             } else {
-                "response is not text/event-stream".into()
+                format!("response is not {want}")
             },
         };
         return SendOutcome::Exchanged { reusable: ok };
     }
+    if call.stream {
+        read_stream(conn, body, call.limits, epoch, rules, rec, capture).await
+    } else {
+        read_whole(conn, body, call.limits, epoch, rules, rec, capture).await
+    }
+}
+
+/// Builds and sends the request; `Err` is how the connection was left when no response
+/// head arrived.
+async fn send(
+    conn: &mut Connection,
+    call: &Exchange<'_>,
+    epoch: Instant,
+    rec: &mut RequestRecord,
+) -> Result<hyper::Response<Incoming>, SendOutcome> {
+    let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
+    let uri = format!("{}{}", call.target.base_path, call.path);
+    let mut builder = hyper::Request::post(uri.as_str())
+        .header(hyper::header::HOST, call.target.host.as_str())
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .header(
+            hyper::header::ACCEPT,
+            if call.stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            },
+        )
+        .header(
+            hyper::header::USER_AGENT,
+            concat!("kiln-qual/", env!("CARGO_PKG_VERSION")),
+        );
+    if let Some(auth) = &call.target.authorization {
+        builder = builder.header(hyper::header::AUTHORIZATION, auth.clone());
+    }
+    let req = match builder.body(FullBody::new(call.body.clone())) {
+        Ok(r) => r,
+        Err(e) => {
+            rec.outcome = Outcome::Failed {
+                reason: format!("build request: {e}"),
+            };
+            return Err(SendOutcome::Exchanged { reusable: false });
+        }
+    };
+    if let Err(e) = conn.sender.ready().await {
+        rec.end_ns = Some(ns(epoch));
+        rec.outcome = Outcome::Failed {
+            reason: format!("connection not ready: {e}"),
+        };
+        return Err(SendOutcome::Stale);
+    }
+    conn.first_write.store(0, Ordering::Release);
+    let sent = conn.sender.send_request(req).await;
+    let wire = conn.first_write.load(Ordering::Acquire);
+    if wire != 0 {
+        rec.send_ns = Some(
+            crate::io::mono_instant(wire)
+                .saturating_duration_since(epoch)
+                .as_nanos() as u64,
+        );
+    }
+    match sent {
+        Ok(r) => Ok(r),
+        Err(e) => {
+            rec.end_ns = Some(ns(epoch));
+            rec.outcome = Outcome::Failed {
+                reason: format!("send request: {e}"),
+            };
+            if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
+                return Err(SendOutcome::Stale);
+            }
+            Err(SendOutcome::Exchanged { reusable: false })
+        }
+    }
+}
+
+/// Reads an SSE body event by event.
+async fn read_stream(
+    conn: &mut Connection,
+    mut body: Incoming,
+    limits: StreamLimits,
+    epoch: Instant,
+    rules: StreamRules,
+    rec: &mut RequestRecord,
+    capture: Option<&mut String>,
+) -> SendOutcome {
+    let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
     let mut parser = SseParser::new(MAX_EVENT_BYTES);
     let mut events = Vec::new();
     let (mut received_bytes, mut received_events) = (0u64, 0u64);
@@ -535,6 +686,17 @@ pub async fn stream_request(
     let verdict = failure
         .map(Err)
         .unwrap_or_else(|| finish(rec, &st, &parser, rules));
+    conclude(rec, verdict, st, capture);
+    SendOutcome::Exchanged { reusable }
+}
+
+/// Sets the outcome and the output digest; hands the content to `capture`.
+fn conclude(
+    rec: &mut RequestRecord,
+    verdict: Result<(), String>,
+    st: StreamState,
+    capture: Option<&mut String>,
+) {
     match verdict {
         Ok(()) => {
             rec.outcome = Outcome::Succeeded;
@@ -544,11 +706,144 @@ pub async fn stream_request(
             rec.outcome = Outcome::Failed { reason };
         }
     }
+    if let Some(c) = capture {
+        c.push_str(&st.content);
+    }
     let mut digest_input = st.reasoning.into_bytes();
     digest_input.push(0x1e);
     digest_input.extend_from_slice(st.content.as_bytes());
     rec.output_sha256 = Some(qual_json::sha256_prefixed(&digest_input));
+}
+
+#[derive(Deserialize)]
+struct Whole {
+    #[serde(default)]
+    choices: Option<Vec<WholeChoice>>,
+    #[serde(default)]
+    usage: Option<serde_json::Value>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct WholeChoice {
+    #[serde(default)]
+    message: Option<WholeMessage>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WholeMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
+}
+
+/// Reads a non-streamed JSON completion (bounded by `limits.max_bytes`).
+async fn read_whole(
+    conn: &mut Connection,
+    mut body: Incoming,
+    limits: StreamLimits,
+    epoch: Instant,
+    rules: StreamRules,
+    rec: &mut RequestRecord,
+    capture: Option<&mut String>,
+) -> SendOutcome {
+    let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
+    let mut bytes = Vec::new();
+    let mut failure = None;
+    let mut last_read = None;
+    while let Some(f) = next_frame(&mut body).await {
+        match f {
+            Ok(f) => {
+                if let Ok(d) = f.into_data() {
+                    let read = *conn.reads.lock().expect("read log");
+                    if rec.first_byte_ns.is_none() {
+                        rec.first_byte_ns =
+                            Some(read.arrival().saturating_duration_since(epoch).as_nanos() as u64);
+                    }
+                    last_read = Some(read);
+                    bytes.extend_from_slice(&d);
+                    if let Err(e) = within(bytes.len() as u64, limits.max_bytes, "bytes") {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            Err(e) => {
+                failure = Some(format!("response body broke: {e}"));
+                break;
+            }
+        }
+    }
+    rec.end_ns = Some(ns(epoch));
+    let reusable = failure.is_none();
+    let mut st = StreamState {
+        done: true,
+        finish: Vec::new(),
+        usage: Vec::new(),
+        content: String::new(),
+        reasoning: String::new(),
+    };
+    let verdict = match failure {
+        Some(f) => Err(f),
+        None => whole_response(&bytes, &mut st).and_then(|()| {
+            if !st.content.is_empty() || !st.reasoning.is_empty() {
+                // The whole response is the one content event, at the end of the body.
+                let read = last_read.expect("a body with content was read");
+                rec.content_event_ns
+                    .push(read.arrival().saturating_duration_since(epoch).as_nanos() as u64);
+                rec.clock_source = Some(match read.lag_ns {
+                    Some(lag) => {
+                        rec.content_read_lag_ns.push(lag);
+                        ClockSource::KernelRxTimestamp
+                    }
+                    None => ClockSource::UserRead,
+                });
+            }
+            finish(rec, &st, &SseParser::default(), rules)
+        }),
+    };
+    conclude(rec, verdict, st, capture);
     SendOutcome::Exchanged { reusable }
+}
+
+/// Interprets a non-streamed completion body into `st`.
+fn whole_response(bytes: &[u8], st: &mut StreamState) -> Result<(), String> {
+    let w: Whole = serde_json::from_slice(bytes)
+        .map_err(|e| format!("response body is not a JSON completion object: {e}"))?;
+    if let Some(err) = w.error.filter(|e| !e.is_null()) {
+        let msg = err
+            .get("message")
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| err.to_string());
+        return Err(format!("error response: {}", clip(&msg)));
+    }
+    for c in w.choices.unwrap_or_default() {
+        if let Some(m) = c.message {
+            st.content.push_str(m.content.as_deref().unwrap_or(""));
+            for r in [m.reasoning_content, m.reasoning].into_iter().flatten() {
+                st.reasoning.push_str(&r);
+            }
+        }
+        if let Some(t) = c.text {
+            st.content.push_str(&t);
+        }
+        if let Some(f) = c.finish_reason {
+            st.finish.push(f);
+        }
+    }
+    if let Some(u) = w.usage.filter(|u| !u.is_null()) {
+        st.usage.push(u);
+    }
+    Ok(())
 }
 
 /// `Err` once a response carried more than its limit of `what`.
