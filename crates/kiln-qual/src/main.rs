@@ -52,6 +52,9 @@ enum Command {
     Report(cmd::report::ReportArgs),
     /// Run an owned-server serving campaign and write its case result.
     Serve(Box<cmd::serve::ServeArgs>),
+    /// Benchmark any OpenAI-compatible endpoint: synthetic, multi-turn, dataset and trace
+    /// workloads; closed/open loop, sweeps, SLA search; JSON, CSV, records; `bench compare`.
+    Bench(Box<cmd::bench::BenchArgs>),
     /// A zero-compute OpenAI-compatible server for tests and headroom measurements.
     MockServer(cmd::serve::MockServerArgs),
     /// Legacy backend latency fixtures.
@@ -102,6 +105,7 @@ fn main() {
         Command::Compare(a) => cmd::receipt::compare(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Serve(a) => cmd::serve::serve(*a),
+        Command::Bench(a) => cmd::bench::run(*a),
         Command::MockServer(a) => cmd::serve::mock_server(a),
         Command::Latency(c) => cmd::latency::run(c),
         Command::Init(a) => cmd::init::run(a),

@@ -23,7 +23,7 @@ use std::time::Duration;
 use super::args::{count, cpu, f64_in, ms_in, seconds_in};
 
 /// Longest injected delay or SLO bound, in ms (one day).
-const MAX_MS: f64 = 86_400_000.0;
+pub const MAX_MS: f64 = 86_400_000.0;
 
 /// Open-loop arrival process.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +117,19 @@ pub struct ServeArgs {
     /// Pin the load generator thread to this CPU (one that exists on this host).
     #[arg(long, value_parser = cpu)]
     pub pin_cpu: Option<usize>,
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// Also print the outcome as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Print every metric row (default: a compact summary).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+}
+
+/// The measurement-validity gate's flags, shared by `serve` and `bench`.
+#[derive(Args, Debug)]
+pub struct GateArgs {
     /// Validity gate: a send lagging its schedule by more than this is late (ms).
     #[arg(long, default_value = "1", value_parser = f64_in(0.001..=MAX_MS))]
     pub late_send_ms: f64,
@@ -137,12 +150,19 @@ pub struct ServeArgs {
     /// content events, starved requests and preempted requests, each on its own.
     #[arg(long, default_value = "0.01", value_parser = f64_in(0.0..=1.0))]
     pub max_disturbed_fraction: f64,
-    /// Also print the outcome as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Print every metric row (default: a compact summary).
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
+}
+
+impl GateArgs {
+    /// The declared limits.
+    pub fn limits(&self) -> ValidityLimits {
+        ValidityLimits {
+            late_send_ms: self.late_send_ms,
+            max_read_lag_ms: self.max_read_lag_ms,
+            max_run_queue_wait_ms: self.max_run_queue_wait_ms,
+            max_involuntary_switches: self.max_involuntary_switches,
+            max_disturbed_fraction: self.max_disturbed_fraction,
+        }
+    }
 }
 
 /// Arguments of `kiln-qual mock-server`.
@@ -348,13 +368,7 @@ pub fn serve(a: ServeArgs) -> i32 {
         model: a.model,
         model_path: a.model_path,
         pin_cpu: a.pin_cpu,
-        validity: ValidityLimits {
-            late_send_ms: a.late_send_ms,
-            max_read_lag_ms: a.max_read_lag_ms,
-            max_run_queue_wait_ms: a.max_run_queue_wait_ms,
-            max_involuntary_switches: a.max_involuntary_switches,
-            max_disturbed_fraction: a.max_disturbed_fraction,
-        },
+        validity: a.gate.limits(),
     };
     let bar = std::io::stderr().is_terminal().then(|| {
         let pb = indicatif::ProgressBar::new(0);
