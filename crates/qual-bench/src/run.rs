@@ -318,7 +318,10 @@ fn summarize(
     }
     let mut headline = BTreeMap::new();
     headline.insert("requests_per_second".into(), m.requests_per_second);
-    headline.insert("output_tokens_per_second".into(), m.output_tokens_per_second);
+    headline.insert(
+        "output_tokens_per_second".into(),
+        m.output_tokens_per_second,
+    );
     headline.insert(
         "goodput_requests_per_second".into(),
         m.goodput_requests_per_second,
@@ -514,7 +517,10 @@ pub fn bench(
                     hi = mid;
                 }
             }
-            conclusion = format!("bisection converged to a bracket of {} (resolution {res})", hi - lo);
+            conclusion = format!(
+                "bisection converged to a bracket of {} (resolution {res})",
+                hi - lo
+            );
             (Some(lo), Some(hi))
         };
         search_result = Some(SearchResult {
@@ -577,7 +583,10 @@ fn definitions() -> serde_json::Value {
         .iter()
         .map(|(k, v)| (k.to_string(), (*v).into()))
         .collect();
-    d.insert("percentile_method".into(), metrics::PERCENTILE_METHOD.into());
+    d.insert(
+        "percentile_method".into(),
+        metrics::PERCENTILE_METHOD.into(),
+    );
     d.insert("percentile_support".into(), "every requested percentile is reported with n and min_samples (p50 1, p90 64, p95 133, p99 662, p99.9 6620; other p > 0.5: ceil(6.62 / (1 - p))); below_minimum flags an unsupported estimate".into());
     d.insert("interval".into(), "mean over repeats with a two-sided 95% student t-interval: mean +- t(0.975, r-1) * s / sqrt(r)".into());
     d.insert("error_rate".into(), "failed / measured requests".into());
@@ -602,7 +611,7 @@ pub fn csv(r: &BenchResult, percentiles: &[f64]) -> String {
     let dists = ["ttft_ms", "itl_ms", "e2e_ms", "tpot_ms"];
     for d in dists {
         for &p in percentiles {
-            cols.push(format!("{d}.{}", stats::label(p)));
+            cols.push(format!("{d}.{}.value", stats::label(p)));
             cols.push(format!("{d}.{}.n", stats::label(p)));
         }
     }
@@ -630,7 +639,8 @@ pub fn csv(r: &BenchResult, percentiles: &[f64]) -> String {
             for d in dists {
                 for &pc in percentiles {
                     let s = run.distributions.get(d);
-                    let pct = s.and_then(|s| s.percentiles.iter().find(|x| x.label == stats::label(pc)));
+                    let pct =
+                        s.and_then(|s| s.percentiles.iter().find(|x| x.label == stats::label(pc)));
                     row.push(f(pct.and_then(|x| x.value)));
                     row.push(pct.map_or_else(String::new, |x| x.n.to_string()));
                 }
@@ -648,7 +658,8 @@ pub fn records_jsonl(r: &BenchResult) -> String {
     for p in &r.points {
         for run in &p.runs {
             for rec in &run.records {
-                let line = serde_json::json!({"point": p.label, "repeat": run.repeat, "record": rec});
+                let line =
+                    serde_json::json!({"point": p.label, "repeat": run.repeat, "record": rec});
                 out.push_str(&line.to_string());
                 out.push('\n');
             }

@@ -61,13 +61,17 @@ impl Lengths {
             x.parse::<u64>()
                 .ok()
                 .filter(|&v| (1..=1 << 24).contains(&v))
-                .ok_or(format!("expected an integer length in 1..=16777216, got {x:?}"))
+                .ok_or(format!(
+                    "expected an integer length in 1..=16777216, got {x:?}"
+                ))
         };
         let f = |x: &str| -> Result<f64, String> {
             x.parse::<f64>()
                 .ok()
                 .filter(|v| v.is_finite() && *v >= 0.0 && *v <= 16777216.0)
-                .ok_or(format!("expected a finite number in 0..=16777216, got {x:?}"))
+                .ok_or(format!(
+                    "expected a finite number in 0..=16777216, got {x:?}"
+                ))
         };
         let parts: Vec<&str> = s.splitn(3, ':').collect();
         match parts.as_slice() {
@@ -109,7 +113,9 @@ impl Lengths {
                 let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
                 (mean + sd * z).round().clamp(1.0, 4.0 * mean + 1.0) as u64
             }
-            Lengths::Empirical { samples, .. } => samples[below(rng, samples.len() as u64) as usize],
+            Lengths::Empirical { samples, .. } => {
+                samples[below(rng, samples.len() as u64) as usize]
+            }
         }
     }
 }
@@ -134,9 +140,14 @@ fn read_samples(path: &Path) -> Result<Vec<u64>, String> {
             qual_json::Value::Number(qual_json::Number::Int(i)) => i.as_u64(),
             _ => None,
         })
-        .filter(|&n| (1..=1 << 24).contains(&n)) {
+        .filter(|&n| (1..=1 << 24).contains(&n))
+        {
             Some(n) => out.push(n),
-            None => return Err(format!("lengths file: /{i}: must be an integer in 1..=16777216")),
+            None => {
+                return Err(format!(
+                    "lengths file: /{i}: must be an integer in 1..=16777216"
+                ))
+            }
         }
     }
     if out.is_empty() {
@@ -152,11 +163,11 @@ pub const WORDS: [&str; 96] = [
     "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
     "had", "they", "you", "were", "their", "one", "all", "we", "can", "her", "has", "there",
     "been", "if", "more", "when", "will", "would", "who", "so", "no", "time", "people", "water",
-    "system", "model", "server", "request", "token", "light", "river", "stone", "garden",
-    "window", "music", "paper", "market", "winter", "summer", "history", "number", "answer",
-    "question", "letter", "city", "country", "house", "world", "school", "family", "story",
-    "morning", "evening", "bridge", "forest", "ocean", "mountain", "valley", "silver", "golden",
-    "quiet", "simple", "bright", "careful", "gentle", "early", "late", "small", "large",
+    "system", "model", "server", "request", "token", "light", "river", "stone", "garden", "window",
+    "music", "paper", "market", "winter", "summer", "history", "number", "answer", "question",
+    "letter", "city", "country", "house", "world", "school", "family", "story", "morning",
+    "evening", "bridge", "forest", "ocean", "mountain", "valley", "silver", "golden", "quiet",
+    "simple", "bright", "careful", "gentle", "early", "late", "small", "large",
 ];
 
 /// What one planned turn is, beside its body (for per-turn statistics and length checks).
@@ -216,7 +227,11 @@ pub struct BodyOptions {
     pub temperature: Option<f64>,
 }
 
-fn body(o: &BodyOptions, prompt: &str, max_tokens: u64) -> serde_json::Map<String, serde_json::Value> {
+fn body(
+    o: &BodyOptions,
+    prompt: &str,
+    max_tokens: u64,
+) -> serde_json::Map<String, serde_json::Value> {
     let mut m = serde_json::Map::new();
     match o.endpoint {
         Endpoint::Chat => {
@@ -335,8 +350,9 @@ pub fn synthetic(s: &Synthetic, tok: &Tok, o: &BodyOptions) -> Result<Workload, 
 }
 
 fn jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, WorkloadError> {
-    let bytes = qual_json::read_file_limited(path, 1 << 30)
-        .map_err(|e| WorkloadError::Invalid(format!("read {}: {e}", qual_json::escape_path(path))))?;
+    let bytes = qual_json::read_file_limited(path, 1 << 30).map_err(|e| {
+        WorkloadError::Invalid(format!("read {}: {e}", qual_json::escape_path(path)))
+    })?;
     let mut out = Vec::new();
     let mut bad = Vec::new();
     for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
@@ -398,8 +414,13 @@ pub fn lengths_file(
     let mut cache = WordCache::default();
     let mut words = SplitMix64::new(seed ^ 0x776f_7264_7300_0000);
     let mut pick = |n: usize| below(&mut words, n as u64) as usize;
-    let t0 = lines.iter().filter_map(|l| l.timestamp).fold(f64::INFINITY, f64::min);
-    let mut plan = RequestPlan { sessions: Vec::new() };
+    let t0 = lines
+        .iter()
+        .filter_map(|l| l.timestamp)
+        .fold(f64::INFINITY, f64::min);
+    let mut plan = RequestPlan {
+        sessions: Vec::new(),
+    };
     let mut info = std::collections::BTreeMap::new();
     for (i, l) in lines.iter().enumerate() {
         if l.input_length == 0 || l.output_length == 0 || l.input_length > 1 << 24 {
@@ -486,7 +507,9 @@ pub fn sharegpt(
     fallback_output: u64,
 ) -> Result<Workload, WorkloadError> {
     let lines: Vec<ShareGptLine> = jsonl(path)?;
-    let mut plan = RequestPlan { sessions: Vec::new() };
+    let mut plan = RequestPlan {
+        sessions: Vec::new(),
+    };
     let mut info = std::collections::BTreeMap::new();
     for (i, l) in lines.iter().enumerate() {
         let mut turns = Vec::new();

@@ -367,7 +367,11 @@ impl History {
                     .push(serde_json::json!({"role": "assistant", "content": reply}));
             }
             Endpoint::Completions => {
-                let own = turn.body.get("prompt").and_then(|p| p.as_str()).unwrap_or("");
+                let own = turn
+                    .body
+                    .get("prompt")
+                    .and_then(|p| p.as_str())
+                    .unwrap_or("");
                 self.text.push_str(own);
                 self.text.push_str(reply);
             }
@@ -504,7 +508,8 @@ impl Ctx {
             let capture = t + 1 < turns.len() || self.opts.token_counter.is_some();
             let mut reply = String::new();
             let k = self.index(j, t);
-            let mut rec = RequestRecord::scheduled(k as u64, &turn.id, phase, turn.endpoint, scheduled);
+            let mut rec =
+                RequestRecord::scheduled(k as u64, &turn.id, phase, turn.endpoint, scheduled);
             self.one(conn, turn, body, &mut rec, capture.then_some(&mut reply))
                 .await;
             self.count_client_tokens(&mut rec, &reply);
@@ -725,7 +730,9 @@ impl Iterator for Offsets {
 
 /// Open-loop send offsets from the start, in seconds.
 pub fn open_loop_offsets(arrival: Arrival, n: usize, seed: u64) -> Vec<f64> {
-    Offsets::new(arrival, seed, Duration::ZERO).take(n).collect()
+    Offsets::new(arrival, seed, Duration::ZERO)
+        .take(n)
+        .collect()
 }
 
 /// Open-loop send offsets under a linear ramp-up (see [`EngineOptions::ramp_up`]).

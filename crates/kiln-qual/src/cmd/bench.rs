@@ -103,9 +103,9 @@ pub struct BenchArgs {
     /// Open-loop arrival process.
     #[arg(long, value_enum, default_value = "constant")]
     pub arrival: ArrivalKind,
-    /// Measured sessions per run (a cap with --duration-seconds).
-    #[arg(long, default_value_t = 64, value_parser = count::<usize>(1..=10_000_000))]
-    pub requests: usize,
+    /// Measured sessions per run (default 64; with --duration-seconds, a cap, default none).
+    #[arg(long, value_parser = count::<usize>(1..=10_000_000))]
+    pub requests: Option<usize>,
     /// Warmup sessions per run.
     #[arg(long, default_value_t = 2, value_parser = count::<usize>(0..=1_000_000))]
     pub warmup: usize,
@@ -155,8 +155,8 @@ pub struct BenchArgs {
     #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
     pub slo_e2e_ms: Option<f64>,
     /// Percentiles to report.
-    #[arg(long, default_value = "50,90,99", value_parser = stats::parse_percentiles)]
-    pub percentiles: Vec<f64>,
+    #[arg(long, default_value = "50,90,99", value_parser = percentile_list)]
+    pub percentiles: PercentileList,
     /// Runs per load point (the result gives a 95% t-interval over them).
     #[arg(long, default_value_t = 1, value_parser = count::<usize>(1..=1000))]
     pub repeats: usize,
@@ -197,10 +197,26 @@ pub enum BenchCommand {
     },
 }
 
+/// Parsed `--percentiles`.
+#[derive(Clone, Debug)]
+pub struct PercentileList(pub Vec<f64>);
+
+fn percentile_list(s: &str) -> Result<PercentileList, String> {
+    stats::parse_percentiles(s).map(PercentileList)
+}
+
 fn shared_prefix(s: &str) -> Result<(usize, u64), String> {
     let (a, b) = s.split_once(':').ok_or("expected COUNT:TOKENS")?;
-    let c: usize = a.parse().ok().filter(|&c| c >= 1 && c <= 100_000).ok_or("COUNT must be in 1..=100000")?;
-    let t: u64 = b.parse().ok().filter(|&t| t >= 1 && t <= 1 << 20).ok_or("TOKENS must be in 1..=1048576")?;
+    let c: usize = a
+        .parse()
+        .ok()
+        .filter(|&c| c >= 1 && c <= 100_000)
+        .ok_or("COUNT must be in 1..=100000")?;
+    let t: u64 = b
+        .parse()
+        .ok()
+        .filter(|&t| t >= 1 && t <= 1 << 20)
+        .ok_or("TOKENS must be in 1..=1048576")?;
     Ok((c, t))
 }
 
@@ -227,7 +243,9 @@ fn parse_url(s: &str) -> Result<Url, String> {
     }
     let (host, port) = match authority.rsplit_once(':') {
         Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
-            let port = p.parse::<u16>().map_err(|_| "the url's port is not a number in 1..=65535")?;
+            let port = p
+                .parse::<u16>()
+                .map_err(|_| "the url's port is not a number in 1..=65535")?;
             (h.to_string(), port)
         }
         _ => (authority.to_string(), 80),
@@ -278,7 +296,7 @@ fn load_workload(a: &BenchArgs, tok: Option<&Tok>) -> Result<Workload, String> {
         let tok = tok.ok_or_else(|| need("a synthetic workload"))?;
         workload::synthetic(
             &Synthetic {
-                sessions: a.sessions.unwrap_or(a.requests),
+                sessions: a.sessions.unwrap_or(a.requests.unwrap_or(64).min(100_000)),
                 turns: a.turns,
                 input: a.input_tokens.clone(),
                 output: a.output_tokens.clone(),
@@ -319,7 +337,10 @@ fn points(a: &BenchArgs) -> Vec<Point> {
 }
 
 fn resolve(a: &BenchArgs, url: &Url) -> Result<(std::net::SocketAddr, Target, String), String> {
-    let addr = (url.host.trim_start_matches('[').trim_end_matches(']'), url.port)
+    let addr = (
+        url.host.trim_start_matches('[').trim_end_matches(']'),
+        url.port,
+    )
         .to_socket_addrs()
         .map_err(|e| format!("resolve {}: {e}", esc(&url.host)))?
         .next()
@@ -332,8 +353,12 @@ fn resolve(a: &BenchArgs, url: &Url) -> Result<(std::net::SocketAddr, Target, St
     };
     target.base_path = url.prefix.clone();
     if let Some(var) = &a.api_key_env {
-        let key = std::env::var(var)
-            .map_err(|_| format!("the environment variable {} (--api-key-env) is not set", esc(var)))?;
+        let key = std::env::var(var).map_err(|_| {
+            format!(
+                "the environment variable {} (--api-key-env) is not set",
+                esc(var)
+            )
+        })?;
         target = target.with_bearer(&key)?;
     }
     let model = match &a.model {
@@ -405,11 +430,11 @@ pub fn run(a: BenchArgs) -> i32 {
         points,
         search,
         warmup: a.warmup,
-        measured: if a.duration_seconds.is_some() && a.requests == 64 {
+        measured: a.requests.unwrap_or(if a.duration_seconds.is_some() {
             10_000_000
         } else {
-            a.requests
-        },
+            64
+        }),
         seed: a.seed,
         max_in_flight: a.max_in_flight,
         request_timeout: Duration::from_secs_f64(a.request_timeout_seconds),
@@ -431,13 +456,13 @@ pub fn run(a: BenchArgs) -> i32 {
                     min_requests: a.early_stop_min_requests,
                 }),
             trace_time_scale: None,
-            token_counter: tok.clone().map(|t| {
-                TokenCounter(Arc::new(move |s: &str| t.count(s)))
-            }),
+            token_counter: tok
+                .clone()
+                .map(|t| TokenCounter(Arc::new(move |s: &str| t.count(s)))),
         },
         slo,
         validity: a.gate.limits(),
-        percentiles: a.percentiles.clone(),
+        percentiles: a.percentiles.0.clone(),
         repeats: a.repeats,
     };
     if let Err(e) = qual_exec::signals::install_forwarding() {
@@ -462,8 +487,22 @@ pub fn run(a: BenchArgs) -> i32 {
                 Vec::new()
             },
         ),
-        (&a.csv, if a.csv.is_some() { run::csv(&result, &cfg.percentiles).into_bytes() } else { Vec::new() }),
-        (&a.records, if a.records.is_some() { run::records_jsonl(&result).into_bytes() } else { Vec::new() }),
+        (
+            &a.csv,
+            if a.csv.is_some() {
+                run::csv(&result, &cfg.percentiles).into_bytes()
+            } else {
+                Vec::new()
+            },
+        ),
+        (
+            &a.records,
+            if a.records.is_some() {
+                run::records_jsonl(&result).into_bytes()
+            } else {
+                Vec::new()
+            },
+        ),
     ];
     for (path, bytes) in writes {
         if let Some(p) = path {
@@ -495,12 +534,28 @@ fn fmt(v: Option<f64>) -> String {
 fn summary(r: &run::BenchResult, cfg: &BenchConfig) -> String {
     let mut s = format!(
         "workload: {} sessions, {} requests, request set {}\n",
-        r.workload["sessions"], r.workload["turns"], r.workload["request_set_sha256"].as_str().unwrap_or("")
+        r.workload["sessions"],
+        r.workload["turns"],
+        r.workload["request_set_sha256"].as_str().unwrap_or("")
     );
     if !cfg.engine.stream {
         s.push_str("non-streamed requests: only e2e and throughput are defined\n");
     }
-    let cols = ["point", "run", "ok", "fail", "req/s", "out tok/s", "ttft p50", "ttft p99", "itl p50", "e2e p50", "e2e p99", "valid", "stop"];
+    let cols = [
+        "point",
+        "run",
+        "ok",
+        "fail",
+        "req/s",
+        "out tok/s",
+        "ttft p50",
+        "ttft p99",
+        "itl p50",
+        "e2e p50",
+        "e2e p99",
+        "valid",
+        "stop",
+    ];
     let mut rows = Vec::new();
     for p in &r.points {
         for run in &p.runs {
@@ -521,26 +576,51 @@ fn summary(r: &run::BenchResult, cfg: &BenchConfig) -> String {
                 match &run.stop {
                     qual_serve::load::StopReason::Completed => "completed".into(),
                     qual_serve::load::StopReason::DurationElapsed { .. } => "duration".into(),
-                    qual_serve::load::StopReason::EarlyStop { reason } => format!("early: {}", esc(reason)),
-                    qual_serve::load::StopReason::Interrupted { signal } => format!("signal {signal}"),
+                    qual_serve::load::StopReason::EarlyStop { reason } => {
+                        format!("early: {}", esc(reason))
+                    }
+                    qual_serve::load::StopReason::Interrupted { signal } => {
+                        format!("signal {signal}")
+                    }
                 },
             ]);
             for reason in &run.invalid_reasons {
-                s.push_str(&format!("{} run {}: {}\n", p.label, run.repeat, esc(reason)));
+                s.push_str(&format!(
+                    "{} run {}: {}\n",
+                    p.label,
+                    run.repeat,
+                    esc(reason)
+                ));
             }
             let few: Vec<String> = run
                 .distributions
                 .iter()
-                .flat_map(|(name, d)| d.percentiles.iter().filter(|x| x.below_minimum && x.n > 0).map(move |x| format!("{name}.{} (n={} < {})", x.label, x.n, x.min_samples)))
+                .flat_map(|(name, d)| {
+                    d.percentiles
+                        .iter()
+                        .filter(|x| x.below_minimum && x.n > 0)
+                        .map(move |x| format!("{name}.{} (n={} < {})", x.label, x.n, x.min_samples))
+                })
                 .collect();
             if !few.is_empty() {
-                s.push_str(&format!("{} run {}: below the sample minimum: {}\n", p.label, run.repeat, few.join(", ")));
+                s.push_str(&format!(
+                    "{} run {}: below the sample minimum: {}\n",
+                    p.label,
+                    run.repeat,
+                    few.join(", ")
+                ));
             }
         }
         if p.runs.len() > 1 {
             for k in ["requests_per_second", "ttft_ms.p50", "e2e_ms.p50"] {
                 if let Some(i) = p.intervals.get(k) {
-                    s.push_str(&format!("{} {k}: {} ± {} (95% t-interval, {} runs)\n", p.label, fmt(Some(i.mean)), fmt(i.half_width), i.repeats));
+                    s.push_str(&format!(
+                        "{} {k}: {} ± {} (95% t-interval, {} runs)\n",
+                        p.label,
+                        fmt(Some(i.mean)),
+                        fmt(i.half_width),
+                        i.repeats
+                    ));
                 }
             }
         }
@@ -572,19 +652,32 @@ fn compare(paths: &[PathBuf], json: bool) -> i32 {
     }
     let mut header = vec!["point".to_string(), "metric".to_string()];
     for (i, p) in paths.iter().enumerate() {
-        header.push(if i == 0 { format!("A {}", esc_path(p)) } else { format!("{} {}", (b'A' + i as u8) as char, esc_path(p)) });
+        header.push(if i == 0 {
+            format!("A {}", esc_path(p))
+        } else {
+            format!("{} {}", (b'A' + i as u8) as char, esc_path(p))
+        });
     }
     let table_rows: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             let mut v = vec![r.point.clone(), r.metric.clone()];
             for c in &r.cells {
-                let val = c.value.as_ref().map_or("-".to_string(), |i| match i.half_width {
-                    Some(h) => format!("{} ± {}", fmt(Some(i.mean)), fmt(Some(h))),
-                    None => fmt(Some(i.mean)),
-                });
+                let val = c
+                    .value
+                    .as_ref()
+                    .map_or("-".to_string(), |i| match i.half_width {
+                        Some(h) => format!("{} ± {}", fmt(Some(i.mean)), fmt(Some(h))),
+                        None => fmt(Some(i.mean)),
+                    });
                 let diff = match (c.difference, c.relative) {
-                    (Some(d), Some(rel)) => format!(" ({:+.3}, {:+.1}%{})", d, rel * 100.0, c.difference_half_width.map_or(String::new(), |h| format!(" ± {}", fmt(Some(h))))),
+                    (Some(d), Some(rel)) => format!(
+                        " ({:+.3}, {:+.1}%{})",
+                        d,
+                        rel * 100.0,
+                        c.difference_half_width
+                            .map_or(String::new(), |h| format!(" ± {}", fmt(Some(h))))
+                    ),
                     (Some(d), None) => format!(" ({d:+.3})"),
                     _ => String::new(),
                 };
