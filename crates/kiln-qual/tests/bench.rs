@@ -494,6 +494,220 @@ fn mock_non_streamed_requests_define_only_e2e_and_throughput() {
     assert!(text.contains("present (not recorded)"));
 }
 
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// HTTPS through rustls: a test CA (given with --ca-cert) and a leaf for `localhost`, served
+/// by Python's ssl module (OpenSSL) in front of the mock; refused without the CA.
+fn https_with_a_ca_cert_and_refused_without() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    openssl(
+        p,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-subj",
+            "/CN=kiln-qual-test-ca",
+            "-days",
+            "2",
+        ],
+    );
+    openssl(
+        p,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+    );
+    std::fs::write(
+        p.join("ext"),
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(
+        p,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "cert.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext",
+        ],
+    );
+    let tok = word_tokenizer(p);
+    let (_m, port) = mock(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let mut proxy = Command::new("python3")
+        .arg(repo_root().join("crates/kiln-qual/tests/fixtures/tls_proxy.py"))
+        .arg(p.join("cert.pem"))
+        .arg(p.join("key.pem"))
+        .arg(port.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(proxy.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let _proxy = Server(proxy);
+    let url = format!("https://localhost:{}", line.trim());
+    let ca = p.join("ca.pem");
+    let doc = bench(
+        p,
+        "tls",
+        &[
+            "--url",
+            &url,
+            "--ca-cert",
+            ca.to_str().unwrap(),
+            "--tokenizer",
+            tok.to_str().unwrap(),
+            "--requests",
+            "6",
+            "--output-tokens",
+            "4",
+        ],
+    );
+    assert_eq!(doc["config"]["tls"], true);
+    assert_eq!(runs(&doc)[0]["metrics"]["succeeded_requests"], 6);
+    let out = Command::new(kq())
+        .args([
+            "bench",
+            "--url",
+            &url,
+            "--tokenizer",
+            tok.to_str().unwrap(),
+            "--requests",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("invalid peer certificate"), "{stderr}");
+}
+
+fn tls_tools_present() -> Result<(), String> {
+    for tool in ["openssl", "python3"] {
+        let ok = Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            return Err(format!("needs {tool} on PATH"));
+        }
+    }
+    Ok(())
+}
+
+fn aiperf_present() -> Result<(), String> {
+    let dir = repo_root().join(".cache/bench-clients");
+    harness::needs_file(
+        &dir.join("venv/bin/aiperf"),
+        "AIPerf (run scripts/setup-bench-peers)",
+    )?;
+    harness::needs_file(
+        &dir.join("tokenizer/tokenizer.json"),
+        "the peer tokenizer (run scripts/setup-bench-peers)",
+    )
+}
+
+/// A real peer client, unmodified, against the mock: streamed chat and non-streamed
+/// completions, every request successful.
+fn aiperf_runs_unmodified_against_the_mock() {
+    let dir = repo_root().join(".cache/bench-clients");
+    let (_m, port) = mock(&["--ttft-ms", "2", "--itl-ms", "1", "--model", "mock-model"]);
+    for (name, extra) in [
+        ("chat", &["--endpoint-type", "chat", "--streaming"][..]),
+        ("completions", &["--endpoint-type", "completions"][..]),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let out = Command::new(dir.join("venv/bin/aiperf"))
+            .args([
+                "profile",
+                "--model",
+                "mock-model",
+                "--url",
+                &format!("http://127.0.0.1:{port}"),
+            ])
+            .args(extra)
+            .args([
+                "--concurrency",
+                "2",
+                "--request-count",
+                "8",
+                "--ui-type",
+                "none",
+                "--osl",
+                "8",
+                "--isl",
+                "16",
+                "--no-server-metrics",
+                "--no-gpu-telemetry",
+                "--random-seed",
+                "1",
+                "--tokenizer",
+            ])
+            .arg(dir.join("tokenizer"))
+            .arg("--artifact-dir")
+            .arg(d.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "aiperf {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(
+            &std::fs::read(d.path().join("profile_export_aiperf.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(doc["request_count"]["avg"], 8.0, "{name}: {doc}");
+        assert!(
+            doc["error_summary"].as_array().is_none_or(|e| e.is_empty()),
+            "{name}: {}",
+            doc["error_summary"]
+        );
+    }
+}
+
 fn real_server_present() -> Result<(), String> {
     let cache = repo_root().join(".cache/real-server");
     harness::needs_file(

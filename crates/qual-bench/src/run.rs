@@ -556,6 +556,7 @@ pub fn bench(
 fn config_json(cfg: &BenchConfig) -> serde_json::Value {
     serde_json::json!({
         "url": cfg.url,
+        "tls": cfg.target.is_tls(),
         "api_key": if cfg.target.has_authorization() { "present (not recorded)" } else { "absent" },
         "model": cfg.model,
         "stream": cfg.engine.stream,

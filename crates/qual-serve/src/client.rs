@@ -68,6 +68,89 @@ pub async fn connect(addr: SocketAddr) -> std::io::Result<Connection> {
     })
 }
 
+/// Opens a connection to `target`: plain TCP, or TLS when the target has TLS settings.
+pub async fn connect_to(addr: SocketAddr, target: &Target) -> std::io::Result<Connection> {
+    let Some(tls) = &target.tls else {
+        return connect(addr).await;
+    };
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let first_write = Arc::new(AtomicU64::new(0));
+    let (io, reads, _kernel) = StampedStream::new(stream, first_write.clone());
+    let tls_stream = tokio_rustls::TlsConnector::from(tls.config.clone())
+        .connect(tls.server_name.clone(), io)
+        .await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(crate::io::TokioIo::new(tls_stream))
+        .await
+        .map_err(std::io::Error::other)?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    tokio::task::yield_now().await;
+    Ok(Connection {
+        sender,
+        first_write,
+        reads,
+    })
+}
+
+/// TLS settings of a target: rustls (ring provider, TLS 1.2 and 1.3) trusting the operating
+/// system's roots plus, optionally, the certificates of a PEM bundle (`--ca-cert`).
+#[derive(Clone)]
+pub struct Tls {
+    config: Arc<tokio_rustls::rustls::ClientConfig>,
+    server_name: tokio_rustls::rustls::pki_types::ServerName<'static>,
+}
+
+impl Tls {
+    /// TLS to `host` (a DNS name or an IP address), trusting the system roots and the PEM
+    /// certificates of `ca_cert`.
+    pub fn new(host: &str, ca_cert: Option<&std::path::Path>) -> Result<Tls, String> {
+        use rustls::pki_types::pem::PemObject;
+        use tokio_rustls::rustls;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(c);
+        }
+        if let Some(p) = ca_cert {
+            let bytes = qual_json::read_file_limited(p, 16 * 1024 * 1024)
+                .map_err(|e| format!("read the ca certificate: {e}"))?;
+            let mut added = 0;
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&bytes) {
+                let cert = cert.map_err(|e| format!("read the ca certificate: {e}"))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("add the ca certificate: {e}"))?;
+                added += 1;
+            }
+            if added == 0 {
+                return Err("the ca certificate file holds no PEM certificate".into());
+            }
+        }
+        if roots.is_empty() {
+            return Err("no trusted root certificate: none on this system and no --ca-cert".into());
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("configure tls: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let server_name =
+            rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|_| {
+                format!(
+                    "{} is not a valid tls server name",
+                    qual_json::escape_text(host)
+                )
+            })?;
+        Ok(Tls {
+            config: Arc::new(config),
+            server_name,
+        })
+    }
+}
+
 impl Connection {
     /// Whether the connection can take another request.
     pub fn is_usable(&self) -> bool {
@@ -104,7 +187,9 @@ pub async fn probe_models(addr: SocketAddr, timeout: Duration) -> Probe {
 /// `timeout`.
 pub async fn probe_models_at(addr: SocketAddr, target: &Target, timeout: Duration) -> Probe {
     let fut = async {
-        let mut conn = connect(addr).await.map_err(|e| format!("connect: {e}"))?;
+        let mut conn = connect_to(addr, target)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
         let mut builder = hyper::Request::get(format!("{}/v1/models", target.base_path))
             .header(hyper::header::HOST, target.host.as_str());
         if let Some(auth) = &target.authorization {
@@ -369,13 +454,14 @@ pub struct StreamCall<'a> {
 /// Where requests go beyond the socket address: the `Host` header, a path prefix and the
 /// `Authorization` header. The credential is never printed: `Debug` shows only whether one
 /// is set, and nothing serializes it.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Target {
     /// The `Host` header value (`host[:port]`).
     pub host: String,
     /// Prepended to every request path (`""` or `/prefix`, no trailing slash).
     pub base_path: String,
     authorization: Option<hyper::header::HeaderValue>,
+    tls: Option<Tls>,
 }
 
 impl std::fmt::Debug for Target {
@@ -387,6 +473,7 @@ impl std::fmt::Debug for Target {
                 "authorization",
                 &self.authorization.as_ref().map(|_| "<redacted>"),
             )
+            .field("tls", &self.tls.is_some())
             .finish()
     }
 }
@@ -398,7 +485,19 @@ impl Target {
             host: addr.to_string(),
             base_path: String::new(),
             authorization: None,
+            tls: None,
         }
+    }
+
+    /// Speaks TLS to the server.
+    pub fn with_tls(mut self, tls: Tls) -> Target {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Whether requests go over TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// Adds `Authorization: Bearer <key>` (marked sensitive for hyper). `Err` when the key

@@ -564,7 +564,7 @@ impl Ctx {
             loop {
                 let mut fresh = false;
                 if conn.as_ref().is_none_or(|c| !c.is_usable()) {
-                    match client::connect(self.spec.addr).await {
+                    match client::connect_to(self.spec.addr, &self.target).await {
                         Ok(c) => {
                             *conn = Some(c);
                             fresh = true;

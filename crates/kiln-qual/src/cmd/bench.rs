@@ -14,7 +14,7 @@ use qual_bench::run::{self, BenchConfig, Point, Search, HEADLINE};
 use qual_bench::stats;
 use qual_bench::tokenizer::Tok;
 use qual_bench::workload::{self, BodyOptions, Lengths, Synthetic, Workload};
-use qual_serve::client::{StreamRules, Target};
+use qual_serve::client::{StreamRules, Target, Tls};
 use qual_serve::load::{EarlyStop, EngineOptions, TokenCounter};
 use qual_serve::metrics::Slo;
 use qual_serve::record::Endpoint;
@@ -41,7 +41,7 @@ pub enum EndpointKind {
 pub struct BenchArgs {
     #[command(subcommand)]
     pub command: Option<BenchCommand>,
-    /// Server root URL: `http://HOST[:PORT][/PREFIX]` (a trailing `/v1` is accepted).
+    /// Server root URL: `http[s]://HOST[:PORT][/PREFIX]` (a trailing `/v1` is accepted).
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
     /// Model id (default: the first id served by /v1/models).
@@ -51,6 +51,9 @@ pub struct BenchArgs {
     /// never printed or recorded; the result says only that one was present).
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
+    /// Extra trusted CA certificates (PEM) for an https URL, beside the system's roots.
+    #[arg(value_parser = super::args::Path, long, value_name = "PEM")]
+    pub ca_cert: Option<PathBuf>,
     /// Endpoint.
     #[arg(long, value_enum, default_value = "chat")]
     pub endpoint: EndpointKind,
@@ -222,18 +225,18 @@ fn shared_prefix(s: &str) -> Result<(usize, u64), String> {
 
 /// A parsed `--url`.
 struct Url {
+    tls: bool,
     host: String,
     port: u16,
     prefix: String,
 }
 
 fn parse_url(s: &str) -> Result<Url, String> {
-    if s.starts_with("https://") {
-        return Err("https is not supported by this build (no TLS client yet); use http:// or a local TLS-terminating proxy".into());
-    }
-    let rest = s
-        .strip_prefix("http://")
-        .ok_or("the url must start with http://")?;
+    let (tls, rest) = match (s.strip_prefix("https://"), s.strip_prefix("http://")) {
+        (Some(r), _) => (true, r),
+        (None, Some(r)) => (false, r),
+        _ => return Err("the url must start with http:// or https://".into()),
+    };
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, ""),
@@ -248,7 +251,7 @@ fn parse_url(s: &str) -> Result<Url, String> {
                 .map_err(|_| "the url's port is not a number in 1..=65535")?;
             (h.to_string(), port)
         }
-        _ => (authority.to_string(), 80),
+        _ => (authority.to_string(), if tls { 443 } else { 80 }),
     };
     if host.is_empty() {
         return Err("the url has no host".into());
@@ -260,7 +263,12 @@ fn parse_url(s: &str) -> Result<Url, String> {
     if prefix.contains(['?', '#']) {
         return Err("the url must not carry a query or fragment".into());
     }
-    Ok(Url { host, port, prefix })
+    Ok(Url {
+        tls,
+        host,
+        port,
+        prefix,
+    })
 }
 
 fn create_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -337,16 +345,25 @@ fn points(a: &BenchArgs) -> Vec<Point> {
 }
 
 fn resolve(a: &BenchArgs, url: &Url) -> Result<(std::net::SocketAddr, Target, String), String> {
-    let addr = (
-        url.host.trim_start_matches('[').trim_end_matches(']'),
-        url.port,
-    )
+    let bare = url.host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<std::net::SocketAddr> = (bare, url.port)
         .to_socket_addrs()
         .map_err(|e| format!("resolve {}: {e}", esc(&url.host)))?
-        .next()
+        .collect();
+    let addr = addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
         .ok_or_else(|| format!("resolve {}: no address", esc(&url.host)))?;
     let mut target = Target::plain(addr);
-    target.host = if url.port == 80 {
+    if url.tls {
+        target = target.with_tls(Tls::new(bare, a.ca_cert.as_deref())?);
+    } else if a.ca_cert.is_some() {
+        return Err("use --ca-cert with an https url".into());
+    }
+    let default_port = if url.tls { 443 } else { 80 };
+    target.host = if url.port == default_port {
         url.host.clone()
     } else {
         format!("{}:{}", url.host, url.port)
@@ -516,7 +533,10 @@ pub fn run(a: BenchArgs) -> i32 {
         }
     }
     let runs: Vec<&run::RunResult> = result.points.iter().flat_map(|p| &p.runs).collect();
-    if !runs.is_empty() && runs.iter().all(|r| !r.valid) {
+    if runs.iter().all(|r| r.metrics.succeeded_requests == 0) {
+        errln!("kiln-qual: no measured request succeeded");
+        code = exit::FAILED;
+    } else if runs.iter().all(|r| !r.valid) {
         errln!("kiln-qual: every run was refused by the measurement-validity gate");
         code = exit::FAILED;
     }
