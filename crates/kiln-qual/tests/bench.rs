@@ -625,9 +625,9 @@ fn https_with_a_ca_cert_and_refused_without() {
 }
 
 fn tls_tools_present() -> Result<(), String> {
-    for tool in ["openssl", "python3"] {
+    for (tool, arg) in [("openssl", "version"), ("python3", "--version")] {
         let ok = Command::new(tool)
-            .arg("--version")
+            .arg(arg)
             .output()
             .is_ok_and(|o| o.status.success());
         if !ok {
@@ -902,6 +902,16 @@ fn main() {
             "mock_non_streamed_requests_define_only_e2e_and_throughput",
             mock_non_streamed_requests_define_only_e2e_and_throughput,
         ),
+        Trial::new(
+            "https_with_a_ca_cert_and_refused_without",
+            https_with_a_ca_cert_and_refused_without,
+        )
+        .needs(tls_tools_present()),
+        Trial::new(
+            "aiperf_runs_unmodified_against_the_mock",
+            aiperf_runs_unmodified_against_the_mock,
+        )
+        .needs(aiperf_present()),
         Trial::new(
             "llama_server_attached_bench_workloads",
             llama_server_attached_bench_workloads,
