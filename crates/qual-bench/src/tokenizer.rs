@@ -236,3 +236,56 @@ fn from_gguf_view(doc: &serde_json::Value) -> Result<Tokenizer, String> {
     tk.with_decoder(Some(ByteLevel::default()));
     Ok(tk)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A byte-level BPE view in GGUF's shape: the byte alphabet plus a few merges.
+    fn view() -> Tok {
+        let mut tokens: Vec<String> = ByteLevel::alphabet().into_iter().map(String::from).collect();
+        tokens.sort();
+        let merges = ["Ġ i", "Ġi s", "Ġ t", "h e", "Ġt he"];
+        for m in merges {
+            tokens.push(m.replace(' ', ""));
+        }
+        let doc = serde_json::json!({
+            "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "smollm",
+            "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.merges": merges,
+        });
+        Tok {
+            inner: from_gguf_view(&doc).unwrap(),
+            sha256: String::new(),
+            kind: "gguf_tokenizer_view",
+        }
+    }
+
+    #[test]
+    fn gguf_view_merges_and_splits_digits() {
+        let t = view();
+        assert_eq!(t.count(" is"), 1);
+        assert_eq!(t.count(" the"), 1);
+        // No merge starts "Ġ h": Ġ, h, i, s.
+        assert_eq!(t.count(" his"), 4);
+        // The smollm pre-tokenizer splits digits one by one.
+        assert_eq!(t.count("123"), 3);
+    }
+
+    #[test]
+    fn exact_prompts_have_exactly_the_asked_length() {
+        let t = view();
+        let words = ["the", "is", "river", "stone", "quiet"];
+        let mut cache = WordCache::default();
+        let mut seed = 7usize;
+        let mut next = |n: usize| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for n in [1u64, 5, 17, 40, 128] {
+            let text = t.exact_prompt(n, &words, &mut cache, &mut next).unwrap();
+            assert_eq!(t.count(&text), n, "{text:?}");
+        }
+        let bad = serde_json::json!({"tokenizer.ggml.model": "llama"});
+        assert!(from_gguf_view(&bad).unwrap_err().contains("not supported"));
+    }
+}

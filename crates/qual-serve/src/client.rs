@@ -1,7 +1,11 @@
-//! One streamed request → one [`RequestRecord`].
+//! One request → one [`RequestRecord`].
 //!
-//! Owns the HTTP/1.1 keep-alive connection to the server ([`Connection`]), the readiness
-//! probe (`GET /v1/models`), and the interpretation of an OpenAI-compatible SSE stream:
+//! Owns the HTTP/1.1 keep-alive connection to the server ([`Connection`], plain or TLS:
+//! rustls over the kernel-stamped socket, see [`Tls`]), where requests go ([`Target`]: Host
+//! header, path prefix, bearer credential that is never printed), the readiness probe
+//! (`GET /v1/models`), the interpretation of a non-streamed JSON completion (its arrival is
+//! its only content event: only E2E and throughput are defined), and the interpretation of
+//! an OpenAI-compatible SSE stream:
 //!
 //! * a content event is a `data:` JSON object with a choice whose `delta.content`,
 //!   `delta.reasoning_content`, `delta.reasoning` (chat) or `text` (completions) is a

@@ -1,28 +1,38 @@
-//! The load generator: closed loop at a concurrency, open loop at a rate.
+//! The load generator — the one engine behind `serve` and `bench`: closed loop at a
+//! concurrency, open loop at a rate or at a trace's timestamps.
 //!
-//! Owns scheduling and the per-request record lifecycle. The request sequence comes from
-//! [`corpus::permutation`] (warmup first, then measured). Warmup
-//! runs to completion before measurement starts, as a closed loop at the measured
-//! concurrency (open loop: concurrency 1), and is recorded with phase `warmup`.
+//! Owns scheduling and the per-request record lifecycle. What is sent is a [`RequestPlan`]
+//! of sessions (a session is one request, or the turns of a conversation, sent one after
+//! another on one connection with the earlier turns and the server's replies as history);
+//! draw `j` is session `j mod n`, warmup draws first. `serve`'s corpus becomes a plan in the
+//! order of [`corpus::permutation`] ([`RequestPlan::from_corpus`]). Warmup runs to completion
+//! before measurement starts, as a closed loop at the measured concurrency (open loop:
+//! concurrency 1), and is recorded with phase `warmup`.
 //!
 //! Idle keep-alive connections live in one pool shared by warmup and measurement, so warmup
 //! opens the connections the measured requests reuse.
 //!
 //! * Closed loop: `concurrency` workers, each with its own keep-alive connection; a worker
-//!   takes the next request the moment its previous one ends, which is the request's
-//!   scheduled time.
-//! * Open loop: request `i` is scheduled at `t0 + offset_i` (constant: `i / rate`; Poisson:
+//!   takes the next session the moment its previous one ends, which is the request's
+//!   scheduled time. With a ramp-up, worker `i` of `c` starts at `i/c × ramp`.
+//! * Open loop: session `i` is scheduled at `t0 + offset_i` (constant: `i / rate`; Poisson:
 //!   cumulative exponential gaps with mean `1 / rate`, drawn from SplitMix64 seeded with the
-//!   declared seed XOR `0x6f70656e5f6c6f6f`) and sent at that instant by the sub-millisecond
-//!   [`Pacer`] on an idle pooled connection or a new one. At most
-//!   `max_in_flight` requests are outstanding; a request that has to wait for a slot is
-//!   still sent (late), never dropped, and its lag is recorded.
+//!   declared seed XOR `0x6f70656e5f6c6f6f`; with a ramp-up the offsets are warped so the
+//!   rate rises linearly from 0; trace replay: the session's own offset × a scale) and sent
+//!   at that instant by the sub-millisecond [`Pacer`] on an idle pooled connection or a new
+//!   one. At most `max_in_flight` sessions are outstanding; a session that has to wait for a
+//!   slot is still sent (late), never dropped, and its lag is recorded. A later turn is
+//!   scheduled when the previous one ended.
+//! * Ending early ([`EngineOptions`]): after a declared duration, or when an early-stop rule
+//!   fires (error rate, or the fraction of late sends: over-saturation), no request starts;
+//!   in-flight ones finish. The [`StopReason`] is returned.
 //!
 //! The whole generator runs on one thread with a single-threaded runtime (optionally pinned
 //! to one CPU), so its capacity is a per-core number. Each request records that thread's
 //! run-queue wait and involuntary context switches between its start and end
-//! ([`crate::threadstat`]), for the measurement-validity gate. Invariant: every scheduled request
-//! yields exactly one record, in sequence order.
+//! ([`crate::threadstat`]), for the measurement-validity gate. Invariants: every started
+//! request yields exactly one record, returned in sequence order; [`run`] (serve's entry
+//! point) returns one record per scheduled request, as it always has.
 
 use crate::client::{self, Connection, Exchange, SendOutcome, StreamRules, Target};
 use crate::corpus::{self, Corpus, SplitMix64};
