@@ -230,7 +230,10 @@ mod tests {
         let ps = parse_percentiles("50,90,99.9,75").unwrap();
         let want = [0.5, 0.75, 0.9, 0.999];
         assert_eq!(ps.len(), 4);
-        assert!(ps.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12), "{ps:?}");
+        assert!(
+            ps.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-12),
+            "{ps:?}"
+        );
         let s = Summary::of(vec![4.0, 1.0, 3.0, 2.0], &ps);
         assert_eq!(s.get("p50"), Some(2.5));
         let p90 = &s.percentiles[2];

@@ -243,7 +243,10 @@ mod tests {
 
     /// A byte-level BPE view in GGUF's shape: the byte alphabet plus a few merges.
     fn view() -> Tok {
-        let mut tokens: Vec<String> = ByteLevel::alphabet().into_iter().map(String::from).collect();
+        let mut tokens: Vec<String> = ByteLevel::alphabet()
+            .into_iter()
+            .map(String::from)
+            .collect();
         tokens.sort();
         let merges = ["Ġ i", "Ġi s", "Ġ t", "h e", "Ġt he"];
         for m in merges {
@@ -278,7 +281,9 @@ mod tests {
         let mut cache = WordCache::default();
         let mut seed = 7usize;
         let mut next = |n: usize| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) % n
         };
         for n in [1u64, 5, 17, 40, 128] {

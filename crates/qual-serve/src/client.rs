@@ -1080,6 +1080,49 @@ mod tests {
     }
 
     #[test]
+    fn the_credential_is_never_in_debug_output() {
+        let t = Target::plain("127.0.0.1:1".parse().unwrap())
+            .with_bearer("sk-very-secret")
+            .unwrap();
+        assert!(t.has_authorization());
+        let d = format!("{t:?}");
+        assert!(!d.contains("sk-very"), "{d}");
+        assert!(d.contains("<redacted>"));
+        assert!(Target::plain("127.0.0.1:1".parse().unwrap())
+            .with_bearer("a\nb")
+            .is_err());
+    }
+
+    #[test]
+    fn whole_responses_are_read_like_streams() {
+        let mut st = StreamState {
+            done: true,
+            finish: vec![],
+            usage: vec![],
+            content: String::new(),
+            reasoning: String::new(),
+        };
+        whole_response(
+            br#"{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#,
+            &mut st,
+        )
+        .unwrap();
+        assert_eq!(
+            (st.content.as_str(), st.finish.len(), st.usage.len()),
+            ("hi", 1, 1)
+        );
+        let mut st2 = StreamState {
+            done: true,
+            finish: vec![],
+            usage: vec![],
+            content: String::new(),
+            reasoning: String::new(),
+        };
+        let e = whole_response(br#"{"error":{"message":"overloaded"}}"#, &mut st2).unwrap_err();
+        assert_eq!(e, "error response: overloaded");
+    }
+
+    #[test]
     fn in_band_error_fails_the_request() {
         let r = run(
             &[

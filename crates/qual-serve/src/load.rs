@@ -1055,6 +1055,61 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ramp_up_warps_offsets_to_a_linear_rate() {
+        // Rate 10/s, ramp 2 s: arrivals by t are 10 t² / 4 before 2 s, then 10 (t − 1).
+        let a = Arrival::Constant {
+            rate_per_second: 10.0,
+        };
+        let o = ramped_offsets(a, 41, 0, Duration::from_secs(2));
+        // Request i (i < 10) is sent when 10 t²/4 = i: t = sqrt(0.4 i).
+        assert!((o[5] - 2f64.sqrt()).abs() < 1e-12);
+        // Request 20 (after the ramp) at 20/10 + 1 = 3 s.
+        assert!((o[20] - 3.0).abs() < 1e-12);
+        assert!(o.windows(2).all(|w| w[1] >= w[0]));
+        assert_eq!(
+            ramped_offsets(a, 5, 0, Duration::ZERO),
+            open_loop_offsets(a, 5, 0)
+        );
+    }
+
+    #[test]
+    fn later_turns_carry_the_history() {
+        let chat = TurnData {
+            id: "t".into(),
+            endpoint: Endpoint::Chat,
+            body: serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "b"}]})
+                .as_object()
+                .unwrap()
+                .clone(),
+            first: Bytes::new(),
+            limits: client::StreamLimits::for_max_tokens(4),
+        };
+        let mut h = History::default();
+        h.push(&chat, "reply");
+        let v: serde_json::Value = serde_json::from_slice(&with_history(&chat, &h, false)).unwrap();
+        assert_eq!(v["messages"].as_array().unwrap().len(), 3);
+        assert_eq!(
+            v["messages"][1],
+            serde_json::json!({"role": "assistant", "content": "reply"})
+        );
+        assert_eq!(v["stream"], false);
+        assert!(v.get("stream_options").is_none());
+        let comp = TurnData {
+            endpoint: Endpoint::Completions,
+            body: serde_json::json!({"prompt": " next"})
+                .as_object()
+                .unwrap()
+                .clone(),
+            ..chat
+        };
+        let mut h = History::default();
+        h.push(&comp, " out");
+        let v: serde_json::Value = serde_json::from_slice(&with_history(&comp, &h, true)).unwrap();
+        assert_eq!(v["prompt"], " next out next");
+        assert_eq!(v["stream_options"]["include_usage"], true);
+    }
+
+    #[test]
     fn open_loop_offsets_follow_the_rate() {
         let c = open_loop_offsets(
             Arrival::Constant {
