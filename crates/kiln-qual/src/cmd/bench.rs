@@ -213,12 +213,12 @@ fn shared_prefix(s: &str) -> Result<(usize, u64), String> {
     let c: usize = a
         .parse()
         .ok()
-        .filter(|&c| c >= 1 && c <= 100_000)
+        .filter(|c| (1..=100_000).contains(c))
         .ok_or("COUNT must be in 1..=100000")?;
     let t: u64 = b
         .parse()
         .ok()
-        .filter(|&t| t >= 1 && t <= 1 << 20)
+        .filter(|t| (1..=1 << 20).contains(t))
         .ok_or("TOKENS must be in 1..=1048576")?;
     Ok((c, t))
 }
