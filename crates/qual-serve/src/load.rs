@@ -515,7 +515,10 @@ impl Ctx {
             } else {
                 with_history(turn, &history, self.opts.stream)
             };
-            let capture = t + 1 < turns.len() || self.opts.token_counter.is_some();
+            // The reply text is kept only when something needs it: the next turn's history,
+            // or a tokenizer count of a response without usage.
+            let capture = t + 1 < turns.len()
+                || (self.opts.token_counter.is_some() && self.spec.rules.allow_missing_usage);
             let mut reply = String::new();
             let k = self.index(j, t);
             let mut rec =
