@@ -14,17 +14,16 @@ use qual_bench::run::{self, BenchConfig, Point, Search, HEADLINE};
 use qual_bench::stats;
 use qual_bench::tokenizer::Tok;
 use qual_bench::workload::{self, BodyOptions, Lengths, Synthetic, Workload};
-use qual_serve::client::{StreamRules, Target, Tls};
+use qual_serve::client::{Target, Tls};
 use qual_serve::load::{EarlyStop, EngineOptions, TokenCounter};
-use qual_serve::metrics::Slo;
 use qual_serve::record::Endpoint;
 use std::net::ToSocketAddrs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::args::{count, cpu, f64_in, seconds_in};
-use super::serve::{ArrivalKind, GateArgs, MAX_MS};
+use super::args::{count, f64_in, seconds_in};
+use super::serve::{ArrivalKind, LoadArgs};
 
 /// Endpoint flavour.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,9 +102,6 @@ pub struct BenchArgs {
     /// Open loop at these rates, sessions per second (a sweep when several).
     #[arg(long, value_delimiter = ',', value_parser = f64_in(0.001..=1e6))]
     pub rate: Vec<f64>,
-    /// Open-loop arrival process.
-    #[arg(long, value_enum, default_value = "constant")]
-    pub arrival: ArrivalKind,
     /// Measured sessions per run (default 64; with --duration-seconds, a cap, default none).
     #[arg(long, value_parser = count::<usize>(1..=10_000_000))]
     pub requests: Option<usize>,
@@ -118,12 +114,6 @@ pub struct BenchArgs {
     /// Ramp-up: closed loop starts workers evenly over it; open loop raises the rate linearly.
     #[arg(long, default_value = "0", value_parser = seconds_in(0.0..=86_400.0))]
     pub ramp_up_seconds: f64,
-    /// Open-loop bound on outstanding sessions.
-    #[arg(long, default_value_t = 1024, value_parser = count::<usize>(1..=65_536))]
-    pub max_in_flight: usize,
-    /// Per-request deadline in seconds.
-    #[arg(long, default_value = "600", value_parser = seconds_in(0.001..=86_400.0))]
-    pub request_timeout_seconds: f64,
     /// Seed of the workload and of Poisson arrivals.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -148,33 +138,14 @@ pub struct BenchArgs {
     /// Completions before the early-stop rules apply.
     #[arg(long, default_value_t = 10)]
     pub early_stop_min_requests: usize,
-    /// Goodput SLO: TTFT bound in ms.
-    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
-    pub slo_ttft_ms: Option<f64>,
-    /// Goodput SLO: bound on each request's largest ITL, in ms.
-    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
-    pub slo_itl_ms: Option<f64>,
-    /// Goodput SLO: E2E bound in ms.
-    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
-    pub slo_e2e_ms: Option<f64>,
     /// Percentiles to report.
     #[arg(long, default_value = "50,90,99", value_parser = percentile_list)]
     pub percentiles: PercentileList,
     /// Runs per load point (the result gives a 95% t-interval over them).
     #[arg(long, default_value_t = 1, value_parser = count::<usize>(1..=1000))]
     pub repeats: usize,
-    /// Accept streams without a usage record (counted with --tokenizer when given, else by
-    /// content events).
-    #[arg(long)]
-    pub allow_missing_usage: bool,
-    /// Accept streams that end without `data: [DONE]`.
-    #[arg(long)]
-    pub allow_missing_done: bool,
-    /// Pin the load generator thread to this CPU.
-    #[arg(long, value_parser = cpu)]
-    pub pin_cpu: Option<usize>,
     #[command(flatten)]
-    pub gate: GateArgs,
+    pub load: LoadArgs,
     /// Write the result document here (never overwritten).
     #[arg(value_parser = super::args::Path, long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -330,7 +301,7 @@ fn points(a: &BenchArgs) -> Vec<Point> {
             .iter()
             .map(|&r| Point::Rate {
                 rate_per_second: r,
-                poisson: a.arrival == ArrivalKind::Poisson,
+                poisson: a.load.arrival == ArrivalKind::Poisson,
             })
             .collect();
     }
@@ -430,11 +401,7 @@ pub fn run(a: BenchArgs) -> i32 {
         resolution: a.search_resolution,
         min_attainment: a.search_min_attainment,
     });
-    let slo = Slo {
-        ttft_ms: a.slo_ttft_ms,
-        itl_ms: a.slo_itl_ms,
-        e2e_ms: a.slo_e2e_ms,
-    };
+    let slo = a.load.slo();
     if search.is_some() && !slo.is_declared() {
         errln!("kiln-qual: failed to start the search: declare at least one --slo-* bound");
         return exit::USAGE;
@@ -453,13 +420,10 @@ pub fn run(a: BenchArgs) -> i32 {
             64
         }),
         seed: a.seed,
-        max_in_flight: a.max_in_flight,
-        request_timeout: Duration::from_secs_f64(a.request_timeout_seconds),
-        rules: StreamRules {
-            allow_missing_usage: a.allow_missing_usage,
-            allow_missing_done: a.allow_missing_done,
-        },
-        pin_cpu: a.pin_cpu,
+        max_in_flight: a.load.max_in_flight,
+        request_timeout: a.load.request_timeout(),
+        rules: a.load.rules(),
+        pin_cpu: a.load.pin_cpu,
         engine: EngineOptions {
             target: None,
             stream: !a.no_stream,
@@ -469,7 +433,7 @@ pub fn run(a: BenchArgs) -> i32 {
                 .then_some(EarlyStop {
                     max_error_fraction: a.early_stop_error_rate,
                     max_late_send_fraction: a.early_stop_late_fraction,
-                    late_send_ms: a.gate.late_send_ms,
+                    late_send_ms: a.load.gate.late_send_ms,
                     min_requests: a.early_stop_min_requests,
                 }),
             trace_time_scale: None,
@@ -478,7 +442,7 @@ pub fn run(a: BenchArgs) -> i32 {
                 .map(|t| TokenCounter(Arc::new(move |s: &str| t.count(s)))),
         },
         slo,
-        validity: a.gate.limits(),
+        validity: a.load.gate.limits(),
         percentiles: a.percentiles.0.clone(),
         repeats: a.repeats,
     };

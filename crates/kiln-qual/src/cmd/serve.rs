@@ -75,31 +75,6 @@ pub struct ServeArgs {
     /// Open loop at this many requests per second (0.001..=1000000).
     #[arg(long, value_parser = f64_in(0.001..=1e6))]
     pub rate: Option<f64>,
-    /// Open-loop arrival process.
-    #[arg(long, value_enum, default_value = "constant", requires = "rate")]
-    pub arrival: ArrivalKind,
-    /// Open-loop bound on outstanding requests (later sends lag; none is dropped;
-    /// 1..=65536).
-    #[arg(long, default_value_t = 1024, value_parser = count::<usize>(1..=65_536))]
-    pub max_in_flight: usize,
-    /// Per-request deadline in seconds (0.001..=86400).
-    #[arg(long, default_value = "600", value_parser = seconds_in(0.001..=86_400.0))]
-    pub request_timeout_seconds: f64,
-    /// Goodput SLO: TTFT bound in ms.
-    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
-    pub slo_ttft_ms: Option<f64>,
-    /// Goodput SLO: bound on each request's largest ITL, in ms.
-    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
-    pub slo_itl_ms: Option<f64>,
-    /// Goodput SLO: E2E bound in ms.
-    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
-    pub slo_e2e_ms: Option<f64>,
-    /// Accept streams without a usage record (tokens then counted from content events).
-    #[arg(long)]
-    pub allow_missing_usage: bool,
-    /// Accept streams that end without `data: [DONE]`.
-    #[arg(long)]
-    pub allow_missing_done: bool,
     /// Failed measured requests tolerated before the case fails.
     #[arg(long, default_value_t = 0, value_parser = count::<usize>(0..=10_000_000))]
     pub max_failed_requests: usize,
@@ -114,17 +89,74 @@ pub struct ServeArgs {
     /// runner's `${model_path}` here). Refused when the recipe does not use it.
     #[arg(value_parser = super::args::Path, long, value_name = "DIR")]
     pub model_path: Option<PathBuf>,
-    /// Pin the load generator thread to this CPU (one that exists on this host).
-    #[arg(long, value_parser = cpu)]
-    pub pin_cpu: Option<usize>,
     #[command(flatten)]
-    pub gate: GateArgs,
+    pub load: LoadArgs,
     /// Also print the outcome as JSON on stdout.
     #[arg(long)]
     pub json: bool,
     /// Print every metric row (default: a compact summary).
     #[arg(long, short = 'v')]
     pub verbose: bool,
+}
+
+/// Load options shared by `serve` and `bench` (one engine, one spelling of its flags).
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// Open-loop arrival process.
+    #[arg(long, value_enum, default_value = "constant", requires = "rate")]
+    pub arrival: ArrivalKind,
+    /// Open-loop bound on outstanding requests (bench: sessions); later sends lag, none is
+    /// dropped (1..=65536).
+    #[arg(long, default_value_t = 1024, value_parser = count::<usize>(1..=65_536))]
+    pub max_in_flight: usize,
+    /// Per-request deadline in seconds (0.001..=86400).
+    #[arg(long, default_value = "600", value_parser = seconds_in(0.001..=86_400.0))]
+    pub request_timeout_seconds: f64,
+    /// Goodput SLO: TTFT bound in ms.
+    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
+    pub slo_ttft_ms: Option<f64>,
+    /// Goodput SLO: bound on each request's largest ITL, in ms.
+    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
+    pub slo_itl_ms: Option<f64>,
+    /// Goodput SLO: E2E bound in ms.
+    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
+    pub slo_e2e_ms: Option<f64>,
+    /// Accept streams without a usage record (tokens then counted with bench's --tokenizer
+    /// when given, else from content events).
+    #[arg(long)]
+    pub allow_missing_usage: bool,
+    /// Accept streams that end without `data: [DONE]`.
+    #[arg(long)]
+    pub allow_missing_done: bool,
+    /// Pin the load generator thread to this CPU (one that exists on this host).
+    #[arg(long, value_parser = cpu)]
+    pub pin_cpu: Option<usize>,
+    #[command(flatten)]
+    pub gate: GateArgs,
+}
+
+impl LoadArgs {
+    /// The declared SLOs.
+    pub fn slo(&self) -> Slo {
+        Slo {
+            ttft_ms: self.slo_ttft_ms,
+            itl_ms: self.slo_itl_ms,
+            e2e_ms: self.slo_e2e_ms,
+        }
+    }
+
+    /// The stream acceptance switches.
+    pub fn rules(&self) -> StreamRules {
+        StreamRules {
+            allow_missing_usage: self.allow_missing_usage,
+            allow_missing_done: self.allow_missing_done,
+        }
+    }
+
+    /// The per-request deadline.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.request_timeout_seconds)
+    }
 }
 
 /// The measurement-validity gate's flags, shared by `serve` and `bench`.
@@ -335,7 +367,7 @@ pub fn serve(a: ServeArgs) -> i32 {
             return exit::USAGE;
         }
     };
-    let arrival = match (a.rate, a.arrival) {
+    let arrival = match (a.rate, a.load.arrival) {
         (Some(r), ArrivalKind::Constant) => Arrival::Constant { rate_per_second: r },
         (Some(r), ArrivalKind::Poisson) => Arrival::Poisson { rate_per_second: r },
         (None, _) => Arrival::ClosedLoop {
@@ -352,23 +384,16 @@ pub fn serve(a: ServeArgs) -> i32 {
         warmup: a.warmup,
         requests: a.requests,
         arrival,
-        max_in_flight: a.max_in_flight,
-        request_timeout: Duration::from_secs_f64(a.request_timeout_seconds),
-        slo: Slo {
-            ttft_ms: a.slo_ttft_ms,
-            itl_ms: a.slo_itl_ms,
-            e2e_ms: a.slo_e2e_ms,
-        },
-        rules: StreamRules {
-            allow_missing_usage: a.allow_missing_usage,
-            allow_missing_done: a.allow_missing_done,
-        },
+        max_in_flight: a.load.max_in_flight,
+        request_timeout: a.load.request_timeout(),
+        slo: a.load.slo(),
+        rules: a.load.rules(),
         max_failed_requests: a.max_failed_requests,
         metrics: (!a.metrics.is_empty()).then_some(a.metrics),
         model: a.model,
         model_path: a.model_path,
-        pin_cpu: a.pin_cpu,
-        validity: a.gate.limits(),
+        pin_cpu: a.load.pin_cpu,
+        validity: a.load.gate.limits(),
     };
     let bar = std::io::stderr().is_terminal().then(|| {
         let pb = indicatif::ProgressBar::new(0);
