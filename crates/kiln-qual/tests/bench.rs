@@ -370,6 +370,102 @@ fn mock_trace_multi_turn_sweep_search_and_compare() {
     assert_eq!(out.status.code(), Some(1));
 }
 
+/// ShareGPT replay (history carried), a length list, shared prefixes and non-uniform lengths.
+fn mock_dataset_replay_and_shared_prefix() {
+    let d = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(d.path());
+    let t = tok.to_str().unwrap();
+    let (_m, port) = mock(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let url = format!("http://127.0.0.1:{port}");
+    let sg = d.path().join("sharegpt.jsonl");
+    std::fs::write(
+        &sg,
+        "{\"id\": \"a\", \"conversations\": [{\"from\": \"human\", \"value\": \"the river\"}, {\"from\": \"gpt\", \"value\": \"stone garden quiet\"}, {\"from\": \"human\", \"value\": \"and the city\"}, {\"from\": \"gpt\", \"value\": \"light\"}]}\n\
+         {\"conversations\": [{\"from\": \"human\", \"value\": \"winter\"}, {\"from\": \"gpt\", \"value\": \"summer is late\"}]}\n",
+    )
+    .unwrap();
+    let doc = bench(
+        d.path(),
+        "sharegpt",
+        &[
+            "--url",
+            &url,
+            "--tokenizer",
+            t,
+            "--sharegpt",
+            sg.to_str().unwrap(),
+            "--turns",
+            "4",
+            "--requests",
+            "2",
+            "--warmup",
+            "0",
+        ],
+    );
+    let run = runs(&doc)[0];
+    assert_eq!(run["metrics"]["measured_requests"], 3);
+    assert_eq!(run["metrics"]["succeeded_requests"], 3);
+    // max_tokens follow the dataset's replies: 3 + 1 + 3 tokens.
+    assert_eq!(run["metrics"]["output_tokens_total"], 7);
+    let lengths = d.path().join("lengths.jsonl");
+    std::fs::write(&lengths, "{\"input_length\": 7, \"output_length\": 2}\n{\"input_length\": 30, \"output_length\": 3}\n").unwrap();
+    let doc = bench(
+        d.path(),
+        "lengths",
+        &[
+            "--url",
+            &url,
+            "--tokenizer",
+            t,
+            "--lengths-file",
+            lengths.to_str().unwrap(),
+            "--requests",
+            "4",
+            "--warmup",
+            "0",
+        ],
+    );
+    let run = runs(&doc)[0];
+    assert_eq!(run["metrics"]["output_tokens_total"], 10);
+    assert_eq!(run["prompt_token_mismatches"], 0);
+    let doc = bench(
+        d.path(),
+        "prefix",
+        &[
+            "--url",
+            &url,
+            "--tokenizer",
+            t,
+            "--shared-prefix",
+            "2:20",
+            "--input-tokens",
+            "normal:40:5",
+            "--output-tokens",
+            "uniform:1:4",
+            "--requests",
+            "6",
+        ],
+    );
+    assert_eq!(runs(&doc)[0]["prompt_token_mismatches"], 0);
+    assert_eq!(
+        doc["workload"]["description"]["shared_prefix"]["prefixes"],
+        2
+    );
+    // A bad line is refused with its line number.
+    std::fs::write(
+        &lengths,
+        "{\"input_length\": 7, \"output_length\": 2, \"extra\": 1}\n",
+    )
+    .unwrap();
+    let out = Command::new(kq())
+        .args(["bench", "--url", &url, "--tokenizer", t, "--lengths-file"])
+        .arg(&lengths)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 1: unknown field"));
+}
+
 fn mock_faults_stop_the_run_early() {
     let d = tempfile::tempdir().unwrap();
     let tok = word_tokenizer(d.path());
@@ -893,6 +989,10 @@ fn main() {
         Trial::new(
             "mock_trace_multi_turn_sweep_search_and_compare",
             mock_trace_multi_turn_sweep_search_and_compare,
+        ),
+        Trial::new(
+            "mock_dataset_replay_and_shared_prefix",
+            mock_dataset_replay_and_shared_prefix,
         ),
         Trial::new(
             "mock_faults_stop_the_run_early",

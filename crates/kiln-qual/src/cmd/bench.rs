@@ -2,10 +2,9 @@
 //! engine is qual-serve's; workloads, sweeps, search, statistics and outputs live in
 //! qual-bench.
 //!
-//! Exit codes: 0 when every run completed (a run the validity gate refuses is reported and
-//! still exits 0 only if it was not the whole result: see below), 1 when a run could not be
-//! made, an output could not be written, or every run was refused by the validity gate, 2 for
-//! usage errors.
+//! Exit codes: 0 when the benchmark ran and at least one run is valid; 1 when the workload,
+//! target or an output failed, no measured request succeeded, or every run was refused by the
+//! measurement-validity gate (the outputs are still written); 2 for usage errors.
 
 use crate::exit;
 use crate::output::{self, err, errln, esc, esc_path, outln};
