@@ -233,7 +233,11 @@ fn run_once(
         addr: cfg.addr,
         model: cfg.model.clone(),
         arrival: point.arrival(),
-        warmup: cfg.warmup,
+        // A trace is replayed as recorded, from its first line: no warmup draws.
+        warmup: match point {
+            Point::Trace { .. } => 0,
+            _ => cfg.warmup,
+        },
         measured: match point {
             Point::Trace { .. } => cfg.measured.min(wl.plan.sessions.len()),
             _ => cfg.measured,

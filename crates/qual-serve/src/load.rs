@@ -887,6 +887,11 @@ fn check_plan(plan: &RequestPlan, spec: &LoadSpec, opts: &EngineOptions) -> Resu
                 "trace time scale must be a finite number >= 0".into(),
             ));
         }
+        if spec.warmup > 0 {
+            return Err(LoadError::Plan(
+                "trace replay takes no warmup (the trace is replayed from its first line)".into(),
+            ));
+        }
         if plan.sessions.iter().any(|s| s.offset_s.is_none()) {
             return Err(LoadError::Plan(
                 "trace replay needs an offset on every session".into(),
