@@ -57,6 +57,9 @@ enum Command {
     Campaign(Box<cmd::campaign::CampaignCli>),
     /// Capture a Python reference runtime's manifest (twice, byte-identical) and publish it.
     RuntimeManifest(cmd::campaign::ManifestArgs),
+    /// Benchmark any OpenAI-compatible endpoint: synthetic, multi-turn, dataset and trace
+    /// workloads; closed/open loop, sweeps, SLA search; JSON, CSV, records; `bench compare`.
+    Bench(Box<cmd::bench::BenchArgs>),
     /// A zero-compute OpenAI-compatible server for tests and headroom measurements.
     MockServer(cmd::serve::MockServerArgs),
     /// Numerical oracles: compare logits with a reference, run the contained reference
@@ -111,6 +114,7 @@ fn main() {
         Command::Compare(a) => cmd::receipt::compare(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Serve(a) => cmd::serve::serve(*a),
+        Command::Bench(a) => cmd::bench::run(*a),
         Command::MockServer(a) => cmd::serve::mock_server(a),
         Command::Campaign(a) => cmd::campaign::run(*a),
         Command::RuntimeManifest(a) => cmd::campaign::runtime_manifest(a),

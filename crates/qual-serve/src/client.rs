@@ -1,7 +1,11 @@
-//! One streamed request → one [`RequestRecord`].
+//! One request → one [`RequestRecord`].
 //!
-//! Owns the HTTP/1.1 keep-alive connection to the server ([`Connection`]), the readiness
-//! probe (`GET /v1/models`), and the interpretation of an OpenAI-compatible SSE stream:
+//! Owns the HTTP/1.1 keep-alive connection to the server ([`Connection`], plain or TLS:
+//! rustls over the kernel-stamped socket, see [`Tls`]), where requests go ([`Target`]: Host
+//! header, path prefix, bearer credential that is never printed), the readiness probe
+//! (`GET /v1/models`), the interpretation of a non-streamed JSON completion (its arrival is
+//! its only content event: only E2E and throughput are defined), and the interpretation of
+//! an OpenAI-compatible SSE stream:
 //!
 //! * a content event is a `data:` JSON object with a choice whose `delta.content`,
 //!   `delta.reasoning_content`, `delta.reasoning` (chat) or `text` (completions) is a
@@ -68,6 +72,89 @@ pub async fn connect(addr: SocketAddr) -> std::io::Result<Connection> {
     })
 }
 
+/// Opens a connection to `target`: plain TCP, or TLS when the target has TLS settings.
+pub async fn connect_to(addr: SocketAddr, target: &Target) -> std::io::Result<Connection> {
+    let Some(tls) = &target.tls else {
+        return connect(addr).await;
+    };
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let first_write = Arc::new(AtomicU64::new(0));
+    let (io, reads, _kernel) = StampedStream::new(stream, first_write.clone());
+    let tls_stream = tokio_rustls::TlsConnector::from(tls.config.clone())
+        .connect(tls.server_name.clone(), io)
+        .await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(crate::io::TokioIo::new(tls_stream))
+        .await
+        .map_err(std::io::Error::other)?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    tokio::task::yield_now().await;
+    Ok(Connection {
+        sender,
+        first_write,
+        reads,
+    })
+}
+
+/// TLS settings of a target: rustls (ring provider, TLS 1.2 and 1.3) trusting the operating
+/// system's roots plus, optionally, the certificates of a PEM bundle (`--ca-cert`).
+#[derive(Clone)]
+pub struct Tls {
+    config: Arc<tokio_rustls::rustls::ClientConfig>,
+    server_name: tokio_rustls::rustls::pki_types::ServerName<'static>,
+}
+
+impl Tls {
+    /// TLS to `host` (a DNS name or an IP address), trusting the system roots and the PEM
+    /// certificates of `ca_cert`.
+    pub fn new(host: &str, ca_cert: Option<&std::path::Path>) -> Result<Tls, String> {
+        use rustls::pki_types::pem::PemObject;
+        use tokio_rustls::rustls;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(c);
+        }
+        if let Some(p) = ca_cert {
+            let bytes = qual_json::read_file_limited(p, 16 * 1024 * 1024)
+                .map_err(|e| format!("read the ca certificate: {e}"))?;
+            let mut added = 0;
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&bytes) {
+                let cert = cert.map_err(|e| format!("read the ca certificate: {e}"))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("add the ca certificate: {e}"))?;
+                added += 1;
+            }
+            if added == 0 {
+                return Err("the ca certificate file holds no PEM certificate".into());
+            }
+        }
+        if roots.is_empty() {
+            return Err("no trusted root certificate: none on this system and no --ca-cert".into());
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("configure tls: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let server_name =
+            rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|_| {
+                format!(
+                    "{} is not a valid tls server name",
+                    qual_json::escape_text(host)
+                )
+            })?;
+        Ok(Tls {
+            config: Arc::new(config),
+            server_name,
+        })
+    }
+}
+
 impl Connection {
     /// Whether the connection can take another request.
     pub fn is_usable(&self) -> bool {
@@ -97,10 +184,22 @@ pub enum Probe {
 
 /// `GET /v1/models` once, bounded by `timeout`.
 pub async fn probe_models(addr: SocketAddr, timeout: Duration) -> Probe {
+    probe_models_at(addr, &Target::plain(addr), timeout).await
+}
+
+/// `GET <prefix>/v1/models` once on `target` (its Host header and credential), bounded by
+/// `timeout`.
+pub async fn probe_models_at(addr: SocketAddr, target: &Target, timeout: Duration) -> Probe {
     let fut = async {
-        let mut conn = connect(addr).await.map_err(|e| format!("connect: {e}"))?;
-        let req = hyper::Request::get("/v1/models")
-            .header(hyper::header::HOST, addr.to_string())
+        let mut conn = connect_to(addr, target)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let mut builder = hyper::Request::get(format!("{}/v1/models", target.base_path))
+            .header(hyper::header::HOST, target.host.as_str());
+        if let Some(auth) = &target.authorization {
+            builder = builder.header(hyper::header::AUTHORIZATION, auth.clone());
+        }
+        let req = builder
             .body(FullBody::default())
             .map_err(|e| e.to_string())?;
         let resp = conn
@@ -356,6 +455,89 @@ pub struct StreamCall<'a> {
     pub limits: StreamLimits,
 }
 
+/// Where requests go beyond the socket address: the `Host` header, a path prefix and the
+/// `Authorization` header. The credential is never printed: `Debug` shows only whether one
+/// is set, and nothing serializes it.
+#[derive(Clone)]
+pub struct Target {
+    /// The `Host` header value (`host[:port]`).
+    pub host: String,
+    /// Prepended to every request path (`""` or `/prefix`, no trailing slash).
+    pub base_path: String,
+    authorization: Option<hyper::header::HeaderValue>,
+    tls: Option<Tls>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("host", &self.host)
+            .field("base_path", &self.base_path)
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "<redacted>"),
+            )
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+impl Target {
+    /// A target addressed by its socket address (`Host: ip:port`, no prefix, no credential).
+    pub fn plain(addr: SocketAddr) -> Target {
+        Target {
+            host: addr.to_string(),
+            base_path: String::new(),
+            authorization: None,
+            tls: None,
+        }
+    }
+
+    /// Speaks TLS to the server.
+    pub fn with_tls(mut self, tls: Tls) -> Target {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Whether requests go over TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Adds `Authorization: Bearer <key>` (marked sensitive for hyper). `Err` when the key
+    /// is empty or not a valid header value (the message never contains the key).
+    pub fn with_bearer(mut self, key: &str) -> Result<Target, String> {
+        if key.is_empty() {
+            return Err("the api key is empty".into());
+        }
+        let mut v = hyper::header::HeaderValue::from_str(&format!("Bearer {key}"))
+            .map_err(|_| "the api key is not a valid http header value".to_string())?;
+        v.set_sensitive(true);
+        self.authorization = Some(v);
+        Ok(self)
+    }
+
+    /// Whether an `Authorization` header is sent.
+    pub fn has_authorization(&self) -> bool {
+        self.authorization.is_some()
+    }
+}
+
+/// One request to send with [`exchange`]: streamed (SSE) or not.
+#[derive(Clone, Debug)]
+pub struct Exchange<'a> {
+    /// Host header, path prefix, credential.
+    pub target: &'a Target,
+    /// `/v1/chat/completions` or `/v1/completions` (the target's prefix is prepended).
+    pub path: &'a str,
+    /// The request body.
+    pub body: Bytes,
+    /// What the response may carry.
+    pub limits: StreamLimits,
+    /// Whether the body asks for a stream (`"stream": true`).
+    pub stream: bool,
+}
+
 /// Sends one streaming request on `conn` and fills `rec`. `epoch` is the campaign clock's
 /// origin. `rec.send_ns` becomes the instant the request's first byte was written to the
 /// socket (so client-side queueing shows up as schedule lag, never as server latency).
@@ -368,66 +550,51 @@ pub async fn stream_request(
     rules: StreamRules,
     rec: &mut RequestRecord,
 ) -> SendOutcome {
-    let StreamCall { path, body, limits } = call;
-    let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
-    let req = match hyper::Request::post(path)
-        .header(hyper::header::HOST, addr.to_string())
-        .header(hyper::header::CONTENT_TYPE, "application/json")
-        .header(hyper::header::ACCEPT, "text/event-stream")
-        .header(
-            hyper::header::USER_AGENT,
-            concat!("kiln-qual/", env!("CARGO_PKG_VERSION")),
-        )
-        .body(FullBody::new(body))
-    {
-        Ok(r) => r,
-        Err(e) => {
-            rec.outcome = Outcome::Failed {
-                reason: format!("build request: {e}"),
-            };
-            return SendOutcome::Exchanged { reusable: false };
-        }
+    let target = Target::plain(addr);
+    let x = Exchange {
+        target: &target,
+        path: call.path,
+        body: call.body,
+        limits: call.limits,
+        stream: true,
     };
-    if let Err(e) = conn.sender.ready().await {
-        rec.end_ns = Some(ns(epoch));
-        rec.outcome = Outcome::Failed {
-            reason: format!("connection not ready: {e}"),
-        };
-        return SendOutcome::Stale;
-    }
-    conn.first_write.store(0, Ordering::Release);
-    let sent = conn.sender.send_request(req).await;
-    let wire = conn.first_write.load(Ordering::Acquire);
-    if wire != 0 {
-        rec.send_ns = Some(
-            crate::io::mono_instant(wire)
-                .saturating_duration_since(epoch)
-                .as_nanos() as u64,
-        );
-    }
-    let resp = match sent {
+    exchange(conn, x, epoch, rules, rec, None).await
+}
+
+/// Sends one request on `conn` and fills `rec` (see [`stream_request`]). A streamed
+/// response is read as SSE; a non-streamed one (`stream: false`) must be one JSON
+/// completion object, whose arrival (the end of the body) is recorded as its only content
+/// event: for such a request only E2E and throughput are defined. When `capture` is given,
+/// the response's content text is appended to it (multi-turn history, client-side token
+/// counting).
+pub async fn exchange(
+    conn: &mut Connection,
+    call: Exchange<'_>,
+    epoch: Instant,
+    rules: StreamRules,
+    rec: &mut RequestRecord,
+    capture: Option<&mut String>,
+) -> SendOutcome {
+    let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
+    let resp = match send(conn, &call, epoch, rec).await {
         Ok(r) => r,
-        Err(e) => {
-            rec.end_ns = Some(ns(epoch));
-            rec.outcome = Outcome::Failed {
-                reason: format!("send request: {e}"),
-            };
-            if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
-                return SendOutcome::Stale;
-            }
-            return SendOutcome::Exchanged { reusable: false };
-        }
+        Err(outcome) => return outcome,
     };
     rec.response_head_ns = Some(ns(epoch));
     let status = resp.status();
     rec.http_status = Some(status.as_u16());
-    let is_sse = resp
+    let want = if call.stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    let type_ok = resp
         .headers()
         .get(hyper::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.to_ascii_lowercase().contains("text/event-stream"));
+        .is_some_and(|v| v.to_ascii_lowercase().contains(want));
     let mut body = resp.into_body();
-    if status != hyper::StatusCode::OK || !is_sse {
+    if status != hyper::StatusCode::OK || !type_ok {
         let mut snippet = Vec::new();
         let mut ok = true;
         while let Some(f) = next_frame(&mut body).await {
@@ -451,11 +618,98 @@ pub async fn stream_request(
             reason: if status != hyper::StatusCode::OK {
                 format!("http status {}: {}", status.as_u16(), clip(&text))
             } else {
-                "response is not text/event-stream".into()
+                format!("response is not {want}")
             },
         };
         return SendOutcome::Exchanged { reusable: ok };
     }
+    if call.stream {
+        read_stream(conn, body, call.limits, epoch, rules, rec, capture).await
+    } else {
+        read_whole(conn, body, call.limits, epoch, rules, rec, capture).await
+    }
+}
+
+/// Builds and sends the request; `Err` is how the connection was left when no response
+/// head arrived.
+async fn send(
+    conn: &mut Connection,
+    call: &Exchange<'_>,
+    epoch: Instant,
+    rec: &mut RequestRecord,
+) -> Result<hyper::Response<Incoming>, SendOutcome> {
+    let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
+    let uri = format!("{}{}", call.target.base_path, call.path);
+    let mut builder = hyper::Request::post(uri.as_str())
+        .header(hyper::header::HOST, call.target.host.as_str())
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .header(
+            hyper::header::ACCEPT,
+            if call.stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            },
+        )
+        .header(
+            hyper::header::USER_AGENT,
+            concat!("kiln-qual/", env!("CARGO_PKG_VERSION")),
+        );
+    if let Some(auth) = &call.target.authorization {
+        builder = builder.header(hyper::header::AUTHORIZATION, auth.clone());
+    }
+    let req = match builder.body(FullBody::new(call.body.clone())) {
+        Ok(r) => r,
+        Err(e) => {
+            rec.outcome = Outcome::Failed {
+                reason: format!("build request: {e}"),
+            };
+            return Err(SendOutcome::Exchanged { reusable: false });
+        }
+    };
+    if let Err(e) = conn.sender.ready().await {
+        rec.end_ns = Some(ns(epoch));
+        rec.outcome = Outcome::Failed {
+            reason: format!("connection not ready: {e}"),
+        };
+        return Err(SendOutcome::Stale);
+    }
+    conn.first_write.store(0, Ordering::Release);
+    let sent = conn.sender.send_request(req).await;
+    let wire = conn.first_write.load(Ordering::Acquire);
+    if wire != 0 {
+        rec.send_ns = Some(
+            crate::io::mono_instant(wire)
+                .saturating_duration_since(epoch)
+                .as_nanos() as u64,
+        );
+    }
+    match sent {
+        Ok(r) => Ok(r),
+        Err(e) => {
+            rec.end_ns = Some(ns(epoch));
+            rec.outcome = Outcome::Failed {
+                reason: format!("send request: {e}"),
+            };
+            if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
+                return Err(SendOutcome::Stale);
+            }
+            Err(SendOutcome::Exchanged { reusable: false })
+        }
+    }
+}
+
+/// Reads an SSE body event by event.
+async fn read_stream(
+    conn: &mut Connection,
+    mut body: Incoming,
+    limits: StreamLimits,
+    epoch: Instant,
+    rules: StreamRules,
+    rec: &mut RequestRecord,
+    capture: Option<&mut String>,
+) -> SendOutcome {
+    let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
     let mut parser = SseParser::new(MAX_EVENT_BYTES);
     let mut events = Vec::new();
     let (mut received_bytes, mut received_events) = (0u64, 0u64);
@@ -535,6 +789,17 @@ pub async fn stream_request(
     let verdict = failure
         .map(Err)
         .unwrap_or_else(|| finish(rec, &st, &parser, rules));
+    conclude(rec, verdict, st, capture);
+    SendOutcome::Exchanged { reusable }
+}
+
+/// Sets the outcome and the output digest; hands the content to `capture`.
+fn conclude(
+    rec: &mut RequestRecord,
+    verdict: Result<(), String>,
+    st: StreamState,
+    capture: Option<&mut String>,
+) {
     match verdict {
         Ok(()) => {
             rec.outcome = Outcome::Succeeded;
@@ -544,6 +809,9 @@ pub async fn stream_request(
             rec.outcome = Outcome::Failed { reason };
         }
     }
+    if let Some(c) = capture {
+        c.push_str(&st.content);
+    }
     let mut digest_input = st.reasoning.as_bytes().to_vec();
     digest_input.push(0x1e);
     digest_input.extend_from_slice(st.content.as_bytes());
@@ -552,7 +820,137 @@ pub async fn stream_request(
         reasoning: st.reasoning,
         content: st.content,
     });
+}
+
+#[derive(Deserialize)]
+struct Whole {
+    #[serde(default)]
+    choices: Option<Vec<WholeChoice>>,
+    #[serde(default)]
+    usage: Option<serde_json::Value>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct WholeChoice {
+    #[serde(default)]
+    message: Option<WholeMessage>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WholeMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
+}
+
+/// Reads a non-streamed JSON completion (bounded by `limits.max_bytes`).
+async fn read_whole(
+    conn: &mut Connection,
+    mut body: Incoming,
+    limits: StreamLimits,
+    epoch: Instant,
+    rules: StreamRules,
+    rec: &mut RequestRecord,
+    capture: Option<&mut String>,
+) -> SendOutcome {
+    let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
+    let mut bytes = Vec::new();
+    let mut failure = None;
+    let mut last_read = None;
+    while let Some(f) = next_frame(&mut body).await {
+        match f {
+            Ok(f) => {
+                if let Ok(d) = f.into_data() {
+                    let read = *conn.reads.lock().expect("read log");
+                    if rec.first_byte_ns.is_none() {
+                        rec.first_byte_ns =
+                            Some(read.arrival().saturating_duration_since(epoch).as_nanos() as u64);
+                    }
+                    last_read = Some(read);
+                    bytes.extend_from_slice(&d);
+                    if let Err(e) = within(bytes.len() as u64, limits.max_bytes, "bytes") {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            Err(e) => {
+                failure = Some(format!("response body broke: {e}"));
+                break;
+            }
+        }
+    }
+    rec.end_ns = Some(ns(epoch));
+    let reusable = failure.is_none();
+    let mut st = StreamState {
+        done: true,
+        finish: Vec::new(),
+        usage: Vec::new(),
+        content: String::new(),
+        reasoning: String::new(),
+    };
+    let verdict = match failure {
+        Some(f) => Err(f),
+        None => whole_response(&bytes, &mut st).and_then(|()| {
+            if !st.content.is_empty() || !st.reasoning.is_empty() {
+                // The whole response is the one content event, at the end of the body.
+                let read = last_read.expect("a body with content was read");
+                rec.content_event_ns
+                    .push(read.arrival().saturating_duration_since(epoch).as_nanos() as u64);
+                rec.clock_source = Some(match read.lag_ns {
+                    Some(lag) => {
+                        rec.content_read_lag_ns.push(lag);
+                        ClockSource::KernelRxTimestamp
+                    }
+                    None => ClockSource::UserRead,
+                });
+            }
+            finish(rec, &st, &SseParser::default(), rules)
+        }),
+    };
+    conclude(rec, verdict, st, capture);
     SendOutcome::Exchanged { reusable }
+}
+
+/// Interprets a non-streamed completion body into `st`.
+fn whole_response(bytes: &[u8], st: &mut StreamState) -> Result<(), String> {
+    let w: Whole = serde_json::from_slice(bytes)
+        .map_err(|e| format!("response body is not a JSON completion object: {e}"))?;
+    if let Some(err) = w.error.filter(|e| !e.is_null()) {
+        let msg = err
+            .get("message")
+            .and_then(|m| m.as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| err.to_string());
+        return Err(format!("error response: {}", clip(&msg)));
+    }
+    for c in w.choices.unwrap_or_default() {
+        if let Some(m) = c.message {
+            st.content.push_str(m.content.as_deref().unwrap_or(""));
+            for r in [m.reasoning_content, m.reasoning].into_iter().flatten() {
+                st.reasoning.push_str(&r);
+            }
+        }
+        if let Some(t) = c.text {
+            st.content.push_str(&t);
+        }
+        if let Some(f) = c.finish_reason {
+            st.finish.push(f);
+        }
+    }
+    if let Some(u) = w.usage.filter(|u| !u.is_null()) {
+        st.usage.push(u);
+    }
+    Ok(())
 }
 
 /// `Err` once a response carried more than its limit of `what`.
@@ -734,6 +1132,49 @@ mod tests {
             })
         );
         assert_eq!(r.finish_reason.as_deref(), Some("length"));
+    }
+
+    #[test]
+    fn the_credential_is_never_in_debug_output() {
+        let t = Target::plain("127.0.0.1:1".parse().unwrap())
+            .with_bearer("sk-very-secret")
+            .unwrap();
+        assert!(t.has_authorization());
+        let d = format!("{t:?}");
+        assert!(!d.contains("sk-very"), "{d}");
+        assert!(d.contains("<redacted>"));
+        assert!(Target::plain("127.0.0.1:1".parse().unwrap())
+            .with_bearer("a\nb")
+            .is_err());
+    }
+
+    #[test]
+    fn whole_responses_are_read_like_streams() {
+        let mut st = StreamState {
+            done: true,
+            finish: vec![],
+            usage: vec![],
+            content: String::new(),
+            reasoning: String::new(),
+        };
+        whole_response(
+            br#"{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#,
+            &mut st,
+        )
+        .unwrap();
+        assert_eq!(
+            (st.content.as_str(), st.finish.len(), st.usage.len()),
+            ("hi", 1, 1)
+        );
+        let mut st2 = StreamState {
+            done: true,
+            finish: vec![],
+            usage: vec![],
+            content: String::new(),
+            reasoning: String::new(),
+        };
+        let e = whole_response(br#"{"error":{"message":"overloaded"}}"#, &mut st2).unwrap_err();
+        assert_eq!(e, "error response: overloaded");
     }
 
     #[test]

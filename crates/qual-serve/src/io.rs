@@ -60,6 +60,11 @@ impl<T> TokioIo<T> {
     pub fn get_ref(&self) -> &T {
         &self.inner
     }
+
+    /// The wrapped stream, mutably.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.inner
+    }
 }
 
 impl<T: AsyncRead + Unpin> hyper::rt::Read for TokioIo<T> {
@@ -116,7 +121,7 @@ impl<T: AsyncWrite + Unpin> hyper::rt::Write for TokioIo<T> {
 }
 
 impl<T> TokioIo<T> {
-    fn stamp(&self) {
+    pub(crate) fn stamp(&self) {
         if let Some(s) = &self.write_stamp {
             let _ = s.compare_exchange(0, mono_ns(), Ordering::AcqRel, Ordering::Acquire);
         }

@@ -11,9 +11,10 @@
 //! Modules: [`sse`] (incremental SSE parser), [`corpus`] (strict JSONL corpus, seeded order),
 //! [`recipe`] (strict launch recipe), [`kiln_launch`] (Kiln's launch schema, the base URL,
 //! reading either schema), [`record`] (per-request records),
-//! [`client`] (one streamed request → one record), [`rxclock`] (kernel receive timestamps
+//! [`client`] (one request, streamed or not, over HTTP or HTTPS → one record), [`rxclock`] (kernel receive timestamps
 //! on the client socket), [`threadstat`] (the load thread's run-queue wait and preemptions),
-//! [`load`] (closed and open loop), [`metrics`] (definitions and percentiles),
+//! [`load`] (the one load engine of `serve` and `bench`: plans, closed and open loop,
+//! ramp-up, duration, early stop, trace replay), [`metrics`] (definitions and percentiles),
 //! [`lifecycle`] (owned process group, readiness, listener ownership, shutdown, residue),
 //! [`campaign`] (the whole case), [`scaffold`] (`kiln-qual init`), [`mock`], [`pacer`] and
 //! [`io`] (plumbing).

@@ -506,7 +506,7 @@ pub fn compute(records: &[RequestRecord], slo: Slo, limits: ValidityLimits) -> S
         itl.extend_from_slice(&gaps);
         let tokens = r.output_tokens.map_or(0, |c| c.value);
         if r.output_tokens
-            .is_some_and(|c| c.source == crate::record::TokenSource::ClientCount)
+            .is_some_and(|c| c.source != crate::record::TokenSource::ServerUsage)
         {
             client_counted += 1;
         }

@@ -13,7 +13,10 @@
 //!
 //! Requests are read the way the load generators engineers use write them: `max_tokens` or
 //! `max_completion_tokens` (AIPerf), a `prompt` string or array, message `content` as a
-//! string or an array of text parts (guidellm); every chunk carries the OpenAI `object`.
+//! string or an array of text parts (guidellm), `n` (only 1 is served; any other value is
+//! answered 400), `stop`, `logprobs`/`top_logprobs`, `ignore_eos`, `temperature` and other
+//! sampling fields (accepted and ignored: the output is deterministic filler); every chunk
+//! carries the OpenAI `object`. Tested unmodified with AIPerf (crates/kiln-qual/tests/bench.rs).
 //!
 //! Listens on 127.0.0.1 only. Invariant: no injection is active unless its flag was given.
 
@@ -436,6 +439,12 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
             )
         }
     };
+    if parsed.n.is_some_and(|n| n != 1) {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"error": {"message": "only n=1 is supported", "type": "invalid_request_error"}}),
+        );
+    }
     let max_tokens = parsed
         .max_tokens
         .or(parsed.max_completion_tokens)
@@ -549,6 +558,9 @@ struct MockRequest {
     max_completion_tokens: Option<u64>,
     #[serde(default)]
     stream: bool,
+    /// Choices per request: only 1 is served.
+    #[serde(default)]
+    n: Option<u64>,
     #[serde(default)]
     stream_options: Option<StreamOptions>,
     /// A string, or an array of strings or token ids.

@@ -46,6 +46,9 @@ pub enum TokenSource {
     ServerUsage,
     /// The number of content events the client saw (only when usage is absent and allowed).
     ClientCount,
+    /// A real tokenizer run over the response text on the client (only when usage is absent
+    /// and allowed, and a tokenizer was given).
+    ClientTokenizer,
 }
 
 /// A token count with its source.

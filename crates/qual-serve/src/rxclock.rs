@@ -146,39 +146,87 @@ fn recv_stamped(
     Ok((n as usize, stamp))
 }
 
-impl hyper::rt::Read for StampedStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
+impl StampedStream {
+    /// One stamped read into `dst` (the shared body of both read traits).
+    fn poll_recv(
+        &mut self,
         cx: &mut Context<'_>,
-        mut buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let stream = this.io.get_ref();
+        dst: &mut [std::mem::MaybeUninit<u8>],
+    ) -> Poll<std::io::Result<usize>> {
+        let stream = self.io.get_ref();
         loop {
             if let Err(e) = std::task::ready!(stream.poll_read_ready(cx)) {
                 return Poll::Ready(Err(e));
             }
-            // SAFETY: recvmsg only writes into the slice; we advance by what it wrote.
-            let dst = unsafe { buf.as_mut() };
             let fd = stream.as_raw_fd();
             match stream.try_io(Interest::READABLE, || recv_stamped(fd, dst)) {
                 Ok((n, kernel)) => {
                     if n > 0 {
                         let read_at = Instant::now();
                         let lag = kernel.map(|k| (realtime_ns() - k).max(0) as u64);
-                        let mut log = this.log.lock().expect("read log");
+                        let mut log = self.log.lock().expect("read log");
                         log.seq += 1;
                         log.read_at = read_at;
                         log.lag_ns = lag;
                     }
-                    // SAFETY: `n` bytes were initialised by recvmsg.
-                    unsafe { buf.advance(n) };
-                    return Poll::Ready(Ok(()));
+                    return Poll::Ready(Ok(n));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
+    }
+}
+
+impl hyper::rt::Read for StampedStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        // SAFETY: recvmsg only writes into the slice; we advance by what it wrote.
+        let dst = unsafe { buf.as_mut() };
+        let n = std::task::ready!(self.get_mut().poll_recv(cx, dst))?;
+        // SAFETY: `n` bytes were initialised by recvmsg.
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The tokio view, for TLS (tokio-rustls) on top of a stamped socket: the kernel receive
+/// time of the TCP read that carried a TLS record stamps what it decrypts to.
+impl tokio::io::AsyncRead for StampedStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        // SAFETY: recvmsg only writes into the unfilled part; we mark exactly what it wrote.
+        let dst = unsafe { buf.unfilled_mut() };
+        let n = std::task::ready!(self.get_mut().poll_recv(cx, dst))?;
+        // SAFETY: `n` bytes were initialised by recvmsg.
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl tokio::io::AsyncWrite for StampedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<Result<usize, std::io::Error>> {
+        self.io.stamp();
+        Pin::new(self.io.get_mut()).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(self.io.get_mut()).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(self.io.get_mut()).poll_shutdown(cx)
     }
 }
 

@@ -1,6 +1,7 @@
 //! One module per subcommand family; each owns its clap types and printing.
 
 pub mod args;
+pub mod bench;
 pub mod campaign;
 pub mod cargo;
 pub mod init;

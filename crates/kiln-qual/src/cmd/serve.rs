@@ -23,7 +23,7 @@ use std::time::Duration;
 use super::args::{count, cpu, f64_in, ms_in, seconds_in};
 
 /// Longest injected delay or SLO bound, in ms (one day).
-const MAX_MS: f64 = 86_400_000.0;
+pub const MAX_MS: f64 = 86_400_000.0;
 
 /// Open-loop arrival process.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,31 +75,6 @@ pub struct ServeArgs {
     /// Open loop at this many requests per second (0.001..=1000000).
     #[arg(long, value_parser = f64_in(0.001..=1e6))]
     pub rate: Option<f64>,
-    /// Open-loop arrival process.
-    #[arg(long, value_enum, default_value = "constant", requires = "rate")]
-    pub arrival: ArrivalKind,
-    /// Open-loop bound on outstanding requests (later sends lag; none is dropped;
-    /// 1..=65536).
-    #[arg(long, default_value_t = 1024, value_parser = count::<usize>(1..=65_536))]
-    pub max_in_flight: usize,
-    /// Per-request deadline in seconds (0.001..=86400).
-    #[arg(long, default_value = "600", value_parser = seconds_in(0.001..=86_400.0))]
-    pub request_timeout_seconds: f64,
-    /// Goodput SLO: TTFT bound in ms.
-    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
-    pub slo_ttft_ms: Option<f64>,
-    /// Goodput SLO: bound on each request's largest ITL, in ms.
-    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
-    pub slo_itl_ms: Option<f64>,
-    /// Goodput SLO: E2E bound in ms.
-    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
-    pub slo_e2e_ms: Option<f64>,
-    /// Accept streams without a usage record (tokens then counted from content events).
-    #[arg(long)]
-    pub allow_missing_usage: bool,
-    /// Accept streams that end without `data: [DONE]`.
-    #[arg(long)]
-    pub allow_missing_done: bool,
     /// Failed measured requests tolerated before the case fails.
     #[arg(long, default_value_t = 0, value_parser = count::<usize>(0..=10_000_000))]
     pub max_failed_requests: usize,
@@ -114,9 +89,79 @@ pub struct ServeArgs {
     /// runner's `${model_path}` here). Refused when the recipe does not use it.
     #[arg(value_parser = super::args::Path, long, value_name = "DIR")]
     pub model_path: Option<PathBuf>,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Also print the outcome as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Print every metric row (default: a compact summary).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+}
+
+/// Load options shared by `serve` and `bench` (one engine, one spelling of its flags).
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// Open-loop arrival process.
+    #[arg(long, value_enum, default_value = "constant", requires = "rate")]
+    pub arrival: ArrivalKind,
+    /// Open-loop bound on outstanding requests (bench: sessions); later sends lag, none is
+    /// dropped (1..=65536).
+    #[arg(long, default_value_t = 1024, value_parser = count::<usize>(1..=65_536))]
+    pub max_in_flight: usize,
+    /// Per-request deadline in seconds (0.001..=86400).
+    #[arg(long, default_value = "600", value_parser = seconds_in(0.001..=86_400.0))]
+    pub request_timeout_seconds: f64,
+    /// Goodput SLO: TTFT bound in ms.
+    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
+    pub slo_ttft_ms: Option<f64>,
+    /// Goodput SLO: bound on each request's largest ITL, in ms.
+    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
+    pub slo_itl_ms: Option<f64>,
+    /// Goodput SLO: E2E bound in ms.
+    #[arg(long, value_parser = f64_in(0.001..=MAX_MS))]
+    pub slo_e2e_ms: Option<f64>,
+    /// Accept streams without a usage record (tokens then counted with bench's --tokenizer
+    /// when given, else from content events).
+    #[arg(long)]
+    pub allow_missing_usage: bool,
+    /// Accept streams that end without `data: [DONE]`.
+    #[arg(long)]
+    pub allow_missing_done: bool,
     /// Pin the load generator thread to this CPU (one that exists on this host).
     #[arg(long, value_parser = cpu)]
     pub pin_cpu: Option<usize>,
+    #[command(flatten)]
+    pub gate: GateArgs,
+}
+
+impl LoadArgs {
+    /// The declared SLOs.
+    pub fn slo(&self) -> Slo {
+        Slo {
+            ttft_ms: self.slo_ttft_ms,
+            itl_ms: self.slo_itl_ms,
+            e2e_ms: self.slo_e2e_ms,
+        }
+    }
+
+    /// The stream acceptance switches.
+    pub fn rules(&self) -> StreamRules {
+        StreamRules {
+            allow_missing_usage: self.allow_missing_usage,
+            allow_missing_done: self.allow_missing_done,
+        }
+    }
+
+    /// The per-request deadline.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.request_timeout_seconds)
+    }
+}
+
+/// The measurement-validity gate's flags, shared by `serve` and `bench`.
+#[derive(Args, Debug)]
+pub struct GateArgs {
     /// Validity gate: a send lagging its schedule by more than this is late (ms).
     #[arg(long, default_value = "1", value_parser = f64_in(0.001..=MAX_MS))]
     pub late_send_ms: f64,
@@ -137,12 +182,19 @@ pub struct ServeArgs {
     /// content events, starved requests and preempted requests, each on its own.
     #[arg(long, default_value = "0.01", value_parser = f64_in(0.0..=1.0))]
     pub max_disturbed_fraction: f64,
-    /// Also print the outcome as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Print every metric row (default: a compact summary).
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
+}
+
+impl GateArgs {
+    /// The declared limits.
+    pub fn limits(&self) -> ValidityLimits {
+        ValidityLimits {
+            late_send_ms: self.late_send_ms,
+            max_read_lag_ms: self.max_read_lag_ms,
+            max_run_queue_wait_ms: self.max_run_queue_wait_ms,
+            max_involuntary_switches: self.max_involuntary_switches,
+            max_disturbed_fraction: self.max_disturbed_fraction,
+        }
+    }
 }
 
 /// Arguments of `kiln-qual mock-server`.
@@ -315,7 +367,7 @@ pub fn serve(a: ServeArgs) -> i32 {
             return exit::USAGE;
         }
     };
-    let arrival = match (a.rate, a.arrival) {
+    let arrival = match (a.rate, a.load.arrival) {
         (Some(r), ArrivalKind::Constant) => Arrival::Constant { rate_per_second: r },
         (Some(r), ArrivalKind::Poisson) => Arrival::Poisson { rate_per_second: r },
         (None, _) => Arrival::ClosedLoop {
@@ -332,29 +384,16 @@ pub fn serve(a: ServeArgs) -> i32 {
         warmup: a.warmup,
         requests: a.requests,
         arrival,
-        max_in_flight: a.max_in_flight,
-        request_timeout: Duration::from_secs_f64(a.request_timeout_seconds),
-        slo: Slo {
-            ttft_ms: a.slo_ttft_ms,
-            itl_ms: a.slo_itl_ms,
-            e2e_ms: a.slo_e2e_ms,
-        },
-        rules: StreamRules {
-            allow_missing_usage: a.allow_missing_usage,
-            allow_missing_done: a.allow_missing_done,
-        },
+        max_in_flight: a.load.max_in_flight,
+        request_timeout: a.load.request_timeout(),
+        slo: a.load.slo(),
+        rules: a.load.rules(),
         max_failed_requests: a.max_failed_requests,
         metrics: (!a.metrics.is_empty()).then_some(a.metrics),
         model: a.model,
         model_path: a.model_path,
-        pin_cpu: a.pin_cpu,
-        validity: ValidityLimits {
-            late_send_ms: a.late_send_ms,
-            max_read_lag_ms: a.max_read_lag_ms,
-            max_run_queue_wait_ms: a.max_run_queue_wait_ms,
-            max_involuntary_switches: a.max_involuntary_switches,
-            max_disturbed_fraction: a.max_disturbed_fraction,
-        },
+        pin_cpu: a.load.pin_cpu,
+        validity: a.load.gate.limits(),
     };
     let bar = std::io::stderr().is_terminal().then(|| {
         let pb = indicatif::ProgressBar::new(0);

@@ -1,0 +1,676 @@
+//! `kiln-qual bench` and `kiln-qual bench compare`: argument parsing and printing. The load
+//! engine is qual-serve's; workloads, sweeps, search, statistics and outputs live in
+//! qual-bench.
+//!
+//! Exit codes: 0 when the benchmark ran and at least one run is valid; 1 when the workload,
+//! target or an output failed, no measured request succeeded, or every run was refused by the
+//! measurement-validity gate (the outputs are still written); 2 for usage errors.
+
+use crate::exit;
+use crate::output::{self, err, errln, esc, esc_path, outln};
+use clap::{Args, Subcommand};
+use qual_bench::run::{self, BenchConfig, Point, Search, HEADLINE};
+use qual_bench::stats;
+use qual_bench::tokenizer::Tok;
+use qual_bench::workload::{self, BodyOptions, Lengths, Synthetic, Workload};
+use qual_serve::client::{Target, Tls};
+use qual_serve::load::{EarlyStop, EngineOptions, TokenCounter};
+use qual_serve::record::Endpoint;
+use std::net::ToSocketAddrs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::args::{count, f64_in, seconds_in};
+use super::serve::{ArrivalKind, LoadArgs};
+
+/// Endpoint flavour.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndpointKind {
+    /// `/v1/chat/completions`
+    Chat,
+    /// `/v1/completions`
+    Completions,
+}
+
+/// Arguments of `kiln-qual bench`.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: Option<BenchCommand>,
+    /// Server root URL: `http[s]://HOST[:PORT][/PREFIX]` (a trailing `/v1` is accepted).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Model id (default: the first id served by /v1/models).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Environment variable holding an API key, sent as `Authorization: Bearer` (the key is
+    /// never printed or recorded; the result says only that one was present).
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+    /// Extra trusted CA certificates (PEM) for an https URL, beside the system's roots.
+    #[arg(value_parser = super::args::Path, long, value_name = "PEM")]
+    pub ca_cert: Option<PathBuf>,
+    /// Endpoint.
+    #[arg(long, value_enum, default_value = "chat")]
+    pub endpoint: EndpointKind,
+    /// Send non-streamed requests (only E2E and throughput are defined then).
+    #[arg(long)]
+    pub no_stream: bool,
+    /// Tokenizer for exact-length prompts and client-side counts: a `tokenizer.json` or the
+    /// GGUF tokenizer view `tools/gguf_sidecars.py` writes beside a GGUF.
+    #[arg(value_parser = super::args::Path, long, value_name = "FILE")]
+    pub tokenizer: Option<PathBuf>,
+    /// Prompt lengths in tokens: `N`, `uniform:MIN:MAX`, `normal:MEAN:SD`, `file:PATH`.
+    #[arg(long, default_value = "128", value_parser = Lengths::parse)]
+    pub input_tokens: Lengths,
+    /// Output lengths (`max_tokens`), same forms.
+    #[arg(long, default_value = "64", value_parser = Lengths::parse)]
+    pub output_tokens: Lengths,
+    /// Shared prefixes `COUNT:TOKENS`: request i starts with prefix i mod COUNT.
+    #[arg(long, value_name = "COUNT:TOKENS", value_parser = shared_prefix)]
+    pub shared_prefix: Option<(usize, u64)>,
+    /// Turns per conversation (history carried; per-turn metrics).
+    #[arg(long, default_value_t = 1, value_parser = count::<usize>(1..=1000))]
+    pub turns: usize,
+    /// Distinct synthetic sessions generated (default: --requests).
+    #[arg(long, value_parser = count::<usize>(1..=10_000_000))]
+    pub sessions: Option<usize>,
+    /// ShareGPT-style conversations (JSONL) to replay.
+    #[arg(value_parser = super::args::Path, long, value_name = "FILE", conflicts_with_all = ["lengths_file", "trace"])]
+    pub sharegpt: Option<PathBuf>,
+    /// Prompt/output-length list (JSONL `{"input_length", "output_length"}`).
+    #[arg(value_parser = super::args::Path, long, value_name = "FILE", conflicts_with = "trace")]
+    pub lengths_file: Option<PathBuf>,
+    /// Trace to replay (JSONL `{"timestamp" (ms), "input_length", "output_length"}`).
+    #[arg(value_parser = super::args::Path, long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Trace time scale (0.5 replays twice as fast).
+    #[arg(long, default_value = "1", value_parser = f64_in(0.0..=1000.0), requires = "trace")]
+    pub trace_time_scale: f64,
+    /// Send `ignore_eos: true` (servers that support it produce exactly max_tokens).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Sampling temperature sent with every request.
+    #[arg(long, value_parser = f64_in(0.0..=100.0))]
+    pub temperature: Option<f64>,
+    /// Closed loop at these concurrencies (a sweep when several: `1,2,4`).
+    #[arg(long, value_delimiter = ',', conflicts_with = "rate", value_parser = count::<usize>(1..=65_536))]
+    pub concurrency: Vec<usize>,
+    /// Open loop at these rates, sessions per second (a sweep when several).
+    #[arg(long, value_delimiter = ',', value_parser = f64_in(0.001..=1e6))]
+    pub rate: Vec<f64>,
+    /// Measured sessions per run (default 64; with --duration-seconds, a cap, default none).
+    #[arg(long, value_parser = count::<usize>(1..=10_000_000))]
+    pub requests: Option<usize>,
+    /// Warmup sessions per run.
+    #[arg(long, default_value_t = 2, value_parser = count::<usize>(0..=1_000_000))]
+    pub warmup: usize,
+    /// Stop starting requests this long after measurement began.
+    #[arg(long, value_parser = seconds_in(0.001..=604_800.0))]
+    pub duration_seconds: Option<f64>,
+    /// Ramp-up: closed loop starts workers evenly over it; open loop raises the rate linearly.
+    #[arg(long, default_value = "0", value_parser = seconds_in(0.0..=86_400.0))]
+    pub ramp_up_seconds: f64,
+    /// Seed of the workload and of Poisson arrivals.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// SLA search: lowest level (concurrency or rate, whichever is given).
+    #[arg(long, requires = "search_high")]
+    pub search_low: Option<f64>,
+    /// SLA search: highest level.
+    #[arg(long, requires = "search_low")]
+    pub search_high: Option<f64>,
+    /// SLA search: bracket width at which bisection stops.
+    #[arg(long, default_value = "1", value_parser = f64_in(0.0001..=1e6))]
+    pub search_resolution: f64,
+    /// SLA search: fraction of measured requests that must meet every SLO.
+    #[arg(long, default_value = "0.99", value_parser = f64_in(0.0..=1.0))]
+    pub search_min_attainment: f64,
+    /// Early stop when the error rate exceeds this fraction.
+    #[arg(long, value_parser = f64_in(0.0..=1.0))]
+    pub early_stop_error_rate: Option<f64>,
+    /// Early stop when this fraction of sends lags the schedule by more than --late-send-ms.
+    #[arg(long, value_parser = f64_in(0.0..=1.0))]
+    pub early_stop_late_fraction: Option<f64>,
+    /// Completions before the early-stop rules apply.
+    #[arg(long, default_value_t = 10)]
+    pub early_stop_min_requests: usize,
+    /// Percentiles to report.
+    #[arg(long, default_value = "50,90,99", value_parser = percentile_list)]
+    pub percentiles: PercentileList,
+    /// Runs per load point (the result gives a 95% t-interval over them).
+    #[arg(long, default_value_t = 1, value_parser = count::<usize>(1..=1000))]
+    pub repeats: usize,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Write the result document here (never overwritten).
+    #[arg(value_parser = super::args::Path, long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Write the CSV here (never overwritten).
+    #[arg(value_parser = super::args::Path, long, value_name = "PATH")]
+    pub csv: Option<PathBuf>,
+    /// Write the per-request records (JSONL) here (never overwritten).
+    #[arg(value_parser = super::args::Path, long, value_name = "PATH")]
+    pub records: Option<PathBuf>,
+}
+
+/// `kiln-qual bench` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Compare result documents side by side (differences from the first, with intervals).
+    Compare {
+        /// Two or more `--json` results.
+        #[arg(value_parser = super::args::Path, required = true, num_args = 2..)]
+        results: Vec<PathBuf>,
+        /// Print the comparison as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Parsed `--percentiles`.
+#[derive(Clone, Debug)]
+pub struct PercentileList(pub Vec<f64>);
+
+fn percentile_list(s: &str) -> Result<PercentileList, String> {
+    stats::parse_percentiles(s).map(PercentileList)
+}
+
+fn shared_prefix(s: &str) -> Result<(usize, u64), String> {
+    let (a, b) = s.split_once(':').ok_or("expected COUNT:TOKENS")?;
+    let c: usize = a
+        .parse()
+        .ok()
+        .filter(|c| (1..=100_000).contains(c))
+        .ok_or("COUNT must be in 1..=100000")?;
+    let t: u64 = b
+        .parse()
+        .ok()
+        .filter(|t| (1..=1 << 20).contains(t))
+        .ok_or("TOKENS must be in 1..=1048576")?;
+    Ok((c, t))
+}
+
+/// A parsed `--url`.
+struct Url {
+    tls: bool,
+    host: String,
+    port: u16,
+    prefix: String,
+}
+
+fn parse_url(s: &str) -> Result<Url, String> {
+    let (tls, rest) = match (s.strip_prefix("https://"), s.strip_prefix("http://")) {
+        (Some(r), _) => (true, r),
+        (None, Some(r)) => (false, r),
+        _ => return Err("the url must start with http:// or https://".into()),
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    if authority.contains('@') {
+        return Err("credentials in the url are refused; use --api-key-env".into());
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => {
+            let port = p
+                .parse::<u16>()
+                .map_err(|_| "the url's port is not a number in 1..=65535")?;
+            (h.to_string(), port)
+        }
+        _ => (authority.to_string(), if tls { 443 } else { 80 }),
+    };
+    if host.is_empty() {
+        return Err("the url has no host".into());
+    }
+    let mut prefix = path.trim_end_matches('/').to_string();
+    if let Some(p) = prefix.strip_suffix("/v1") {
+        prefix = p.to_string();
+    }
+    if prefix.contains(['?', '#']) {
+        return Err("the url must not carry a query or fragment".into());
+    }
+    Ok(Url {
+        tls,
+        host,
+        port,
+        prefix,
+    })
+}
+
+fn create_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+fn load_workload(a: &BenchArgs, tok: Option<&Tok>) -> Result<Workload, String> {
+    let body = BodyOptions {
+        endpoint: match a.endpoint {
+            EndpointKind::Chat => Endpoint::Chat,
+            EndpointKind::Completions => Endpoint::Completions,
+        },
+        ignore_eos: a.ignore_eos,
+        temperature: a.temperature,
+    };
+    let need = |what: &str| format!("{what} needs --tokenizer (exact token lengths)");
+    let r = if let Some(p) = &a.sharegpt {
+        let fallback = match &a.output_tokens {
+            Lengths::Fixed { n } => *n,
+            _ => 64,
+        };
+        workload::sharegpt(p, tok, &body, a.turns.max(1), fallback)
+    } else if let Some(p) = a.trace.as_ref().or(a.lengths_file.as_ref()) {
+        let tok = tok.ok_or_else(|| need("a trace or length list"))?;
+        workload::lengths_file(p, a.trace.is_some(), tok, &body, a.seed)
+    } else {
+        let tok = tok.ok_or_else(|| need("a synthetic workload"))?;
+        workload::synthetic(
+            &Synthetic {
+                sessions: a.sessions.unwrap_or(a.requests.unwrap_or(64).min(100_000)),
+                turns: a.turns,
+                input: a.input_tokens.clone(),
+                output: a.output_tokens.clone(),
+                shared_prefix: a.shared_prefix,
+                seed: a.seed,
+            },
+            tok,
+            &body,
+        )
+    };
+    r.map_err(|e| e.to_string())
+}
+
+fn points(a: &BenchArgs) -> Vec<Point> {
+    if a.trace.is_some() {
+        return vec![Point::Trace {
+            time_scale: a.trace_time_scale,
+        }];
+    }
+    if !a.rate.is_empty() {
+        return a
+            .rate
+            .iter()
+            .map(|&r| Point::Rate {
+                rate_per_second: r,
+                poisson: a.load.arrival == ArrivalKind::Poisson,
+            })
+            .collect();
+    }
+    let cs = if a.concurrency.is_empty() {
+        vec![1]
+    } else {
+        a.concurrency.clone()
+    };
+    cs.into_iter()
+        .map(|c| Point::Concurrency { concurrency: c })
+        .collect()
+}
+
+fn resolve(a: &BenchArgs, url: &Url) -> Result<(std::net::SocketAddr, Target, String), String> {
+    let bare = url.host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<std::net::SocketAddr> = (bare, url.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("resolve {}: {e}", esc(&url.host)))?
+        .collect();
+    let addr = addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("resolve {}: no address", esc(&url.host)))?;
+    let mut target = Target::plain(addr);
+    if url.tls {
+        target = target.with_tls(Tls::new(bare, a.ca_cert.as_deref())?);
+    } else if a.ca_cert.is_some() {
+        return Err("use --ca-cert with an https url".into());
+    }
+    let default_port = if url.tls { 443 } else { 80 };
+    target.host = if url.port == default_port {
+        url.host.clone()
+    } else {
+        format!("{}:{}", url.host, url.port)
+    };
+    target.base_path = url.prefix.clone();
+    if let Some(var) = &a.api_key_env {
+        let key = std::env::var(var).map_err(|_| {
+            format!(
+                "the environment variable {} (--api-key-env) is not set",
+                esc(var)
+            )
+        })?;
+        target = target.with_bearer(&key)?;
+    }
+    let model = match &a.model {
+        Some(m) => m.clone(),
+        None => run::discover_model(addr, &target)
+            .map_err(|why| format!("find the model (pass --model): {}", esc(&why)))?,
+    };
+    Ok((addr, target, model))
+}
+
+/// Runs `kiln-qual bench`.
+pub fn run(a: BenchArgs) -> i32 {
+    if let Some(BenchCommand::Compare { results, json }) = &a.command {
+        return compare(results, *json);
+    }
+    let Some(url_text) = a.url.clone() else {
+        errln!("kiln-qual: failed to start the benchmark: --url is required");
+        return exit::USAGE;
+    };
+    let url = match parse_url(&url_text) {
+        Ok(u) => u,
+        Err(e) => {
+            errln!("kiln-qual: failed to parse --url: {}", esc(&e));
+            return exit::USAGE;
+        }
+    };
+    let tok = match a.tokenizer.as_deref().map(Tok::load).transpose() {
+        Ok(t) => t.map(Arc::new),
+        Err(e) => {
+            errln!("kiln-qual: failed to {}", esc(&e.to_string()));
+            return exit::FAILED;
+        }
+    };
+    let wl = match load_workload(&a, tok.as_deref()) {
+        Ok(w) => w,
+        Err(e) => {
+            errln!("kiln-qual: failed to build the workload: {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
+    let (addr, target, model) = match resolve(&a, &url) {
+        Ok(x) => x,
+        Err(e) => {
+            errln!("kiln-qual: failed to {e}");
+            return exit::FAILED;
+        }
+    };
+    let points = points(&a);
+    let search = a.search_low.zip(a.search_high).map(|(low, high)| Search {
+        low: low.min(high),
+        high: low.max(high),
+        resolution: a.search_resolution,
+        min_attainment: a.search_min_attainment,
+    });
+    let slo = a.load.slo();
+    if search.is_some() && !slo.is_declared() {
+        errln!("kiln-qual: failed to start the search: declare at least one --slo-* bound");
+        return exit::USAGE;
+    }
+    let cfg = BenchConfig {
+        addr,
+        url: url_text,
+        target,
+        model,
+        points,
+        search,
+        warmup: a.warmup,
+        measured: a.requests.unwrap_or(if a.duration_seconds.is_some() {
+            10_000_000
+        } else {
+            64
+        }),
+        seed: a.seed,
+        max_in_flight: a.load.max_in_flight,
+        request_timeout: a.load.request_timeout(),
+        rules: a.load.rules(),
+        pin_cpu: a.load.pin_cpu,
+        engine: EngineOptions {
+            target: None,
+            stream: !a.no_stream,
+            ramp_up: Duration::from_secs_f64(a.ramp_up_seconds),
+            duration: a.duration_seconds.map(Duration::from_secs_f64),
+            early_stop: (a.early_stop_error_rate.is_some() || a.early_stop_late_fraction.is_some())
+                .then_some(EarlyStop {
+                    max_error_fraction: a.early_stop_error_rate,
+                    max_late_send_fraction: a.early_stop_late_fraction,
+                    late_send_ms: a.load.gate.late_send_ms,
+                    min_requests: a.early_stop_min_requests,
+                }),
+            trace_time_scale: None,
+            token_counter: tok
+                .clone()
+                .map(|t| TokenCounter(Arc::new(move |s: &str| t.count(s)))),
+        },
+        slo,
+        validity: a.load.gate.limits(),
+        percentiles: a.percentiles.0.clone(),
+        repeats: a.repeats,
+    };
+    if let Err(e) = qual_exec::signals::install_forwarding() {
+        errln!("kiln-qual: failed to install signal forwarding: {e}");
+        return exit::FAILED;
+    }
+    let result = match run::bench(&cfg, &wl, None) {
+        Ok(r) => r,
+        Err(e) => {
+            errln!("kiln-qual: failed to run the benchmark: {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
+    err!("{}", summary(&result, &cfg));
+    let mut code = exit::OK;
+    let writes: [(&Option<PathBuf>, Vec<u8>); 3] = [
+        (
+            &a.json,
+            if a.json.is_some() {
+                serde_json::to_vec_pretty(&result).unwrap_or_default()
+            } else {
+                Vec::new()
+            },
+        ),
+        (
+            &a.csv,
+            if a.csv.is_some() {
+                run::csv(&result, &cfg.percentiles).into_bytes()
+            } else {
+                Vec::new()
+            },
+        ),
+        (
+            &a.records,
+            if a.records.is_some() {
+                run::records_jsonl(&result).into_bytes()
+            } else {
+                Vec::new()
+            },
+        ),
+    ];
+    for (path, bytes) in writes {
+        if let Some(p) = path {
+            match create_new(p, &bytes) {
+                Ok(()) => errln!("kiln-qual: wrote {}", esc_path(p)),
+                Err(e) => {
+                    errln!("kiln-qual: failed to write {}: {e}", esc_path(p));
+                    code = exit::FAILED;
+                }
+            }
+        }
+    }
+    let runs: Vec<&run::RunResult> = result.points.iter().flat_map(|p| &p.runs).collect();
+    if runs.iter().all(|r| r.metrics.succeeded_requests == 0) {
+        errln!("kiln-qual: no measured request succeeded");
+        code = exit::FAILED;
+    } else if runs.iter().all(|r| !r.valid) {
+        errln!("kiln-qual: every run was refused by the measurement-validity gate");
+        code = exit::FAILED;
+    }
+    code
+}
+
+fn fmt(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.abs() >= 100.0 => format!("{x:.1}"),
+        Some(x) => format!("{x:.3}"),
+        None => "-".into(),
+    }
+}
+
+fn summary(r: &run::BenchResult, cfg: &BenchConfig) -> String {
+    let mut s = format!(
+        "workload: {} sessions, {} requests, request set {}\n",
+        r.workload["sessions"],
+        r.workload["turns"],
+        r.workload["request_set_sha256"].as_str().unwrap_or("")
+    );
+    if !cfg.engine.stream {
+        s.push_str("non-streamed requests: only e2e and throughput are defined\n");
+    }
+    let cols = [
+        "point",
+        "run",
+        "ok",
+        "fail",
+        "req/s",
+        "out tok/s",
+        "ttft p50",
+        "ttft p99",
+        "itl p50",
+        "e2e p50",
+        "e2e p99",
+        "valid",
+        "stop",
+    ];
+    let mut rows = Vec::new();
+    for p in &r.points {
+        for run in &p.runs {
+            let h = |k: &str| fmt(run.headline.get(k).copied().flatten());
+            rows.push(vec![
+                p.label.clone(),
+                run.repeat.to_string(),
+                run.metrics.succeeded_requests.to_string(),
+                run.metrics.failed_requests.to_string(),
+                h("requests_per_second"),
+                h("output_tokens_per_second"),
+                h("ttft_ms.p50"),
+                h("ttft_ms.p99"),
+                h("itl_ms.p50"),
+                h("e2e_ms.p50"),
+                h("e2e_ms.p99"),
+                if run.valid { "yes".into() } else { "no".into() },
+                match &run.stop {
+                    qual_serve::load::StopReason::Completed => "completed".into(),
+                    qual_serve::load::StopReason::DurationElapsed { .. } => "duration".into(),
+                    qual_serve::load::StopReason::EarlyStop { reason } => {
+                        format!("early: {}", esc(reason))
+                    }
+                    qual_serve::load::StopReason::Interrupted { signal } => {
+                        format!("signal {signal}")
+                    }
+                },
+            ]);
+            for reason in &run.invalid_reasons {
+                s.push_str(&format!(
+                    "{} run {}: {}\n",
+                    p.label,
+                    run.repeat,
+                    esc(reason)
+                ));
+            }
+            let few: Vec<String> = run
+                .distributions
+                .iter()
+                .flat_map(|(name, d)| {
+                    d.percentiles
+                        .iter()
+                        .filter(|x| x.below_minimum && x.n > 0)
+                        .map(move |x| format!("{name}.{} (n={} < {})", x.label, x.n, x.min_samples))
+                })
+                .collect();
+            if !few.is_empty() {
+                s.push_str(&format!(
+                    "{} run {}: below the sample minimum: {}\n",
+                    p.label,
+                    run.repeat,
+                    few.join(", ")
+                ));
+            }
+        }
+        if p.runs.len() > 1 {
+            for k in ["requests_per_second", "ttft_ms.p50", "e2e_ms.p50"] {
+                if let Some(i) = p.intervals.get(k) {
+                    s.push_str(&format!(
+                        "{} {k}: {} ± {} (95% t-interval, {} runs)\n",
+                        p.label,
+                        fmt(Some(i.mean)),
+                        fmt(i.half_width),
+                        i.repeats
+                    ));
+                }
+            }
+        }
+    }
+    s.push_str(&output::table(&cols, &rows));
+    if let Some(sr) = &r.search {
+        s.push_str(&format!(
+            "sla search: knee {} (first failing {}); {}\n",
+            fmt(sr.knee),
+            fmt(sr.first_failing),
+            sr.conclusion
+        ));
+    }
+    s
+}
+
+fn compare(paths: &[PathBuf], json: bool) -> i32 {
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let rows = match qual_bench::compare::compare(&refs) {
+        Ok(r) => r,
+        Err(e) => {
+            errln!("kiln-qual: failed to compare: {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
+    if json {
+        output::print_json(&rows);
+        return exit::OK;
+    }
+    let mut header = vec!["point".to_string(), "metric".to_string()];
+    for (i, p) in paths.iter().enumerate() {
+        header.push(if i == 0 {
+            format!("A {}", esc_path(p))
+        } else {
+            format!("{} {}", (b'A' + i as u8) as char, esc_path(p))
+        });
+    }
+    let table_rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let mut v = vec![r.point.clone(), r.metric.clone()];
+            for c in &r.cells {
+                let val = c
+                    .value
+                    .as_ref()
+                    .map_or("-".to_string(), |i| match i.half_width {
+                        Some(h) => format!("{} ± {}", fmt(Some(i.mean)), fmt(Some(h))),
+                        None => fmt(Some(i.mean)),
+                    });
+                let diff = match (c.difference, c.relative) {
+                    (Some(d), Some(rel)) => format!(
+                        " ({:+.3}, {:+.1}%{})",
+                        d,
+                        rel * 100.0,
+                        c.difference_half_width
+                            .map_or(String::new(), |h| format!(" ± {}", fmt(Some(h))))
+                    ),
+                    (Some(d), None) => format!(" ({d:+.3})"),
+                    _ => String::new(),
+                };
+                v.push(format!("{val}{diff}"));
+            }
+            v
+        })
+        .collect();
+    let h: Vec<&str> = header.iter().map(String::as_str).collect();
+    outln!("{}", output::table(&h, &table_rows));
+    let _ = HEADLINE;
+    exit::OK
+}

@@ -1,0 +1,15 @@
+//! qual-bench: `kiln-qual bench`, benchmarking any OpenAI-compatible endpoint.
+//!
+//! The load itself is qual-serve's one engine ([`qual_serve::load::run_plan`]); this crate
+//! owns what is specific to benchmarking someone else's server: the workloads
+//! ([`workload`]: synthetic exact-length prompts, shared prefixes, multi-turn, dataset and
+//! trace replay) built with a real tokenizer ([`tokenizer`]), the load points, sweeps and
+//! SLA search with repeats ([`run`]), the statistics ([`stats`]: configurable percentiles
+//! with sample support, t-intervals, time series), the outputs (result JSON, CSV, records
+//! JSONL) and the comparison of results ([`compare`]).
+
+pub mod compare;
+pub mod run;
+pub mod stats;
+pub mod tokenizer;
+pub mod workload;

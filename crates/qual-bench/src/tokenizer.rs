@@ -1,0 +1,296 @@
+//! A real tokenizer for exact-length synthetic prompts and client-side token counts.
+//!
+//! Owns loading a tokenizer from a file and the exact-length prompt builder. Two file shapes
+//! are read (the content decides):
+//!
+//! * a Hugging Face `tokenizer.json` (an object with a `model` member), read by the
+//!   `tokenizers` crate, the reference implementation;
+//! * the GGUF tokenizer view `tools/gguf_sidecars.py` writes beside a GGUF (every
+//!   `tokenizer.ggml.*` key). Only `tokenizer.ggml.model = "gpt2"` (byte-level BPE) is
+//!   supported; it is rebuilt as a `tokenizers` BPE with llama.cpp's pre-tokenizer for the
+//!   declared `tokenizer.ggml.pre` (`smollm`: single digits, then the GPT-2 split; anything
+//!   else: the GPT-2 split), so counts match what llama.cpp's server reports.
+//!
+//! Invariant: [`Tok::exact_prompt`] returns text whose re-encoding has exactly the asked
+//! number of tokens, or an error; it never returns an approximate prompt.
+
+use std::collections::HashMap;
+use std::path::Path;
+use tokenizers::models::bpe::BPE;
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::{PreTokenizerWrapper, Tokenizer};
+
+/// Why a tokenizer could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TokError {
+    /// The file could not be read.
+    #[error("read tokenizer {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The reason.
+        #[source]
+        source: qual_json::LoadError,
+    },
+    /// The file is not a supported tokenizer.
+    #[error("load tokenizer {path}: {reason}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// Encoding failed or no exact-length prompt could be built.
+    #[error("{0}")]
+    Encode(String),
+}
+
+/// A loaded tokenizer and the file digest it came from.
+pub struct Tok {
+    inner: Tokenizer,
+    /// `sha256:` of the tokenizer file.
+    pub sha256: String,
+    /// `huggingface_tokenizer_json` or `gguf_tokenizer_view`.
+    pub kind: &'static str,
+}
+
+impl std::fmt::Debug for Tok {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tok")
+            .field("sha256", &self.sha256)
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl Tok {
+    /// Loads `path` (at most 64 MiB).
+    pub fn load(path: &Path) -> Result<Tok, TokError> {
+        let bytes = qual_json::read_file_limited(path, 64 * 1024 * 1024).map_err(|source| {
+            TokError::Read {
+                path: path.display().to_string(),
+                source,
+            }
+        })?;
+        let invalid = |reason: String| TokError::Invalid {
+            path: path.display().to_string(),
+            reason,
+        };
+        let doc: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| invalid(format!("not JSON: {e}")))?;
+        let sha256 = qual_json::sha256_prefixed(&bytes);
+        if doc.get("model").is_some() {
+            let inner = Tokenizer::from_bytes(&bytes).map_err(|e| invalid(e.to_string()))?;
+            return Ok(Tok {
+                inner,
+                sha256,
+                kind: "huggingface_tokenizer_json",
+            });
+        }
+        let inner = from_gguf_view(&doc).map_err(invalid)?;
+        Ok(Tok {
+            inner,
+            sha256,
+            kind: "gguf_tokenizer_view",
+        })
+    }
+
+    /// Token ids of `text` (no special tokens added).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokError> {
+        self.inner
+            .encode_fast(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| TokError::Encode(format!("encode text: {e}")))
+    }
+
+    /// The number of tokens of `text` (0 when it cannot be encoded).
+    pub fn count(&self, text: &str) -> u64 {
+        self.encode(text).map_or(0, |v| v.len() as u64)
+    }
+
+    /// Text of exactly `n` tokens drawn from `words` by `next` (an index source): words are
+    /// appended while they fit (each word's count is measured once), the rest is filled with
+    /// single-token words, and the whole is re-encoded to check; a mismatch is repaired by
+    /// dropping or adding single-token words (bounded), else it is an error.
+    pub fn exact_prompt(
+        &self,
+        n: u64,
+        words: &[&str],
+        cache: &mut WordCache,
+        mut next: impl FnMut(usize) -> usize,
+    ) -> Result<String, TokError> {
+        if cache.single.is_empty() {
+            for w in words {
+                let c = self.count(&format!(" {w}"));
+                cache.counts.insert((*w).to_string(), c);
+                if c == 1 {
+                    cache.single.push(format!(" {w}"));
+                }
+            }
+            if cache.single.is_empty() {
+                return Err(TokError::Encode(
+                    "no word of the word source is a single token under this tokenizer".into(),
+                ));
+            }
+        }
+        let mut parts: Vec<String> = Vec::new();
+        let mut total = 0u64;
+        let mut misses = 0;
+        while total < n && misses < 8 {
+            let w = words[next(words.len())];
+            let c = cache.counts.get(w).copied().unwrap_or(u64::MAX);
+            if c > 0 && total + c <= n {
+                parts.push(format!(" {w}"));
+                total += c;
+                misses = 0;
+            } else {
+                misses += 1;
+            }
+        }
+        while total < n {
+            parts.push(cache.single[next(cache.single.len())].clone());
+            total += 1;
+        }
+        for _ in 0..64 {
+            let text: String = parts.concat();
+            let got = self.encode(&text)?.len() as u64;
+            match got.cmp(&n) {
+                std::cmp::Ordering::Equal => return Ok(text),
+                std::cmp::Ordering::Greater => {
+                    parts.pop();
+                }
+                std::cmp::Ordering::Less => {
+                    for _ in got..n {
+                        parts.push(cache.single[next(cache.single.len())].clone());
+                    }
+                }
+            }
+        }
+        Err(TokError::Encode(format!(
+            "could not build a prompt of exactly {n} tokens with this tokenizer"
+        )))
+    }
+}
+
+/// Per-tokenizer memo of word token counts and the single-token words.
+#[derive(Debug, Default)]
+pub struct WordCache {
+    counts: HashMap<String, u64>,
+    single: Vec<String>,
+}
+
+fn from_gguf_view(doc: &serde_json::Value) -> Result<Tokenizer, String> {
+    let get = |k: &str| doc.get(k);
+    match get("tokenizer.ggml.model").and_then(|v| v.as_str()) {
+        Some("gpt2") => {}
+        Some(other) => {
+            return Err(format!(
+                "tokenizer.ggml.model {} is not supported (only \"gpt2\" byte-level BPE)",
+                serde_json::Value::from(other)
+            ))
+        }
+        None => {
+            return Err(
+                "neither a tokenizer.json (no /model) nor a GGUF tokenizer view (no /tokenizer.ggml.model)"
+                    .into(),
+            )
+        }
+    }
+    let tokens = get("tokenizer.ggml.tokens")
+        .and_then(|v| v.as_array())
+        .ok_or("/tokenizer.ggml.tokens: must be an array of strings")?;
+    let mut vocab = tokenizers::models::bpe::Vocab::default();
+    for (i, t) in tokens.iter().enumerate() {
+        let t = t
+            .as_str()
+            .ok_or(format!("/tokenizer.ggml.tokens/{i}: must be a string"))?;
+        vocab.insert(t.to_string(), i as u32);
+    }
+    let merges = get("tokenizer.ggml.merges")
+        .and_then(|v| v.as_array())
+        .ok_or("/tokenizer.ggml.merges: must be an array of strings")?
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            m.as_str()
+                .and_then(|s| s.split_once(' '))
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .ok_or(format!(
+                    "/tokenizer.ggml.merges/{i}: must be \"left right\""
+                ))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, merges)
+        .build()
+        .map_err(|e| format!("build the BPE model: {e}"))?;
+    let mut tk = Tokenizer::new(bpe);
+    let byte_level = ByteLevel::new(false, true, true);
+    let pre: PreTokenizerWrapper = match get("tokenizer.ggml.pre").and_then(|v| v.as_str()) {
+        Some("smollm") => Sequence::new(vec![Digits::new(true).into(), byte_level.into()]).into(),
+        _ => byte_level.into(),
+    };
+    tk.with_pre_tokenizer(Some(pre));
+    tk.with_decoder(Some(ByteLevel::default()));
+    Ok(tk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A byte-level BPE view in GGUF's shape: the byte alphabet plus a few merges.
+    fn view() -> Tok {
+        let mut tokens: Vec<String> = ByteLevel::alphabet()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        tokens.sort();
+        let merges = ["Ġ i", "Ġi s", "Ġ t", "h e", "Ġt he"];
+        for m in merges {
+            tokens.push(m.replace(' ', ""));
+        }
+        let doc = serde_json::json!({
+            "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "smollm",
+            "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.merges": merges,
+        });
+        Tok {
+            inner: from_gguf_view(&doc).unwrap(),
+            sha256: String::new(),
+            kind: "gguf_tokenizer_view",
+        }
+    }
+
+    #[test]
+    fn gguf_view_merges_and_splits_digits() {
+        let t = view();
+        assert_eq!(t.count(" is"), 1);
+        assert_eq!(t.count(" the"), 1);
+        // No merge starts "Ġ h": Ġ, h, i, s.
+        assert_eq!(t.count(" his"), 4);
+        // The smollm pre-tokenizer splits digits one by one.
+        assert_eq!(t.count("123"), 3);
+    }
+
+    #[test]
+    fn exact_prompts_have_exactly_the_asked_length() {
+        let t = view();
+        let words = ["the", "is", "river", "stone", "quiet"];
+        let mut cache = WordCache::default();
+        let mut seed = 7usize;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for n in [1u64, 5, 17, 40, 128] {
+            let text = t.exact_prompt(n, &words, &mut cache, &mut next).unwrap();
+            assert_eq!(t.count(&text), n, "{text:?}");
+        }
+        let bad = serde_json::json!({"tokenizer.ggml.model": "llama"});
+        assert!(from_gguf_view(&bad).unwrap_err().contains("not supported"));
+    }
+}
