@@ -781,21 +781,4 @@ pub fn document_hash(doc: &Value, hash_key: &str) -> String {
     qual_json::self_digest(doc, hash_key).unwrap_or_else(|| qual_json::canonical_digest(doc))
 }
 
-/// UTC now as `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn now_utc() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let t =
-        time::OffsetDateTime::from_unix_timestamp(secs).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
-}
+pub use qual_json::timestamp::now_utc;

@@ -12,7 +12,8 @@
 //!
 //! As the lowest crate every other one depends on, it also owns the two rules for untrusted
 //! input and text: [`file`] (only regular files are opened for reading, never blocking on a
-//! FIFO) and [`escape`] (how untrusted text is shown on a terminal).
+//! FIFO) and [`escape`] (how untrusted text is shown on a terminal), and the one spelling of
+//! document timestamps ([`timestamp`]).
 //!
 //! Invariant: a [`Value`] that came out of the reader never holds a duplicate key, a
 //! non-finite float or `-0.0`, and keeps each number's lexical kind (`1` vs `1.0`).
@@ -22,6 +23,7 @@ pub mod escape;
 pub mod file;
 mod parse;
 pub mod show;
+pub mod timestamp;
 mod value;
 
 pub use canonical::{

@@ -10,40 +10,11 @@
 //! fraction digits. A date alone, a `+00:00` suffix without `Z`, and any other offset are
 //! refused. ISO week dates (`2026-W23-6`) are not accepted (a documented narrowing).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-/// Formats seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (a time outside the calendar
-/// range of the `time` crate, far beyond any clock, prints as the epoch).
-pub fn format_utc(secs: i64) -> String {
-    let t =
-        time::OffsetDateTime::from_unix_timestamp(secs).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
-}
+pub use qual_json::timestamp::{format_utc, now_secs, now_utc};
 
 /// Formats seconds since the epoch as `YYYYmmddTHHMMSSZ` (raw-log names).
 pub fn format_utc_compact(secs: i64) -> String {
     format_utc(secs).replace(['-', ':'], "")
-}
-
-/// Seconds since the epoch now.
-pub fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
-/// `created_at_utc` for now.
-pub fn now_utc() -> String {
-    format_utc(now_secs())
 }
 
 fn digits(s: &str, n: usize) -> Option<u32> {

@@ -172,19 +172,7 @@ pub fn verdict_of(cases: &[CaseRecord]) -> Verdict {
     }
 }
 
-/// UTC now as `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn now_utc() -> String {
-    let t = time::OffsetDateTime::now_utc();
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
-}
+pub use qual_json::timestamp::now_utc;
 
 /// Canonical hash of a token-id list (the JSON integer array), as Kiln's
 /// `input_token_ids_sha256`.
