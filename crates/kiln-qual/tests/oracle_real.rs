@@ -11,17 +11,11 @@
 
 mod common;
 
-use common::git;
+use common::repo_root;
+
 use qual_test_fixtures::harness::{self, Trial};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
 
 fn needs_parts() -> Result<(), String> {
     let root = repo_root();
@@ -45,39 +39,19 @@ fn needs_parts() -> Result<(), String> {
 
 /// A throwaway repository holding the workload and what its cases run.
 fn checkout() -> tempfile::TempDir {
-    let src = repo_root();
-    let d = tempfile::tempdir().unwrap();
-    let root = d.path();
-    for rel in [
-        "qualification/workloads/oracle-llama-cpp-cpu-v1.json",
-        "qualification/oracles/launch-smollm2-f32.json",
-        "qualification/oracles/launch-smollm2-q4_1.json",
-        "qualification/oracles/smollm2-prompts.json",
-        "qualification/oracles/tolerances-f32.json",
-        "qualification/oracles/tolerances-q4_1.json",
-        "scripts/kiln-qual",
-        "tools/reference/worker.py",
-    ] {
-        let to = root.join(rel);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(src.join(rel), to).unwrap();
-    }
-    std::fs::write(
-        root.join(".gitignore"),
-        ".qualification/\ntarget/\n.cache\n",
+    common::example_checkout(
+        &[
+            "qualification/workloads/oracle-llama-cpp-cpu-v1.json",
+            "qualification/oracles/launch-smollm2-f32.json",
+            "qualification/oracles/launch-smollm2-q4_1.json",
+            "qualification/oracles/smollm2-prompts.json",
+            "qualification/oracles/tolerances-f32.json",
+            "qualification/oracles/tolerances-q4_1.json",
+            "scripts/kiln-qual",
+            "tools/reference/worker.py",
+        ],
+        "oracle example",
     )
-    .unwrap();
-    git(root, &["init", "-q"]);
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "oracle example"]);
-    std::os::unix::fs::symlink(src.join(".cache"), root.join(".cache")).unwrap();
-    std::fs::create_dir_all(root.join("target/debug")).unwrap();
-    std::fs::copy(
-        env!("CARGO_BIN_EXE_kiln-qual"),
-        root.join("target/debug/kiln-qual"),
-    )
-    .unwrap();
-    d
 }
 
 /// Runs one variant and checks its receipt; returns the receipt text.

@@ -11,24 +11,10 @@
 
 mod common;
 
-use common::git;
+use common::repo_root;
 use qual_test_fixtures::harness::{self, Trial};
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn copy(src: &Path, root: &Path, rel: &str) {
-    let to = root.join(rel);
-    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-    std::fs::copy(src.join(rel), to).unwrap();
-}
 
 /// What the test needs: the installed server and its launcher.
 fn real_server_present() -> Result<(), String> {
@@ -45,31 +31,16 @@ fn llama_server_workload_passes_and_its_receipt_validates() {
     let cache = src.join(".cache/real-server");
     let model = cache.join("root/models/tiny");
 
-    let d = tempfile::tempdir().unwrap();
+    let d = common::example_checkout(
+        &[
+            "qualification/workloads/serving-llama-cpp-cpu-v1.json",
+            "qualification/serving/llama-cpp/launch-tiny-workload.json",
+            "qualification/serving/llama-cpp/corpus.jsonl",
+            "scripts/kiln-qual",
+        ],
+        "serving example",
+    );
     let root = d.path();
-    for rel in [
-        "qualification/workloads/serving-llama-cpp-cpu-v1.json",
-        "qualification/serving/llama-cpp/launch-tiny-workload.json",
-        "qualification/serving/llama-cpp/corpus.jsonl",
-        "scripts/kiln-qual",
-    ] {
-        copy(&src, root, rel);
-    }
-    std::fs::write(
-        root.join(".gitignore"),
-        ".qualification/\ntarget/\n.cache\n",
-    )
-    .unwrap();
-    git(root, &["init", "-q"]);
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "serving example"]);
-    std::os::unix::fs::symlink(src.join(".cache"), root.join(".cache")).unwrap();
-    std::fs::create_dir_all(root.join("target/debug")).unwrap();
-    std::fs::copy(
-        env!("CARGO_BIN_EXE_kiln-qual"),
-        root.join("target/debug/kiln-qual"),
-    )
-    .unwrap();
 
     let receipt = ".qualification/receipts/llama.json";
     let out = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))

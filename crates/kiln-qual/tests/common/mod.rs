@@ -200,3 +200,34 @@ pub fn passed_or_refused_by_the_gate(root: &Path, out: &std::process::Output) ->
     eprintln!("the product declared this run's timing invalid: {details}");
     true
 }
+
+/// A throwaway git repository holding `files` (paths relative to this repository, copied),
+/// committed, with this repository's `.cache` linked in (real servers, Python environments)
+/// and the kiln-qual under test at `target/debug/kiln-qual` (where `scripts/kiln-qual` finds
+/// it). For the end-to-end tests of example workloads against real parts.
+pub fn example_checkout(files: &[&str], message: &str) -> tempfile::TempDir {
+    let src = repo_root();
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    for rel in files {
+        let to = root.join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(src.join(rel), to).unwrap();
+    }
+    std::fs::write(
+        root.join(".gitignore"),
+        ".qualification/\ntarget/\n.cache\n",
+    )
+    .unwrap();
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", message]);
+    std::os::unix::fs::symlink(src.join(".cache"), root.join(".cache")).unwrap();
+    std::fs::create_dir_all(root.join("target/debug")).unwrap();
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_kiln-qual"),
+        root.join("target/debug/kiln-qual"),
+    )
+    .unwrap();
+    d
+}
