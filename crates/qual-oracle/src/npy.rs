@@ -153,7 +153,7 @@ fn parse_header(h: &str) -> Result<(&'static str, Vec<usize>), NpyError> {
             "Fortran-order arrays are not supported".into(),
         ));
     } else {
-        return Err(bad("fortran_order is not False"));
+        return Err(bad("the value of fortran_order is neither of the two header literals (C order or Fortran order)"));
     };
     let rest = rest
         .strip_prefix(", 'shape': (")
