@@ -135,6 +135,49 @@ fn check_ours(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String>> {
                 ));
             }
         }
+        if let CaseOutcome::ComparedTopK {
+            summary,
+            checks,
+            unchecked_tolerances,
+            positions,
+        } = &c.outcome
+        {
+            let at = format!("/cases/{i}/outcome");
+            let vocab = c.reference.shape[1];
+            match crate::topk::summarize(positions, vocab, summary.listed, r.top_k) {
+                Some(s) if &s == summary => {}
+                _ => errs.push(format!(
+                    "{at}/summary: does not match the per-position metrics"
+                )),
+            }
+            if crate::topk::check(&r.tolerances, summary)
+                != (checks.clone(), unchecked_tolerances.clone())
+            {
+                errs.push(format!(
+                    "{at}/checks: do not match the tolerances applied to the summary"
+                ));
+            }
+        }
+        if let Some(g) = &c.greedy {
+            let argmaxes: Option<Vec<u32>> = match &c.outcome {
+                CaseOutcome::Compared { positions, .. } => {
+                    Some(positions.iter().map(|p| p.reference_argmax).collect())
+                }
+                CaseOutcome::ComparedTopK { positions, .. } => {
+                    Some(positions.iter().map(|p| p.reference_argmax).collect())
+                }
+                CaseOutcome::Refused { .. } => None,
+            };
+            if g.tokens.is_empty()
+                || g.tokens.len() != g.texts.len()
+                || g.tokens.len() != g.reference_argmax.len()
+                || argmaxes.is_some_and(|a| a != g.reference_argmax)
+            {
+                errs.push(format!(
+                    "/cases/{i}/greedy: tokens, texts and reference argmaxes must be equally long and agree with the per-position metrics"
+                ));
+            }
+        }
         if opts.verify_inputs {
             for (side, t) in [("reference", &c.reference), ("candidate", &c.candidate)] {
                 // In-memory tensors (a server's response) have no file to re-read.

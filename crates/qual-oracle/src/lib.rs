@@ -5,6 +5,8 @@
 //! - [`compare`]: the full-vocabulary comparison of a reference and a candidate (argmax,
 //!   top-k overlap, max/mean absolute error, cosine, KL of the softmaxes, rank of the
 //!   reference argmax), per position with the worst case.
+//! - [`topk`]: a candidate's top-k view against the reference's full distribution: what it
+//!   establishes (argmax, rank, overlap, lower bounds) and what it cannot (full KL, cosine).
 //! - [`tolerance`]: declared tolerances and their checks.
 //! - [`result`]: the self-hashed oracle result document (`kiln-qual.oracle-result.v1`).
 //! - [`check`]: `oracle check` — our results and Kiln's `kiln.rocm-hf-next-token-oracle.v2`
@@ -27,4 +29,5 @@ pub mod npy;
 pub mod result;
 pub mod tensor;
 pub mod tolerance;
+pub mod topk;
 pub mod worker;

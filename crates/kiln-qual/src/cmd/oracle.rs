@@ -245,16 +245,89 @@ fn print_case(c: &result::CaseRecord) {
                 s.max_reference_argmax_rank.value,
                 s.max_reference_argmax_rank.position
             );
-            for k in checks {
+            print_checks(checks);
+        }
+        CaseOutcome::ComparedTopK {
+            summary: s,
+            checks,
+            unchecked_tolerances,
+            ..
+        } => {
+            errln!(
+                "{} positions x {} vocabulary, candidate top-{} view (overlap k = {})",
+                s.positions,
+                s.vocab,
+                s.listed,
+                s.overlap_k
+            );
+            errln!(
+                "  argmax agreement      {}/{}",
+                s.argmax_agreement,
+                s.positions
+            );
+            errln!(
+                "  reference argmax listed by the candidate  {}/{}",
+                s.reference_argmax_listed,
+                s.positions
+            );
+            if let Some(w) = s.max_reference_argmax_rank_listed {
                 errln!(
-                    "  check {:<28} bound {} observed {} {:?}",
-                    k.tolerance,
-                    k.bound,
-                    k.observed,
-                    k.outcome
+                    "  max rank of reference argmax (where listed)  {} (position {})",
+                    w.value,
+                    w.position
                 );
             }
+            errln!(
+                "  min top-{} overlap     {} (position {})",
+                s.overlap_k,
+                s.min_top_k_overlap.value,
+                s.min_top_k_overlap.position
+            );
+            errln!(
+                "  max |d log-prob| over listed tokens  {:.6e} (position {}; a lower bound on the full max abs error)",
+                s.max_abs_logprob_error_listed.value,
+                s.max_abs_logprob_error_listed.position
+            );
+            errln!(
+                "  max candidate mass outside its list  {:.6e} (position {})",
+                s.max_candidate_mass_outside_list.value,
+                s.max_candidate_mass_outside_list.position
+            );
+            errln!(
+                "  max total-variation lower bound      {:.6e} (position {})",
+                s.max_total_variation_lower_bound.value,
+                s.max_total_variation_lower_bound.position
+            );
+            errln!(
+                "  max KL lower bound (Pinsker)         {:.6e} nats (position {})",
+                s.max_kl_divergence_lower_bound.value,
+                s.max_kl_divergence_lower_bound.position
+            );
+            errln!(
+                "  not established by a top-k view: {}",
+                s.not_established.join(", ")
+            );
+            print_checks(checks);
+            for t in unchecked_tolerances {
+                errln!("  check {t:<28} not established (a top-k view cannot check it)");
+            }
         }
+    }
+}
+
+fn print_checks(checks: &[qual_oracle::tolerance::Check]) {
+    for k in checks {
+        errln!(
+            "  check {:<28} bound {} observed {} {}",
+            k.tolerance,
+            k.bound,
+            k.observed,
+            match k.outcome {
+                qual_oracle::tolerance::CheckOutcome::Within => "within",
+                qual_oracle::tolerance::CheckOutcome::Exceeded => "exceeded",
+                qual_oracle::tolerance::CheckOutcome::NotEstablished => "not established",
+            }
+        );
     }
 }
 
@@ -340,6 +413,12 @@ pub struct GreedyArgs {
     /// Vocabulary size (the engine is asked for the whole distribution; 1..=1000000).
     #[arg(long, value_parser = count::<usize>(1..=1_000_000))]
     pub vocab: usize,
+    /// Ask the engine for only its top N log-probabilities per step (`n_probs` = N below the
+    /// vocabulary): the comparison then reports only what a top-k view establishes (argmax,
+    /// rank, overlap, lower bounds) and marks full KL, cosine, max and mean error as not
+    /// established.
+    #[arg(long, value_parser = count::<usize>(1..=1_000_000), value_name = "N")]
+    pub n_probs: Option<usize>,
     /// The reference model: a `.gguf` file (the same weights the engine serves) or a
     /// safetensors directory; a relative path is taken inside `--model-path` when that is
     /// given (a workload passes `${model_path}` there and the file name here).
@@ -425,6 +504,13 @@ fn greedy_inputs(
         prompts: prompts.prompts,
         steps: a.steps,
         vocab: a.vocab,
+        n_probs: match a.n_probs {
+            Some(n) if n > a.vocab => {
+                return Err(format!("--n-probs {n} is larger than --vocab {}", a.vocab))
+            }
+            Some(n) => n,
+            None => a.vocab,
+        },
         seed: a.seed,
         request_timeout: std::time::Duration::from_secs(a.request_timeout_seconds),
         reference: qual_oracle::worker::WorkerRequest {
