@@ -71,6 +71,19 @@ pub fn check_value(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String
         RESULT_SCHEMA => check_ours(doc, opts),
         KILN_V2_SCHEMA => check_kiln_v2(doc, opts),
         KILN_V1_SCHEMA => Err(vec![format!("/schema: {V1_REASON}")]),
+        crate::attribution::ATTRIBUTION_SCHEMA => {
+            let mut errs = Vec::new();
+            let digest = self_hash(doc, &mut errs);
+            errs.extend(crate::attribution::check(doc, opts.verify_inputs));
+            if errs.is_empty() {
+                Ok(Valid {
+                    schema: schema.into(),
+                    result_sha256: digest,
+                })
+            } else {
+                Err(errs)
+            }
+        }
         other => Err(vec![format!(
             "/schema: unsupported oracle-result schema {}",
             qual_json::show::quote(other)

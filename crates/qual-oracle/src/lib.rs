@@ -12,6 +12,8 @@
 //! - [`check`]: `oracle check` — our results and Kiln's `kiln.rocm-hf-next-token-oracle.v2`
 //!   (§9.6 rules), Kiln's v1 refused (machine-temperature policy is unsupported).
 //! - [`divergence`]: greedy first divergence and the §9.5 attribution of two candidates.
+//! - [`attribution`]: `oracle attribute` — the §9.5 verdict per prompt at the first step where
+//!   two candidates' greedy runs diverge (`kiln-qual.oracle-attribution.v1`, self-hashed).
 //! - [`worker`]: the Hugging Face reference worker (`tools/reference/worker.py`) run as a
 //!   contained process through `qual-exec`.
 //!
@@ -20,6 +22,7 @@
 //!
 //! Self-hashes use `qual_json::self_digest` (Kiln's canonical hash, §9.1).
 
+pub mod attribution;
 pub mod check;
 pub mod compare;
 pub mod divergence;

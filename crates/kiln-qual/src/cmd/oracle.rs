@@ -6,7 +6,8 @@
 //! valid, 1 at the first invalid one (files after it are not read, like the original);
 //! `reference` 0 when the worker wrote its logits, 1 otherwise; `greedy` 0 when every prompt
 //! compared within its bounds and engine and worker ran cleanly, 1 otherwise (the case result
-//! says why); 2 for usage errors.
+//! says why); `attribute` 0 when the attribution was written (whatever it attributes), 1 when a
+//! source result is invalid or the output could not be written; 2 for usage errors.
 
 use crate::exit;
 use crate::output::{errln, esc, esc_path, outln};
@@ -31,6 +32,27 @@ pub enum OracleCommand {
     /// Greedy continuations of a real engine checked against the reference: full-vocabulary
     /// comparison at every step and the first divergence per prompt (writes a case result).
     Greedy(Box<GreedyArgs>),
+    /// Two candidates' greedy results (from `oracle greedy`, same prompts): per prompt, the
+    /// §9.5 verdict at the first step where they diverge (`candidate_a | candidate_b |
+    /// neither`), as a self-hashed document.
+    Attribute(AttributeArgs),
+}
+
+/// Arguments of `oracle attribute`.
+#[derive(Args, Debug)]
+pub struct AttributeArgs {
+    /// Candidate A's oracle result (`<stem>.oracle-result.json` written by `oracle greedy`).
+    #[arg(value_parser = super::args::Path, value_name = "A.oracle-result.json")]
+    pub candidate_a: PathBuf,
+    /// Candidate B's oracle result.
+    #[arg(value_parser = super::args::Path, value_name = "B.oracle-result.json")]
+    pub candidate_b: PathBuf,
+    /// Write the attribution document here (created exclusively).
+    #[arg(long, value_parser = super::args::Path, value_name = "ATTRIBUTION.json")]
+    pub output: PathBuf,
+    /// Print the document on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `oracle compare`.
@@ -110,6 +132,7 @@ pub fn run(c: OracleCommand) -> i32 {
         OracleCommand::Check(a) => check(a),
         OracleCommand::Reference(a) => reference(a),
         OracleCommand::Greedy(a) => greedy(*a),
+        OracleCommand::Attribute(a) => attribute(a),
     }
 }
 
@@ -588,4 +611,80 @@ pub fn greedy(a: GreedyArgs) -> i32 {
         errln!("verdict: failed");
         exit::FAILED
     }
+}
+
+/// `oracle attribute`: the §9.5 verdict per prompt of two greedy results.
+fn attribute(a: AttributeArgs) -> i32 {
+    use qual_oracle::attribution::PromptOutcome;
+    let tool = concat!("kiln-qual ", env!("CARGO_PKG_VERSION"));
+    let (doc, res) = match qual_oracle::attribution::build(tool, &a.candidate_a, &a.candidate_b) {
+        Ok(x) => x,
+        Err(e) => {
+            errln!(
+                "kiln-qual oracle attribute: failed to {}",
+                esc(&e.to_string())
+            );
+            return exit::FAILED;
+        }
+    };
+    errln!("candidate A: {}", esc(&res.candidate_a.candidate));
+    errln!("candidate B: {}", esc(&res.candidate_b.candidate));
+    let text = |t: &qual_oracle::attribution::Token| {
+        format!(
+            "{} {}",
+            t.token_id,
+            serde_json::to_string(&t.text).expect("serializes")
+        )
+    };
+    for p in &res.prompts {
+        match &p.outcome {
+            PromptOutcome::Identical { steps } => {
+                errln!("prompt {}: identical over {steps} steps", esc(&p.id))
+            }
+            PromptOutcome::Diverged {
+                step,
+                candidate_a,
+                candidate_b,
+                reference_argmax,
+                attribution,
+            } => errln!(
+                "prompt {}: step {step}: A {}, B {}, reference argmax {} -> {}",
+                esc(&p.id),
+                esc(&text(candidate_a)),
+                esc(&text(candidate_b)),
+                esc(&text(reference_argmax)),
+                serde_json::to_value(attribution)
+                    .expect("serializes")
+                    .as_str()
+                    .unwrap_or("")
+            ),
+            PromptOutcome::Refused { reason } => {
+                errln!("prompt {}: refused: {}", esc(&p.id), esc(reason))
+            }
+        }
+    }
+    let c = &res.counts;
+    errln!(
+        "attributed: candidate_a {}, candidate_b {}, neither {}; identical {}; refused {}",
+        c.candidate_a,
+        c.candidate_b,
+        c.neither,
+        c.identical,
+        c.refused
+    );
+    if let Err(e) = result::write_new(&a.output, &doc) {
+        errln!(
+            "kiln-qual oracle attribute: failed to {}",
+            esc(&e.to_string())
+        );
+        return exit::FAILED;
+    }
+    errln!("attribution: {} {}", esc_path(&a.output), res.result_sha256);
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("serializes")
+        );
+    }
+    exit::OK
 }
