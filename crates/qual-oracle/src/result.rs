@@ -74,7 +74,8 @@ pub enum CaseOutcome {
         summary: crate::topk::TopKSummary,
         /// Declared bounds against what is established.
         checks: Vec<Check>,
-        /// Declared tolerances the view cannot check at all (`min_cosine`, `max_mean_abs_error`).
+        /// Declared tolerances the view cannot check (`min_cosine`, `max_mean_abs_error`,
+        /// `max_kl_divergence`).
         unchecked_tolerances: Vec<String>,
         /// Every position.
         positions: Vec<crate::topk::TopKPosition>,

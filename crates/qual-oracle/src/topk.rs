@@ -16,15 +16,18 @@
 //!   outside the candidate's list;
 //! - a lower bound on the total variation distance,
 //!   ½(Σ_listed |p − q| + |P_outside − Q_outside|) (triangle inequality), and from it a lower
-//!   bound on KL(p ‖ q) ≥ 2·TV² (Pinsker, nats).
+//!   bound on KL(p ‖ q) ≥ 2·TV² (Pinsker, nats). Both take the listed log-probabilities at face
+//!   value (q = exp(logprob)): they bound the distance to the distribution *as the candidate
+//!   reports it*. An engine whose reported log-probs are mis-normalised by ε adds ≈ ε, so
+//!   they are not bounds on the full comparison's KL, which renormalises the candidate.
 //!
 //! It cannot establish the full KL divergence, the cosine of the logit vectors, the full max
 //! abs error or the mean abs error ([`NOT_ESTABLISHED`]); they are never computed from the
 //! partial data. Tolerances apply only to what is established: argmax agreement, top-k
 //! overlap (k ≤ K), the rank of the reference argmax (a reference argmax outside the list
-//! exceeds any bound ≤ K; above K it is not established); a declared `max_abs_error` or
-//! `max_kl_divergence` is exceeded when its lower bound already exceeds it and is otherwise
-//! `not_established`; `min_cosine` and `max_mean_abs_error` are recorded as not established.
+//! exceeds any bound ≤ K; above K it is not established); a declared `max_abs_error` is
+//! exceeded when its lower bound already exceeds it and is otherwise `not_established`;
+//! `min_cosine`, `max_mean_abs_error` and `max_kl_divergence` are recorded as unchecked.
 
 use crate::compare::{log_softmax, top_k, Worst};
 use crate::tensor::Logits;
@@ -378,16 +381,6 @@ pub fn check(t: &Tolerances, s: &TopKSummary) -> (Vec<Check>, Vec<String>) {
             lower(w.value <= b),
         );
     }
-    if let Some(b) = t.max_kl_divergence {
-        let w = s.max_kl_divergence_lower_bound;
-        push(
-            "max_kl_divergence",
-            b,
-            w.value,
-            Some(w.position),
-            lower(w.value <= b),
-        );
-    }
     if let Some(b) = t.max_reference_argmax_rank {
         let listed = s.listed as u64;
         match (
@@ -418,6 +411,12 @@ pub fn check(t: &Tolerances, s: &TopKSummary) -> (Vec<Check>, Vec<String>) {
     }
     if t.max_mean_abs_error.is_some() {
         unchecked.push("max_mean_abs_error".to_string());
+    }
+    // The Pinsker bound takes the listed log-probabilities at face value; the full KL
+    // renormalises the candidate, so an engine's normalisation error would make the bound
+    // exceed the full KL (measured: llama.cpp f32, bound 1.6e-7 nats, full KL 9.1e-11).
+    if t.max_kl_divergence.is_some() {
+        unchecked.push("max_kl_divergence".to_string());
     }
     (out, unchecked)
 }
@@ -492,12 +491,19 @@ mod tests {
             vec![
                 ("min_argmax_agreement", CheckOutcome::Exceeded),
                 ("max_abs_error", CheckOutcome::NotEstablished),
-                ("max_kl_divergence", CheckOutcome::Exceeded),
                 ("max_reference_argmax_rank", CheckOutcome::Exceeded),
             ]
         );
-        assert_eq!(checks[3].observed, 3.0);
-        assert_eq!(unchecked, vec!["min_cosine", "max_mean_abs_error"]);
+        assert_eq!(checks[2].observed, 3.0);
+        assert_eq!(
+            unchecked,
+            vec!["min_cosine", "max_mean_abs_error", "max_kl_divergence"]
+        );
+        let t = Tolerances {
+            max_abs_error: Some(1.0),
+            ..Default::default()
+        };
+        assert_eq!(check(&t, &s).0[0].outcome, CheckOutcome::Exceeded);
         // A rank bound above K cannot be decided for an unlisted argmax.
         let t = Tolerances {
             max_reference_argmax_rank: Some(3),
