@@ -157,6 +157,11 @@ fn check_ours(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String>> {
         {
             let at = format!("/cases/{i}/outcome");
             let vocab = c.reference.shape[1];
+            if c.candidate.view != (crate::result::View::TopK { k: summary.listed }) {
+                errs.push(format!(
+                    "/cases/{i}/candidate/view: must be the top-k view the summary lists"
+                ));
+            }
             match crate::topk::summarize(positions, vocab, summary.listed, r.top_k) {
                 Some(s) if &s == summary => {}
                 _ => errs.push(format!(

@@ -699,6 +699,63 @@ mod tests {
     }
 
     #[test]
+    fn top_k_case_metrics_name_only_what_the_view_establishes() {
+        use crate::topk::{Listed, TopKView};
+        let r = Logits::from_rows(&[vec![0.0, 3.0, 1.0], vec![2.0, 1.9, 0.0]]).unwrap();
+        let l = |token_id, logprob| Listed { token_id, logprob };
+        let v = TopKView::new(
+            2,
+            3,
+            vec![vec![l(1, -0.2), l(2, -2.0)], vec![l(1, -0.6), l(2, -2.5)]],
+        )
+        .unwrap();
+        let positions = crate::topk::compare(&r, &v, 10).unwrap();
+        let summary = crate::topk::summarize(&positions, 3, 2, 10).unwrap();
+        let t = Tolerances {
+            min_argmax_agreement: Some(0.5),
+            min_cosine: Some(0.9),
+            ..Default::default()
+        };
+        let (checks, unchecked_tolerances) = crate::topk::check(&t, &summary);
+        let tref = TensorRef {
+            source: "x".into(),
+            format: TensorFormat::Memory,
+            file_sha256: None,
+            bytes: None,
+            shape: [2, 3],
+            view: View::TopK { k: 2 },
+        };
+        let case = CaseRecord {
+            id: "a".into(),
+            reference: tref.clone(),
+            candidate: tref,
+            input_token_ids_sha256: None,
+            input_token_count: None,
+            outcome: CaseOutcome::ComparedTopK {
+                summary,
+                checks,
+                unchecked_tolerances,
+                positions,
+            },
+            divergence: Some(first_divergence(&r, &[1, 1], &|_| None)),
+            greedy: None,
+        };
+        let (doc, res) = build("t", 10, t, vec![case]);
+        assert_eq!(res.verdict.status, Status::Passed);
+        let m = case_metrics(&res).unwrap();
+        let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
+        assert_eq!(get("argmax_agreement"), Some(0.5));
+        assert_eq!(get("reference_argmax_listed"), Some(0.5));
+        assert_eq!(get("top_k_overlap_min"), Some(1.0));
+        assert_eq!(get("cosine_min"), None);
+        assert_eq!(get("kl_divergence_max"), None);
+        assert_eq!(get("max_abs_error"), None);
+        // The document validates under `oracle check`.
+        let v = qual_json::Value::from_serde(&doc);
+        crate::check::check_value(&v, &Default::default()).unwrap();
+    }
+
+    #[test]
     fn case_result_metrics_are_sorted_worst_cases_with_divergences_in_details() {
         let r = Logits::from_rows(&[vec![0.0, 3.0, 1.0], vec![2.0, 1.9, 0.0]]).unwrap();
         let c = Logits::from_rows(&[vec![0.0, 3.0, 1.0], vec![1.9, 2.0, 0.0]]).unwrap();
