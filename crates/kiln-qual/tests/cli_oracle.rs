@@ -205,3 +205,164 @@ fn check_refuses_unknown_schemas_and_non_regular_files() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
 }
+
+/// A greedy result as `oracle greedy` writes it, built from per-prompt tokens and reference
+/// argmaxes (a 10-token vocabulary).
+fn greedy_result(path: &Path, prompts: &[(&str, &[u32], &[u32])]) {
+    use qual_oracle::result::{CaseOutcome, CaseRecord, GreedyTrace, TensorRef, View};
+    let cases = prompts
+        .iter()
+        .map(|(id, tokens, argmax)| {
+            let rows: Vec<Vec<f32>> = argmax
+                .iter()
+                .map(|&a| (0..10).map(|i| if i == a { 5.0 } else { 0.0 }).collect())
+                .collect();
+            let r = qual_oracle::tensor::Logits::from_rows(&rows).unwrap();
+            let positions = qual_oracle::compare::compare(&r, &r, 2).unwrap();
+            let summary = qual_oracle::compare::summarize(&positions, 10, 2).unwrap();
+            let t = TensorRef {
+                source: format!("engine {id}"),
+                format: qual_oracle::tensor::TensorFormat::Memory,
+                file_sha256: None,
+                bytes: None,
+                shape: [argmax.len(), 10],
+                view: View::Full,
+            };
+            CaseRecord {
+                id: id.to_string(),
+                reference: t.clone(),
+                candidate: t,
+                input_token_ids_sha256: None,
+                input_token_count: None,
+                outcome: CaseOutcome::Compared {
+                    checks: Vec::new(),
+                    summary,
+                    positions,
+                },
+                divergence: None,
+                greedy: Some(GreedyTrace {
+                    prompt_token_ids_sha256: qual_oracle::result::token_ids_digest(&[1, 2, 3]),
+                    prompt_token_count: 3,
+                    tokens: tokens.to_vec(),
+                    texts: tokens.iter().map(|t| format!("t{t}")).collect(),
+                    reference_argmax: argmax.to_vec(),
+                }),
+            }
+        })
+        .collect();
+    let (doc, _) = qual_oracle::result::build("test", 2, Default::default(), cases);
+    qual_oracle::result::write_new(path, &doc).unwrap();
+}
+
+#[test]
+fn attribute_two_greedy_results_and_check_the_attribution() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (d.path().join("a.json"), d.path().join("b.json"));
+    greedy_result(
+        &a,
+        &[
+            ("capital", &[5, 6, 7, 1], &[5, 6, 7, 1]),
+            ("story", &[1, 2], &[1, 2]),
+            ("near-tie", &[3, 4], &[3, 9]),
+        ],
+    );
+    greedy_result(
+        &b,
+        &[
+            ("capital", &[5, 6, 8, 2], &[5, 6, 7, 3]),
+            ("story", &[1, 2], &[1, 2]),
+            ("near-tie", &[3, 9], &[3, 9]),
+            ("only-b", &[1], &[1]),
+        ],
+    );
+    let out = d.path().join("attr.json");
+    let o = kq()
+        .args(["oracle", "attribute"])
+        .arg(&a)
+        .arg(&b)
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("prompt capital: step 2: A 7 \"t7\", B 8 \"t8\", reference argmax 7 \"t7\" -> candidate_a"),
+        "{err}"
+    );
+    assert!(
+        err.contains("prompt story: identical over 2 steps"),
+        "{err}"
+    );
+    assert!(err.contains("prompt near-tie: step 1: A 4 \"t4\", B 9 \"t9\", reference argmax 9 \"t9\" -> candidate_b"), "{err}");
+    assert!(err.contains("prompt only-b: refused"), "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "kiln-qual.oracle-attribution.v1");
+    assert_eq!(
+        doc["counts"],
+        serde_json::json!({"candidate_a": 1, "candidate_b": 1, "neither": 0, "identical": 1, "refused": 1})
+    );
+    // Valid under `oracle check`, with the sources re-read.
+    let ok = kq()
+        .args(["oracle", "check", "--verify-inputs"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("kiln-qual.oracle-attribution.v1"));
+    // The output is never replaced.
+    kq().args(["oracle", "attribute"])
+        .arg(&a)
+        .arg(&b)
+        .arg("--output")
+        .arg(&out)
+        .assert()
+        .code(1);
+    // A flipped verdict with a recomputed self-hash is still caught; an edit breaks the hash.
+    let mut bad = doc.clone();
+    bad["prompts"][0]["outcome"]["attribution"] = "candidate_b".into();
+    bad["counts"]["candidate_a"] = 0.into();
+    bad["counts"]["candidate_b"] = 2.into();
+    let bad_path = d.path().join("bad.json");
+    std::fs::write(&bad_path, serde_json::to_vec(&bad).unwrap()).unwrap();
+    let e = kq()
+        .args(["oracle", "check"])
+        .arg(&bad_path)
+        .output()
+        .unwrap();
+    assert_eq!(e.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("/result_sha256"));
+    let v = qual_json::Value::from_serde(&bad);
+    bad["result_sha256"] = qual_json::self_digest(&v, "result_sha256").unwrap().into();
+    let rehashed = d.path().join("rehashed.json");
+    std::fs::write(&rehashed, serde_json::to_vec(&bad).unwrap()).unwrap();
+    let e = kq()
+        .args(["oracle", "check"])
+        .arg(&rehashed)
+        .output()
+        .unwrap();
+    assert_eq!(e.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&e.stderr);
+    assert!(
+        err.contains("/prompts/0/outcome/attribution: does not follow"),
+        "{err}"
+    );
+    // A source that is not a valid greedy result is refused.
+    std::fs::write(d.path().join("junk.json"), b"{\"schema\": \"x\"}").unwrap();
+    let e = kq()
+        .args(["oracle", "attribute"])
+        .arg(d.path().join("junk.json"))
+        .arg(&b)
+        .arg("--output")
+        .arg(d.path().join("never.json"))
+        .output()
+        .unwrap();
+    assert_eq!(e.status.code(), Some(1));
+    assert!(!d.path().join("never.json").exists());
+}

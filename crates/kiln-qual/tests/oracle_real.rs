@@ -165,8 +165,8 @@ fn q4_1_variant_passes_within_its_tolerances() {
     run_variant(d.path(), "q4_1", &model);
 }
 
-fn f32_variant_is_like_for_like() {
-    let d = checkout();
+/// A directory holding the F32 requantization of the SmolLM2 Q4_1 GGUF and its sidecars.
+fn f32_model() -> tempfile::TempDir {
     let rs = repo_root().join(".cache/real-server/root");
     let model = tempfile::tempdir().unwrap();
     let lib = format!(
@@ -188,8 +188,139 @@ fn f32_variant_is_like_for_like() {
     for f in ["config.json", "tokenizer.json", "chat_template.jinja"] {
         std::fs::copy(rs.join("models/smollm2").join(f), model.path().join(f)).unwrap();
     }
+    model
+}
+
+fn f32_variant_is_like_for_like() {
+    let d = checkout();
+    let model = f32_model();
     let text = run_variant(d.path(), "f32", model.path());
     assert!(text.contains("none in 16 steps"), "{text:.3000}");
+}
+
+/// `oracle greedy --n-probs 10` (a top-k view) in the checkout; returns the oracle result.
+fn top_10_run(root: &Path, variant: &str, model: &Path, gguf: &str) -> PathBuf {
+    let result = root.join(format!("top10-{variant}.case-result.json"));
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .args(["oracle", "greedy", "--case-id", "top10", "--launch"])
+        .arg(format!(
+            "qualification/oracles/launch-smollm2-{variant}.json"
+        ))
+        .arg("--model-path")
+        .arg(model)
+        .args([
+            "--prompts",
+            "qualification/oracles/smollm2-prompts.json",
+            "--steps",
+            "16",
+            "--vocab",
+            "49152",
+            "--n-probs",
+            "10",
+            "--reference-model",
+            gguf,
+            "--result",
+        ])
+        .arg(&result)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{variant} top-10:\n{err}");
+    assert!(
+        err.contains("candidate top-10 view (overlap k = 10)"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "not established by a top-k view: cosine, kl_divergence, max_abs_error, mean_abs_error"
+        ),
+        "{err}"
+    );
+    let oracle = root.join(format!("top10-{variant}.case-result.oracle-result.json"));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&oracle).unwrap()).unwrap();
+    for c in doc["cases"].as_array().unwrap() {
+        assert_eq!(c["outcome"]["status"], "compared_top_k", "{c}");
+        assert_eq!(
+            c["candidate"]["view"],
+            serde_json::json!({"kind": "top_k", "k": 10})
+        );
+        let s = &c["outcome"]["summary"];
+        assert_eq!(s["listed"], 10);
+        assert!(s.get("min_cosine").is_none() && s.get("max_kl_divergence").is_none());
+        assert_eq!(c["greedy"]["tokens"].as_array().unwrap().len(), 16);
+    }
+    let case: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    let names: Vec<&str> = case["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"reference_argmax_listed"), "{names:?}");
+    assert!(!names.contains(&"cosine_min"), "{names:?}");
+    let ok = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .args(["oracle", "check"])
+        .arg(&oracle)
+        .output()
+        .unwrap();
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    no_leftovers();
+    oracle
+}
+
+fn top_10_views_and_f32_vs_q4_1_attribution() {
+    let d = checkout();
+    let q4 = repo_root().join(".cache/real-server/root/models/smollm2");
+    let f32 = f32_model();
+    let a = top_10_run(
+        d.path(),
+        "f32",
+        f32.path(),
+        "SmolLM2-135M-Instruct.F32.gguf",
+    );
+    let b = top_10_run(d.path(), "q4_1", &q4, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    let out = d.path().join("attribution.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .args(["oracle", "attribute"])
+        .arg(&a)
+        .arg(&b)
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    eprintln!("attribution:\n{err}");
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    // The two references read bit-identical weights, so no prompt is refused; every prompt is
+    // identical or attributed.
+    let c = &doc["counts"];
+    assert_eq!(c["refused"], 0, "{doc}");
+    let total: u64 = ["candidate_a", "candidate_b", "neither", "identical"]
+        .iter()
+        .map(|k| c[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 5, "{doc}");
+    let ok = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .args(["oracle", "check", "--verify-inputs"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
 }
 
 fn main() {
@@ -201,5 +332,10 @@ fn main() {
         .needs(needs_parts()),
         Trial::new("f32_variant_is_like_for_like", f32_variant_is_like_for_like)
             .needs(needs_parts()),
+        Trial::new(
+            "top_10_views_and_f32_vs_q4_1_attribution",
+            top_10_views_and_f32_vs_q4_1_attribution,
+        )
+        .needs(needs_parts()),
     ])
 }

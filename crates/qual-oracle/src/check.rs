@@ -71,6 +71,19 @@ pub fn check_value(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String
         RESULT_SCHEMA => check_ours(doc, opts),
         KILN_V2_SCHEMA => check_kiln_v2(doc, opts),
         KILN_V1_SCHEMA => Err(vec![format!("/schema: {V1_REASON}")]),
+        crate::attribution::ATTRIBUTION_SCHEMA => {
+            let mut errs = Vec::new();
+            let digest = self_hash(doc, &mut errs);
+            errs.extend(crate::attribution::check(doc, opts.verify_inputs));
+            if errs.is_empty() {
+                Ok(Valid {
+                    schema: schema.into(),
+                    result_sha256: digest,
+                })
+            } else {
+                Err(errs)
+            }
+        }
         other => Err(vec![format!(
             "/schema: unsupported oracle-result schema {}",
             qual_json::show::quote(other)
@@ -132,6 +145,54 @@ fn check_ours(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String>> {
             if &check_tolerances(&r.tolerances, summary) != checks {
                 errs.push(format!(
                     "{at}/checks: do not match the tolerances applied to the summary"
+                ));
+            }
+        }
+        if let CaseOutcome::ComparedTopK {
+            summary,
+            checks,
+            unchecked_tolerances,
+            positions,
+        } = &c.outcome
+        {
+            let at = format!("/cases/{i}/outcome");
+            let vocab = c.reference.shape[1];
+            if c.candidate.view != (crate::result::View::TopK { k: summary.listed }) {
+                errs.push(format!(
+                    "/cases/{i}/candidate/view: must be the top-k view the summary lists"
+                ));
+            }
+            match crate::topk::summarize(positions, vocab, summary.listed, r.top_k) {
+                Some(s) if &s == summary => {}
+                _ => errs.push(format!(
+                    "{at}/summary: does not match the per-position metrics"
+                )),
+            }
+            if crate::topk::check(&r.tolerances, summary)
+                != (checks.clone(), unchecked_tolerances.clone())
+            {
+                errs.push(format!(
+                    "{at}/checks: do not match the tolerances applied to the summary"
+                ));
+            }
+        }
+        if let Some(g) = &c.greedy {
+            let argmaxes: Option<Vec<u32>> = match &c.outcome {
+                CaseOutcome::Compared { positions, .. } => {
+                    Some(positions.iter().map(|p| p.reference_argmax).collect())
+                }
+                CaseOutcome::ComparedTopK { positions, .. } => {
+                    Some(positions.iter().map(|p| p.reference_argmax).collect())
+                }
+                CaseOutcome::Refused { .. } => None,
+            };
+            if g.tokens.is_empty()
+                || g.tokens.len() != g.texts.len()
+                || g.tokens.len() != g.reference_argmax.len()
+                || argmaxes.is_some_and(|a| a != g.reference_argmax)
+            {
+                errs.push(format!(
+                    "/cases/{i}/greedy: tokens, texts and reference argmaxes must be equally long and agree with the per-position metrics"
                 ));
             }
         }

@@ -15,8 +15,10 @@
 
 use crate::compare::{compare, log_softmax, summarize};
 use crate::divergence::first_divergence;
-use crate::llama::{greedy, GreedyRun};
-use crate::result::{self, CaseOutcome, CaseRecord, OracleResult, Status, TensorRef, View};
+use crate::llama::{greedy, Distribution, GreedyRun};
+use crate::result::{
+    self, CaseOutcome, CaseRecord, GreedyTrace, OracleResult, Status, TensorRef, View,
+};
 use crate::tensor::{read_tensor_file, Logits, TensorFormat};
 use crate::tolerance::Tolerances;
 use crate::worker::{self, ReferenceEvidence, Sequence, WorkerRequest};
@@ -99,8 +101,11 @@ pub struct GreedyOptions {
     pub prompts: Vec<Prompt>,
     /// Greedy steps per prompt.
     pub steps: usize,
-    /// Vocabulary size (the full distribution requested from the engine).
+    /// Vocabulary size.
     pub vocab: usize,
+    /// Tokens requested per step (`n_probs`): the vocabulary for the full comparison, fewer
+    /// for a top-k view ([`crate::topk`]).
+    pub n_probs: usize,
     /// Engine sampling seed (greedy decoding does not use it; recorded).
     pub seed: u64,
     /// Per-request deadline.
@@ -168,7 +173,7 @@ fn candidate_runs(
                 addr,
                 &p.token_ids,
                 o.steps,
-                o.vocab,
+                (o.vocab, o.n_probs),
                 o.seed,
                 o.request_timeout,
             )
@@ -245,14 +250,18 @@ pub fn run(o: &GreedyOptions, tool: &str) -> GreedyOutcome {
     }
 }
 
-fn engine_ref(o: &GreedyOptions, shape: [usize; 2], response: Option<&str>) -> TensorRef {
+fn engine_ref(o: &GreedyOptions, steps: usize, response: Option<&str>) -> TensorRef {
     TensorRef {
         source: format!("{} POST /completion", o.recipe.id),
         format: TensorFormat::Memory,
         file_sha256: response.map(str::to_string),
         bytes: None,
-        shape,
-        view: View::Full,
+        shape: [steps, o.vocab],
+        view: if o.n_probs < o.vocab {
+            View::TopK { k: o.n_probs }
+        } else {
+            View::Full
+        },
     }
 }
 
@@ -267,11 +276,12 @@ fn refused(p: &Prompt, o: &GreedyOptions, reason: String) -> CaseRecord {
             shape: [0, o.vocab],
             view: View::Full,
         },
-        candidate: engine_ref(o, [0, o.vocab], None),
+        candidate: engine_ref(o, 0, None),
         input_token_ids_sha256: Some(result::token_ids_digest(&p.token_ids)),
         input_token_count: Some(p.token_ids.len()),
         outcome: CaseOutcome::Refused { reason },
         divergence: None,
+        greedy: None,
     }
 }
 
@@ -281,11 +291,47 @@ fn compare_prompt(p: &Prompt, run: &GreedyRun, seq: &Sequence, o: &GreedyOptions
         Err(e) => return refused(p, o, format!("reference: failed to {e}")),
     };
     let reference = &file.logits;
+    let outcome = match &run.distribution {
+        Distribution::Full(logprobs) => compare_full(reference, logprobs, o),
+        Distribution::TopK(view) => compare_top_k(reference, view, o),
+    };
+    let tokens = &run.tokens;
+    let text_of = |t: u32| {
+        run.vocab_texts
+            .get(t as usize)
+            .filter(|s| !s.is_empty())
+            .cloned()
+    };
+    let steps = tokens.len().min(reference.positions);
+    let greedy = GreedyTrace {
+        prompt_token_ids_sha256: result::token_ids_digest(&p.token_ids),
+        prompt_token_count: p.token_ids.len(),
+        tokens: tokens[..steps].to_vec(),
+        texts: run.texts[..steps].to_vec(),
+        reference_argmax: (0..steps)
+            .map(|i| crate::compare::top_k(reference.row(i), 1)[0].token_id)
+            .collect(),
+    };
+    let mut reference_ref = result::tensor_ref(&file);
+    reference_ref.source = file.path.display().to_string();
+    CaseRecord {
+        id: p.id.clone(),
+        reference: reference_ref,
+        candidate: engine_ref(o, run.distribution.shape()[0], Some(&run.response_sha256)),
+        input_token_ids_sha256: Some(result::token_ids_digest(&seq.token_ids)),
+        input_token_count: Some(seq.token_ids.len()),
+        outcome,
+        divergence: Some(first_divergence(reference, tokens, &text_of)),
+        greedy: Some(greedy),
+    }
+}
+
+fn compare_full(reference: &Logits, logprobs: &Logits, o: &GreedyOptions) -> CaseOutcome {
     let rows: Vec<Vec<f32>> = (0..reference.positions)
         .map(|i| log_softmax(reference.row(i)))
         .collect();
     let ref_lp = Logits::from_rows(&rows).expect("rows of one tensor");
-    let outcome = match compare(&ref_lp, &run.logprobs, o.top_k) {
+    match compare(&ref_lp, logprobs, o.top_k) {
         Ok(positions) => {
             let summary = summarize(&positions, o.vocab, o.top_k).expect("at least one step");
             CaseOutcome::Compared {
@@ -297,23 +343,27 @@ fn compare_prompt(p: &Prompt, run: &GreedyRun, seq: &Sequence, o: &GreedyOptions
         Err(e) => CaseOutcome::Refused {
             reason: e.to_string(),
         },
-    };
-    let tokens = &run.tokens;
-    let text_of = |t: u32| run.vocab_texts.get(t as usize).cloned();
-    let mut reference_ref = result::tensor_ref(&file);
-    reference_ref.source = file.path.display().to_string();
-    CaseRecord {
-        id: p.id.clone(),
-        reference: reference_ref,
-        candidate: engine_ref(
-            o,
-            [run.logprobs.positions, run.logprobs.vocab],
-            Some(&run.response_sha256),
-        ),
-        input_token_ids_sha256: Some(result::token_ids_digest(&seq.token_ids)),
-        input_token_count: Some(seq.token_ids.len()),
-        outcome,
-        divergence: Some(first_divergence(reference, tokens, &text_of)),
+    }
+}
+
+fn compare_top_k(
+    reference: &Logits,
+    view: &crate::topk::TopKView,
+    o: &GreedyOptions,
+) -> CaseOutcome {
+    match crate::topk::compare(reference, view, o.top_k) {
+        Ok(positions) => {
+            let summary = crate::topk::summarize(&positions, o.vocab, view.k, o.top_k)
+                .expect("at least one step");
+            let (checks, unchecked_tolerances) = crate::topk::check(&o.tolerances, &summary);
+            CaseOutcome::ComparedTopK {
+                summary,
+                checks,
+                unchecked_tolerances,
+                positions,
+            }
+        }
+        Err(reason) => CaseOutcome::Refused { reason },
     }
 }
 
@@ -341,11 +391,11 @@ pub fn case_metrics(r: &OracleResult) -> Option<Vec<Metric>> {
         .iter()
         .filter_map(|c| match &c.outcome {
             CaseOutcome::Compared { summary, .. } => Some(summary),
-            CaseOutcome::Refused { .. } => None,
+            _ => None,
         })
         .collect();
     if sums.is_empty() {
-        return None;
+        return case_metrics_top_k(r);
     }
     let steps: usize = sums.iter().map(|s| s.positions).sum();
     let agree: usize = sums.iter().map(|s| s.argmax_agreement).sum();
@@ -360,11 +410,7 @@ pub fn case_metrics(r: &OracleResult) -> Option<Vec<Metric>> {
                 }
             })
     };
-    let diverged = r
-        .cases
-        .iter()
-        .filter(|c| c.divergence.as_ref().is_some_and(|d| d.step.is_some()))
-        .count();
+    let diverged = prompts_diverged(r);
     let m = |name, value, unit, aggregation, lower_is_better| Metric {
         name,
         value,
@@ -422,6 +468,99 @@ pub fn case_metrics(r: &OracleResult) -> Option<Vec<Metric>> {
             "count",
             "min_over_steps",
             false,
+        ),
+    ];
+    v.sort_by_key(|x| x.name);
+    Some(v)
+}
+
+fn prompts_diverged(r: &OracleResult) -> usize {
+    r.cases
+        .iter()
+        .filter(|c| c.divergence.as_ref().is_some_and(|d| d.step.is_some()))
+        .count()
+}
+
+/// The case metrics of a top-k greedy run: only what a top-k view establishes (no cosine, KL,
+/// full max or mean error; the lower bounds are named as such).
+fn case_metrics_top_k(r: &OracleResult) -> Option<Vec<Metric>> {
+    let sums: Vec<&crate::topk::TopKSummary> = r
+        .cases
+        .iter()
+        .filter_map(|c| match &c.outcome {
+            CaseOutcome::ComparedTopK { summary, .. } => Some(summary),
+            _ => None,
+        })
+        .collect();
+    if sums.is_empty() {
+        return None;
+    }
+    let steps: usize = sums.iter().map(|s| s.positions).sum();
+    let ratio = |f: &dyn Fn(&crate::topk::TopKSummary) -> usize| {
+        sums.iter().map(|s| f(s)).sum::<usize>() as f64 / steps as f64
+    };
+    let max = |f: &dyn Fn(&crate::topk::TopKSummary) -> f64| {
+        sums.iter().map(|s| f(s)).fold(f64::MIN, f64::max)
+    };
+    let m = |name, value, unit, aggregation, lower_is_better| Metric {
+        name,
+        value,
+        unit,
+        aggregation,
+        lower_is_better,
+    };
+    let mut v = vec![
+        m(
+            "argmax_agreement",
+            ratio(&|s| s.argmax_agreement),
+            "ratio",
+            "fraction_of_steps",
+            false,
+        ),
+        m(
+            "reference_argmax_listed",
+            ratio(&|s| s.reference_argmax_listed),
+            "ratio",
+            "fraction_of_steps",
+            false,
+        ),
+        m(
+            "top_k_overlap_min",
+            sums.iter()
+                .map(|s| s.min_top_k_overlap.value)
+                .min()
+                .unwrap_or(0) as f64,
+            "count",
+            "min_over_steps",
+            false,
+        ),
+        m(
+            "abs_error_listed_max",
+            max(&|s| s.max_abs_logprob_error_listed.value),
+            "log_prob",
+            "max_over_steps",
+            true,
+        ),
+        m(
+            "kl_divergence_lower_bound_max",
+            max(&|s| s.max_kl_divergence_lower_bound.value),
+            "nats",
+            "max_over_steps",
+            true,
+        ),
+        m(
+            "candidate_mass_outside_list_max",
+            max(&|s| s.max_candidate_mass_outside_list.value),
+            "ratio",
+            "max_over_steps",
+            true,
+        ),
+        m(
+            "prompts_diverged",
+            prompts_diverged(r) as f64,
+            "count",
+            "count",
+            true,
         ),
     ];
     v.sort_by_key(|x| x.name);
@@ -494,6 +633,13 @@ pub fn case_result(
     }
     if let Some(b) = t.min_top_k_overlap {
         tol.push(("top10_overlap_min", r.top_k.saturating_sub(b) as f64));
+        let k = r.cases.iter().find_map(|c| match &c.outcome {
+            CaseOutcome::ComparedTopK { summary, .. } => Some(summary.overlap_k),
+            _ => None,
+        });
+        if let Some(k) = k {
+            tol.push(("top_k_overlap_min", k.saturating_sub(b) as f64));
+        }
     }
     tol.retain(|(n, _)| metrics.iter().any(|m| m.name == *n));
     tol.sort_by_key(|x| x.0);
@@ -548,7 +694,65 @@ mod tests {
                 positions,
             },
             divergence: Some(first_divergence(r, tokens, &|t| Some(format!("t{t}")))),
+            greedy: None,
         }
+    }
+
+    #[test]
+    fn top_k_case_metrics_name_only_what_the_view_establishes() {
+        use crate::topk::{Listed, TopKView};
+        let r = Logits::from_rows(&[vec![0.0, 3.0, 1.0], vec![2.0, 1.9, 0.0]]).unwrap();
+        let l = |token_id, logprob| Listed { token_id, logprob };
+        let v = TopKView::new(
+            2,
+            3,
+            vec![vec![l(1, -0.2), l(2, -2.0)], vec![l(1, -0.6), l(2, -2.5)]],
+        )
+        .unwrap();
+        let positions = crate::topk::compare(&r, &v, 10).unwrap();
+        let summary = crate::topk::summarize(&positions, 3, 2, 10).unwrap();
+        let t = Tolerances {
+            min_argmax_agreement: Some(0.5),
+            min_cosine: Some(0.9),
+            ..Default::default()
+        };
+        let (checks, unchecked_tolerances) = crate::topk::check(&t, &summary);
+        let tref = TensorRef {
+            source: "x".into(),
+            format: TensorFormat::Memory,
+            file_sha256: None,
+            bytes: None,
+            shape: [2, 3],
+            view: View::TopK { k: 2 },
+        };
+        let case = CaseRecord {
+            id: "a".into(),
+            reference: tref.clone(),
+            candidate: tref,
+            input_token_ids_sha256: None,
+            input_token_count: None,
+            outcome: CaseOutcome::ComparedTopK {
+                summary,
+                checks,
+                unchecked_tolerances,
+                positions,
+            },
+            divergence: Some(first_divergence(&r, &[1, 1], &|_| None)),
+            greedy: None,
+        };
+        let (doc, res) = build("t", 10, t, vec![case]);
+        assert_eq!(res.verdict.status, Status::Passed);
+        let m = case_metrics(&res).unwrap();
+        let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
+        assert_eq!(get("argmax_agreement"), Some(0.5));
+        assert_eq!(get("reference_argmax_listed"), Some(0.5));
+        assert_eq!(get("top_k_overlap_min"), Some(1.0));
+        assert_eq!(get("cosine_min"), None);
+        assert_eq!(get("kl_divergence_max"), None);
+        assert_eq!(get("max_abs_error"), None);
+        // The document validates under `oracle check`.
+        let v = qual_json::Value::from_serde(&doc);
+        crate::check::check_value(&v, &Default::default()).unwrap();
     }
 
     #[test]

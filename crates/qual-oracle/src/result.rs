@@ -67,6 +67,19 @@ pub enum CaseOutcome {
         /// Every position.
         positions: Vec<PositionMetrics>,
     },
+    /// A candidate top-k view compared with the full reference at every position: only what
+    /// the view establishes (see [`crate::topk`]).
+    ComparedTopK {
+        /// Worst case over positions; `not_established` names what the view cannot establish.
+        summary: crate::topk::TopKSummary,
+        /// Declared bounds against what is established.
+        checks: Vec<Check>,
+        /// Declared tolerances the view cannot check (`min_cosine`, `max_mean_abs_error`,
+        /// `max_kl_divergence`).
+        unchecked_tolerances: Vec<String>,
+        /// Every position.
+        positions: Vec<crate::topk::TopKPosition>,
+    },
     /// Not comparable (non-finite value, shape or token-id mismatch…).
     Refused {
         /// Why.
@@ -92,6 +105,25 @@ pub struct CaseRecord {
     pub outcome: CaseOutcome,
     /// Greedy first divergence (greedy runs only).
     pub divergence: Option<Divergence>,
+    /// The greedy run itself (greedy runs only; read by `oracle attribute`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub greedy: Option<GreedyTrace>,
+}
+
+/// What a greedy candidate generated for one prompt, with the reference argmax at each step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GreedyTrace {
+    /// Canonical hash of the prompt's token ids.
+    pub prompt_token_ids_sha256: String,
+    /// Number of prompt token ids.
+    pub prompt_token_count: usize,
+    /// The candidate's greedy tokens.
+    pub tokens: Vec<u32>,
+    /// Their text as the candidate decoded them.
+    pub texts: Vec<String>,
+    /// The reference argmax before each step (teacher-forced on the candidate's prefix).
+    pub reference_argmax: Vec<u32>,
 }
 
 /// Overall status.
@@ -142,7 +174,7 @@ pub fn verdict_of(cases: &[CaseRecord]) -> Verdict {
     for c in cases {
         match &c.outcome {
             CaseOutcome::Refused { reason } => reasons.push(format!("case {}: {reason}", c.id)),
-            CaseOutcome::Compared { checks, .. } => {
+            CaseOutcome::Compared { checks, .. } | CaseOutcome::ComparedTopK { checks, .. } => {
                 for k in checks
                     .iter()
                     .filter(|k| k.outcome == CheckOutcome::Exceeded)
@@ -293,6 +325,7 @@ pub fn compare_files(
         input_token_count: bound.map(<[i64]>::len),
         outcome,
         divergence: None,
+        greedy: None,
     }
 }
 

@@ -79,6 +79,8 @@ pub enum CheckOutcome {
     Within,
     /// It is not.
     Exceeded,
+    /// The view cannot decide it (a top-k view whose lower bound is within the bound).
+    NotEstablished,
 }
 
 /// One declared bound against the observed worst case.

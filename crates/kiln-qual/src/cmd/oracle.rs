@@ -6,7 +6,8 @@
 //! valid, 1 at the first invalid one (files after it are not read, like the original);
 //! `reference` 0 when the worker wrote its logits, 1 otherwise; `greedy` 0 when every prompt
 //! compared within its bounds and engine and worker ran cleanly, 1 otherwise (the case result
-//! says why); 2 for usage errors.
+//! says why); `attribute` 0 when the attribution was written (whatever it attributes), 1 when a
+//! source result is invalid or the output could not be written; 2 for usage errors.
 
 use crate::exit;
 use crate::output::{errln, esc, esc_path, outln};
@@ -31,6 +32,27 @@ pub enum OracleCommand {
     /// Greedy continuations of a real engine checked against the reference: full-vocabulary
     /// comparison at every step and the first divergence per prompt (writes a case result).
     Greedy(Box<GreedyArgs>),
+    /// Two candidates' greedy results (from `oracle greedy`, same prompts): per prompt, the
+    /// §9.5 verdict at the first step where they diverge (`candidate_a | candidate_b |
+    /// neither`), as a self-hashed document.
+    Attribute(AttributeArgs),
+}
+
+/// Arguments of `oracle attribute`.
+#[derive(Args, Debug)]
+pub struct AttributeArgs {
+    /// Candidate A's oracle result (`<stem>.oracle-result.json` written by `oracle greedy`).
+    #[arg(value_parser = super::args::Path, value_name = "A.oracle-result.json")]
+    pub candidate_a: PathBuf,
+    /// Candidate B's oracle result.
+    #[arg(value_parser = super::args::Path, value_name = "B.oracle-result.json")]
+    pub candidate_b: PathBuf,
+    /// Write the attribution document here (created exclusively).
+    #[arg(long, value_parser = super::args::Path, value_name = "ATTRIBUTION.json")]
+    pub output: PathBuf,
+    /// Print the document on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `oracle compare`.
@@ -110,6 +132,7 @@ pub fn run(c: OracleCommand) -> i32 {
         OracleCommand::Check(a) => check(a),
         OracleCommand::Reference(a) => reference(a),
         OracleCommand::Greedy(a) => greedy(*a),
+        OracleCommand::Attribute(a) => attribute(a),
     }
 }
 
@@ -245,16 +268,89 @@ fn print_case(c: &result::CaseRecord) {
                 s.max_reference_argmax_rank.value,
                 s.max_reference_argmax_rank.position
             );
-            for k in checks {
+            print_checks(checks);
+        }
+        CaseOutcome::ComparedTopK {
+            summary: s,
+            checks,
+            unchecked_tolerances,
+            ..
+        } => {
+            errln!(
+                "{} positions x {} vocabulary, candidate top-{} view (overlap k = {})",
+                s.positions,
+                s.vocab,
+                s.listed,
+                s.overlap_k
+            );
+            errln!(
+                "  argmax agreement      {}/{}",
+                s.argmax_agreement,
+                s.positions
+            );
+            errln!(
+                "  reference argmax listed by the candidate  {}/{}",
+                s.reference_argmax_listed,
+                s.positions
+            );
+            if let Some(w) = s.max_reference_argmax_rank_listed {
                 errln!(
-                    "  check {:<28} bound {} observed {} {:?}",
-                    k.tolerance,
-                    k.bound,
-                    k.observed,
-                    k.outcome
+                    "  max rank of reference argmax (where listed)  {} (position {})",
+                    w.value,
+                    w.position
                 );
             }
+            errln!(
+                "  min top-{} overlap     {} (position {})",
+                s.overlap_k,
+                s.min_top_k_overlap.value,
+                s.min_top_k_overlap.position
+            );
+            errln!(
+                "  max |d log-prob| over listed tokens  {:.6e} (position {}; a lower bound on the full max abs error)",
+                s.max_abs_logprob_error_listed.value,
+                s.max_abs_logprob_error_listed.position
+            );
+            errln!(
+                "  max candidate mass outside its list  {:.6e} (position {})",
+                s.max_candidate_mass_outside_list.value,
+                s.max_candidate_mass_outside_list.position
+            );
+            errln!(
+                "  max total-variation lower bound      {:.6e} (position {})",
+                s.max_total_variation_lower_bound.value,
+                s.max_total_variation_lower_bound.position
+            );
+            errln!(
+                "  max KL lower bound (Pinsker)         {:.6e} nats (position {})",
+                s.max_kl_divergence_lower_bound.value,
+                s.max_kl_divergence_lower_bound.position
+            );
+            errln!(
+                "  not established by a top-k view: {}",
+                s.not_established.join(", ")
+            );
+            print_checks(checks);
+            for t in unchecked_tolerances {
+                errln!("  check {t:<28} not established (a top-k view cannot check it)");
+            }
         }
+    }
+}
+
+fn print_checks(checks: &[qual_oracle::tolerance::Check]) {
+    for k in checks {
+        errln!(
+            "  check {:<28} bound {} observed {} {}",
+            k.tolerance,
+            k.bound,
+            k.observed,
+            match k.outcome {
+                qual_oracle::tolerance::CheckOutcome::Within => "within",
+                qual_oracle::tolerance::CheckOutcome::Exceeded => "exceeded",
+                qual_oracle::tolerance::CheckOutcome::NotEstablished => "not established",
+            }
+        );
     }
 }
 
@@ -340,6 +436,12 @@ pub struct GreedyArgs {
     /// Vocabulary size (the engine is asked for the whole distribution; 1..=1000000).
     #[arg(long, value_parser = count::<usize>(1..=1_000_000))]
     pub vocab: usize,
+    /// Ask the engine for only its top N log-probabilities per step (`n_probs` = N below the
+    /// vocabulary): the comparison then reports only what a top-k view establishes (argmax,
+    /// rank, overlap, lower bounds) and marks full KL, cosine, max and mean error as not
+    /// established.
+    #[arg(long, value_parser = count::<usize>(1..=1_000_000), value_name = "N")]
+    pub n_probs: Option<usize>,
     /// The reference model: a `.gguf` file (the same weights the engine serves) or a
     /// safetensors directory; a relative path is taken inside `--model-path` when that is
     /// given (a workload passes `${model_path}` there and the file name here).
@@ -425,6 +527,13 @@ fn greedy_inputs(
         prompts: prompts.prompts,
         steps: a.steps,
         vocab: a.vocab,
+        n_probs: match a.n_probs {
+            Some(n) if n > a.vocab => {
+                return Err(format!("--n-probs {n} is larger than --vocab {}", a.vocab))
+            }
+            Some(n) => n,
+            None => a.vocab,
+        },
         seed: a.seed,
         request_timeout: std::time::Duration::from_secs(a.request_timeout_seconds),
         reference: qual_oracle::worker::WorkerRequest {
@@ -502,4 +611,80 @@ pub fn greedy(a: GreedyArgs) -> i32 {
         errln!("verdict: failed");
         exit::FAILED
     }
+}
+
+/// `oracle attribute`: the §9.5 verdict per prompt of two greedy results.
+fn attribute(a: AttributeArgs) -> i32 {
+    use qual_oracle::attribution::PromptOutcome;
+    let tool = concat!("kiln-qual ", env!("CARGO_PKG_VERSION"));
+    let (doc, res) = match qual_oracle::attribution::build(tool, &a.candidate_a, &a.candidate_b) {
+        Ok(x) => x,
+        Err(e) => {
+            errln!(
+                "kiln-qual oracle attribute: failed to {}",
+                esc(&e.to_string())
+            );
+            return exit::FAILED;
+        }
+    };
+    errln!("candidate A: {}", esc(&res.candidate_a.candidate));
+    errln!("candidate B: {}", esc(&res.candidate_b.candidate));
+    let text = |t: &qual_oracle::attribution::Token| {
+        format!(
+            "{} {}",
+            t.token_id,
+            serde_json::to_string(&t.text).expect("serializes")
+        )
+    };
+    for p in &res.prompts {
+        match &p.outcome {
+            PromptOutcome::Identical { steps } => {
+                errln!("prompt {}: identical over {steps} steps", esc(&p.id))
+            }
+            PromptOutcome::Diverged {
+                step,
+                candidate_a,
+                candidate_b,
+                reference_argmax,
+                attribution,
+            } => errln!(
+                "prompt {}: step {step}: A {}, B {}, reference argmax {} -> {}",
+                esc(&p.id),
+                esc(&text(candidate_a)),
+                esc(&text(candidate_b)),
+                esc(&text(reference_argmax)),
+                serde_json::to_value(attribution)
+                    .expect("serializes")
+                    .as_str()
+                    .unwrap_or("")
+            ),
+            PromptOutcome::Refused { reason } => {
+                errln!("prompt {}: refused: {}", esc(&p.id), esc(reason))
+            }
+        }
+    }
+    let c = &res.counts;
+    errln!(
+        "attributed: candidate_a {}, candidate_b {}, neither {}; identical {}; refused {}",
+        c.candidate_a,
+        c.candidate_b,
+        c.neither,
+        c.identical,
+        c.refused
+    );
+    if let Err(e) = result::write_new(&a.output, &doc) {
+        errln!(
+            "kiln-qual oracle attribute: failed to {}",
+            esc(&e.to_string())
+        );
+        return exit::FAILED;
+    }
+    errln!("attribution: {} {}", esc_path(&a.output), res.result_sha256);
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("serializes")
+        );
+    }
+    exit::OK
 }
