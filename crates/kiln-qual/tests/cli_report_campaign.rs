@@ -1,6 +1,6 @@
 //! `kiln-qual report` over serving-campaign records, end to end through the binary: a reference
-//! campaign and a paired candidate campaign (whose mock server under-reports completion tokens,
-//! so a gate fails, the outputs differ from the reference and fail-fast skips a profile) are
+//! campaign and a paired candidate campaign (whose mock server stops one token short, so a gate
+//! fails, the outputs differ from the reference and fail-fast skips a profile) are
 //! produced against owned `kiln-qual mock-server`s, then rendered in every format — Markdown and
 //! JUnit pinned by snapshots (temporary paths and timing-dependent numbers redacted) — and a
 //! tampered receipt is refused, never rendered.
@@ -48,17 +48,40 @@ fn campaign(dir: &Path, engine: &str, launch: &str, extra: &[&str]) -> assert_cm
     let model = dir.join("model");
     if !model.exists() {
         std::fs::create_dir(&model).unwrap();
-        for (f, b) in [("m.gguf", "GGUF"), ("config.json", "{}"), ("tokenizer.json", "{}")] {
+        for (f, b) in [
+            ("m.gguf", "GGUF"),
+            ("config.json", "{}"),
+            ("tokenizer.json", "{}"),
+        ] {
             std::fs::write(model.join(f), b).unwrap();
         }
     }
     Command::new(BIN)
         .args(["campaign", "--engine", engine, "--launch", launch])
-        .args(["--campaign-id", "report-campaign", "--prompt-set-id", "report-prompts"])
-        .args(["--profiles", "greedy-short,mixed", "--sizes", "1,3", "--repeats", "1"])
+        .args([
+            "--campaign-id",
+            "report-campaign",
+            "--prompt-set-id",
+            "report-prompts",
+        ])
+        .args([
+            "--profiles",
+            "greedy-short,mixed",
+            "--sizes",
+            "1,3",
+            "--repeats",
+            "1",
+        ])
         .args(["--max-tokens", "4", "--memory-limit-bytes", "1099511627776"])
         .args(["--memory-source", "process-tree", "--memory-sample-ms", "1"])
-        .args(["--output-evidence", "full", "--out-dir", "out", "--model-path", "model"])
+        .args([
+            "--output-evidence",
+            "full",
+            "--out-dir",
+            "out",
+            "--model-path",
+            "model",
+        ])
         .args(extra)
         .current_dir(dir)
         .assert()
@@ -76,7 +99,6 @@ fn settings(root: &Path) -> insta::Settings {
     );
     s.add_filter(r"[0-9.]+ MiB \(", "[peak] MiB (");
     s.add_filter(r"\d+ samples", "[n] samples");
-    s.add_filter(r"\d+(\.\d+)? ms", "[t] ms");
     s
 }
 
@@ -98,7 +120,7 @@ fn campaigns_render_in_every_format_and_a_tampered_one_is_refused() {
     let dir = d.path();
     std::fs::create_dir(dir.join("out")).unwrap();
     recipe(&dir.join("ref.json"), &[]);
-    recipe(&dir.join("cand.json"), &["--usage-completion-tokens", "3"]);
+    recipe(&dir.join("cand.json"), &["--output-tokens", "3"]);
     campaign(dir, "ref", "ref.json", &[]).code(0);
     campaign(
         dir,
@@ -110,7 +132,14 @@ fn campaigns_render_in_every_format_and_a_tampered_one_is_refused() {
 
     let rep = dir.join("rep");
     Command::new(BIN)
-        .args(["report", "out", "--markdown", "rep/summary.md", "--junit", "rep/junit.xml"])
+        .args([
+            "report",
+            "out",
+            "--markdown",
+            "rep/summary.md",
+            "--junit",
+            "rep/junit.xml",
+        ])
         .args(["--csv", "rep/csv", "--html", "rep/report.html"])
         .current_dir(dir)
         .assert()
@@ -127,17 +156,32 @@ fn campaigns_render_in_every_format_and_a_tampered_one_is_refused() {
     assert!(md.contains("### Serving campaigns"), "{md}");
     assert!(md.contains("failed: fixed\\_output\\_length"), "{md}");
     assert!(md.contains("process\\_tree\\_pss"), "{md}");
-    assert!(md.contains("output\\_mismatch: request 0: completion\\_tokens differ"), "{md}");
-    assert!(md.contains("mixed: not run after the failure of greedy-short"), "{md}");
+    assert!(
+        md.contains("output\\_mismatch: request 0: content from byte 15"),
+        "{md}"
+    );
+    assert!(
+        md.contains("mixed: not run after the failure of greedy-short"),
+        "{md}"
+    );
     // JUnit: a testcase per row, gate failures as failures, the skipped profile skipped.
-    assert_eq!(junit.matches("<testcase ").count(), 2 + 2 + 2 + 1, "{junit}");
+    assert_eq!(
+        junit.matches("<testcase ").count(),
+        2 + 2 + 2 + 1,
+        "{junit}"
+    );
     assert_eq!(junit.matches("type=\"gate\"").count(), 2, "{junit}");
     assert!(junit.contains("<skipped message=\"not run after the failure of greedy-short\"/>"));
     // CSV: one line per row (header + 2 + 2 + 2), the memory source on each.
     assert_eq!(rows.lines().count(), 7, "{rows}");
-    assert!(rows.lines().skip(1).all(|l| l.contains(",process_tree_pss,sha256:")), "{rows}");
+    assert!(
+        rows.lines()
+            .skip(1)
+            .all(|l| l.contains(",process_tree_pss,sha256:")),
+        "{rows}"
+    );
     assert!(rows.contains(",cand,greedy-short,failed,1,0,failed,1,1,fixed_output_length,"));
-    assert!(rows.contains(",ref,mismatched,output_mismatch: request 0: completion_tokens differ"));
+    assert!(rows.contains(",ref,mismatched,output_mismatch: request 0: content from byte 15"));
     // HTML: the section, self-contained.
     assert!(html.contains("<h2 id=\"campaigns\">Serving campaigns</h2>"));
     assert!(html.contains("<code>fixed_output_length</code>: "));
@@ -159,8 +203,12 @@ fn campaigns_render_in_every_format_and_a_tampered_one_is_refused() {
         .current_dir(dir)
         .assert()
         .code(1)
-        .stderr(predicates::str::contains("kiln-qual: refused out/campaign.ref.json"))
-        .stderr(predicates::str::contains("/receipt_sha256 does not match the content"))
+        .stderr(predicates::str::contains(
+            "kiln-qual: refused out/campaign.ref.json",
+        ))
+        .stderr(predicates::str::contains(
+            "/receipt_sha256 does not match the content",
+        ))
         .get_output()
         .stdout
         .clone();

@@ -181,7 +181,10 @@ fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
     ))
 }
 
-fn receipt(path: &Path, notes: &mut Vec<String>) -> Result<(Receipt, view::ProfileView), Vec<String>> {
+fn receipt(
+    path: &Path,
+    notes: &mut Vec<String>,
+) -> Result<(Receipt, view::ProfileView), Vec<String>> {
     let (_, r) = pairing::read_receipt(path).map_err(|e| vec![e])?;
     let at = path.display().to_string();
     let mut findings = Vec::new();
@@ -417,6 +420,55 @@ fn profile_view(path: &Path, r: &Receipt) -> view::ProfileView {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::records::RequestMismatch;
+
+    #[test]
+    fn mismatches_name_their_kind_and_first_divergent_byte() {
+        let m = Mismatch::OutputMismatch {
+            concurrency: 4,
+            repeat: 1,
+            mismatch_count: 2,
+            mismatched_request_indices: vec![0, 3],
+            request_mismatches: vec![
+                RequestMismatch {
+                    index: 0,
+                    fields: vec!["content_sha256".into(), "output_sha256".into()],
+                    expected_output_sha256: None,
+                    actual_output_sha256: None,
+                    exact_output_compared: true,
+                    reasoning_first_divergent_utf8_byte: None,
+                    content_first_divergent_utf8_byte: Some(17),
+                },
+                RequestMismatch {
+                    index: 3,
+                    fields: vec!["output_sha256".into()],
+                    expected_output_sha256: None,
+                    actual_output_sha256: None,
+                    exact_output_compared: false,
+                    reasoning_first_divergent_utf8_byte: None,
+                    content_first_divergent_utf8_byte: None,
+                },
+            ],
+        };
+        assert_eq!(run_of(&m), (4, 1));
+        let v = mismatch_view(&m);
+        assert_eq!(v.kind, "output_mismatch");
+        assert_eq!(
+            v.detail,
+            "request 0: content from byte 17; request 3: output_sha256 differ (hashes only)"
+        );
+        let v = mismatch_view(&Mismatch::MissingRun {
+            concurrency: 8,
+            repeat: 0,
+            missing_from: "candidate".into(),
+        });
+        assert_eq!(
+            (v.kind.as_str(), v.detail.as_str()),
+            ("missing_run", "missing from the candidate")
+        );
+    }
+
     #[test]
     fn report_recognizes_the_schemas_written_here() {
         assert_eq!(

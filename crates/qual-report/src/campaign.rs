@@ -289,6 +289,10 @@ pub fn markdown(o: &mut String, campaigns: &[CampaignView]) {
             {
                 o.push('\n');
             }
+            if p.rows.is_empty() {
+                o.push_str("No rows measured.\n\n");
+                continue;
+            }
             o.push_str("| c | repeat | verdict | gates | req/s | tok/s | TTFT p50/p99/p99.9 ms | ITL p50/p99/p99.9 ms | memory peak | output set | reference |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
             for r in &p.rows {
                 let _ = writeln!(
@@ -360,9 +364,14 @@ pub fn html(o: &mut String, campaigns: &[CampaignView]) {
                 esc(&p.memory_measures),
                 esc(&reference_line(p))
             );
-            let mut notes: Vec<String> = p.failures.iter().map(|f| format!("failure: {f}")).collect();
+            let mut notes: Vec<String> =
+                p.failures.iter().map(|f| format!("failure: {f}")).collect();
             if let Some(r) = &p.reference {
-                notes.extend(r.unplaced.iter().map(|m| format!("{}: {}", m.kind, m.detail)));
+                notes.extend(
+                    r.unplaced
+                        .iter()
+                        .map(|m| format!("{}: {}", m.kind, m.detail)),
+                );
             }
             if !notes.is_empty() {
                 o.push_str("<ul>");
@@ -370,6 +379,10 @@ pub fn html(o: &mut String, campaigns: &[CampaignView]) {
                     let _ = write!(o, "<li class=\"bad\">{}</li>", esc(n));
                 }
                 o.push_str("</ul>\n");
+            }
+            if p.rows.is_empty() {
+                o.push_str("<p>No rows measured.</p>\n");
+                continue;
             }
             o.push_str("<div class=\"wrap\"><table class=\"stack\"><thead><tr><th scope=\"col\">c</th><th scope=\"col\">repeat</th><th scope=\"col\">verdict</th><th scope=\"col\">gates</th><th scope=\"col\">req/s</th><th scope=\"col\">tok/s</th><th scope=\"col\">TTFT p50/p99/p99.9 ms</th><th scope=\"col\">ITL p50/p99/p99.9 ms</th><th scope=\"col\">memory peak</th><th scope=\"col\">output set</th><th scope=\"col\">reference</th></tr></thead><tbody>\n");
             for r in &p.rows {
@@ -444,11 +457,17 @@ pub(crate) fn junit_suites(
             let mut failure = None;
             if !r.failed_gates.is_empty() || !r.passed() {
                 let names: Vec<&str> = r.failed_gates.iter().map(|g| g.name.as_str()).collect();
-                let body: Vec<String> = r
+                let mut body: Vec<String> = r
                     .failed_gates
                     .iter()
                     .map(|g| format!("{}: {}", g.name, g.detail))
                     .collect();
+                if let RowPairing::Mismatched(m) = &r.pairing {
+                    body.extend(
+                        m.iter()
+                            .map(|x| format!("reference {}: {}", x.kind, x.detail)),
+                    );
+                }
                 failure = Some((
                     "gate".to_owned(),
                     if names.is_empty() {
@@ -483,7 +502,11 @@ pub(crate) fn junit_suites(
         let mut extra: Vec<String> = p.failures.clone();
         if let Some(rf) = &p.reference {
             if rf.verdict_effect == "required" {
-                extra.extend(rf.unplaced.iter().map(|m| format!("{}: {}", m.kind, m.detail)));
+                extra.extend(
+                    rf.unplaced
+                        .iter()
+                        .map(|m| format!("{}: {}", m.kind, m.detail)),
+                );
             }
         }
         if !extra.is_empty() || (p.verdict != "passed" && cases.iter().all(|k| k.failure.is_none()))
