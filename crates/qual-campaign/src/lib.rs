@@ -9,7 +9,8 @@
 //! ([`memory`]) and the engine's Prometheus counters ([`prom`]) as diagnostic evidence, binds
 //! the runtime ([`identity`], [`manifest`]), pairs every row with the reference engine's
 //! receipt ([`pairing`]), and writes self-hashing per-profile receipts and a summary written
-//! last ([`records`], [`campaign`]); [`verify`] re-checks a campaign directory.
+//! last ([`records`], [`campaign`]); [`verify`] re-checks a campaign directory; [`report`]
+//! reads verified records into `kiln-qual report`'s views.
 
 pub mod campaign;
 pub mod identity;
@@ -20,5 +21,6 @@ pub mod profiles;
 pub mod prom;
 pub mod prompts;
 pub mod records;
+pub mod report;
 pub mod row;
 pub mod verify;

@@ -41,6 +41,11 @@ pub struct ReportSet {
     pub skipped: usize,
     /// `kiln-qual compare --json` documents among the inputs, in path order.
     pub comparisons: Vec<crate::comparison::ComparisonView>,
+    /// Serving-campaign records found (by their `schema`), in path order: not read here
+    /// (`qual_campaign::report` reads and verifies them into [`ReportSet::campaigns`]).
+    pub campaign_files: Vec<PathBuf>,
+    /// Serving campaigns, verified and read.
+    pub campaigns: Vec<crate::campaign::CampaignView>,
 }
 
 /// A file that is not a valid receipt.
@@ -249,6 +254,7 @@ pub fn collect(paths: &[PathBuf]) -> ReportSet {
                 set.evidence_notes.extend(notes);
             }
             Ok(Some(Item::Comparison(c))) => set.comparisons.push(c),
+            Ok(Some(Item::Campaign)) => set.campaign_files.push(path),
             Ok(None) => set.skipped += 1,
             Err(reasons) => set.refused.push(Refused { path, reasons }),
         }
@@ -373,6 +379,8 @@ fn metrics(v: Option<&Value>) -> Vec<MetricObs> {
 enum Item {
     Receipt(ReceiptView, Vec<String>),
     Comparison(crate::comparison::ComparisonView),
+    /// A serving-campaign record, left to `qual-campaign`.
+    Campaign,
 }
 
 type Loaded = Result<Option<Item>, Vec<String>>;
@@ -382,6 +390,9 @@ fn read_one(path: &Path, explicit: bool, cache: &PolicyCache) -> Loaded {
     if crate::comparison::is_comparison(&value) {
         return crate::comparison::read(path.to_path_buf(), &value)
             .map(|c| Some(Item::Comparison(c)));
+    }
+    if crate::campaign::is_campaign(&value) {
+        return Ok(Some(Item::Campaign));
     }
     if !explicit && value.get("receipt_id").is_none() {
         return Ok(None);

@@ -85,6 +85,7 @@ pub fn render(set: &ReportSet) -> String {
     serving(&mut o, &rows, &mut chart_id);
     throughput_across_variants(&mut o, &rows, &mut chart_id);
     crate::comparison::html(&mut o, &set.comparisons);
+    crate::campaign::html(&mut o, &set.campaigns);
     scope(&mut o, set);
     refused(&mut o, set);
     o.push_str("</body></html>\n");

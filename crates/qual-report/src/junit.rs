@@ -10,6 +10,13 @@
 //! no failure is lost. A failed optional case is a `failure` of `type="optional"`; a skipped
 //! case is `skipped`.
 //!
+//! Serving campaigns: one `testsuite` per profile receipt (`campaign <id>/<engine>/<profile>`)
+//! and one `testcase` per row (`c<concurrency> r<repeat>`), failed with the failed gates' names
+//! and details (`type="gate"`), or — when the row passed its gates but differs from the
+//! reference and the pairing is `required` — with the mismatches (`type="reference_mismatch"`);
+//! receipt-level failures get one more `<profile> (receipt)` case; a profile not run after an
+//! earlier failure is `skipped`.
+//!
 //! Text is escaped for XML: control and bidirectional characters as `\xNN` / `\u{…}` first
 //! (XML 1.0 cannot carry most controls at all), then `& < > " '`.
 
@@ -156,6 +163,67 @@ pub fn render(set: &ReportSet) -> String {
             }
         }
         let _ = writeln!(suites, "  </testsuite>");
+    }
+    let mut id = set.receipts.len();
+    for c in &set.campaigns {
+        for (name, classname, path, verdict, cases) in crate::campaign::junit_suites(c) {
+            let failures = cases.iter().filter(|k| k.failure.is_some()).count();
+            let skipped = cases.iter().filter(|k| k.skipped.is_some()).count();
+            all_tests += cases.len();
+            all_failures += failures;
+            all_skipped += skipped;
+            let classname = xml(&classname);
+            let _ = writeln!(
+                suites,
+                "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"0.000\" timestamp=\"1970-01-01T00:00:00\" hostname=\"-\" id=\"{id}\" package=\"{classname}\">",
+                xml(&name),
+                cases.len(),
+            );
+            id += 1;
+            let _ = writeln!(suites, "    <properties>");
+            for (k, v) in [
+                ("campaign_id", c.campaign_id.as_str()),
+                ("engine", c.engine.as_str()),
+                ("verdict", verdict.as_str()),
+                ("path", path.as_str()),
+            ] {
+                let _ = writeln!(
+                    suites,
+                    "      <property name=\"{k}\" value=\"{}\"/>",
+                    xml(v)
+                );
+            }
+            let _ = writeln!(suites, "    </properties>");
+            for k in &cases {
+                let open = format!(
+                    "    <testcase name=\"{}\" classname=\"{classname}\" time=\"{:.3}\"",
+                    xml(&k.name),
+                    k.time
+                );
+                match (&k.failure, &k.skipped) {
+                    (Some((kind, message, body)), _) => {
+                        let _ = writeln!(
+                            suites,
+                            "{open}>\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>",
+                            xml(message),
+                            xml(kind),
+                            xml(body)
+                        );
+                    }
+                    (None, Some(m)) => {
+                        let _ = writeln!(
+                            suites,
+                            "{open}>\n      <skipped message=\"{}\"/>\n    </testcase>",
+                            xml(m)
+                        );
+                    }
+                    (None, None) => {
+                        let _ = writeln!(suites, "{open}/>");
+                    }
+                }
+            }
+            let _ = writeln!(suites, "  </testsuite>");
+        }
     }
     format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"kiln-qual\" tests=\"{all_tests}\" failures=\"{all_failures}\" errors=\"0\" skipped=\"{all_skipped}\" time=\"{all_time:.3}\">\n{suites}</testsuites>\n"

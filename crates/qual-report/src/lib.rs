@@ -5,6 +5,8 @@
 //!   where it is present: each repetition's `case-result.json` (only when its bytes match the
 //!   digest and size the receipt records) and the serving evidence
 //!   (`*.serve-evidence.json`, with the per-request records) next to it;
+//! - [`campaign`]: serving-campaign records (`kiln-qual campaign`), recognized here and read
+//!   by `qual-campaign` into [`campaign::CampaignView`]s, rendered per profile and row;
 //! - [`comparison`]: `kiln-qual compare --json` documents among the inputs, rendered side by
 //!   side (rule, tolerance, baseline, candidate, change, status);
 //! - [`markdown`]: a GitHub job summary: verdict matrix, failures with reasons;
@@ -21,6 +23,7 @@
 //! terminals, then the format's own markup); this crate touches no network and starts no
 //! process.
 
+pub mod campaign;
 pub mod collect;
 pub mod comparison;
 pub mod csv;

@@ -130,6 +130,7 @@ pub fn render(set: &ReportSet) -> String {
         let _ = writeln!(out);
     }
     crate::comparison::markdown(&mut out, &set.comparisons);
+    crate::campaign::markdown(&mut out, &set.campaigns);
     if !set.refused.is_empty() {
         let _ = writeln!(out, "### Refused files (not valid receipts)\n");
         for f in set.refused.iter().take(MAX_FAILURES) {

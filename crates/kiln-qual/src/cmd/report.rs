@@ -1,7 +1,9 @@
 //! `kiln-qual report PATH... [--markdown [OUT]] [--junit OUT] [--csv DIR] [--html OUT]`.
 //!
-//! Thin wiring: `qual_report` finds, reads and renders; this module writes the files and
-//! prints. With no format flag the Markdown summary goes to stdout. Files are replaced
+//! Thin wiring: `qual_report` finds, reads and renders, `qual_campaign::report` reads and
+//! verifies the serving-campaign records found (summaries and per-profile receipts, recognized
+//! by their `schema`; a record that does not verify is refused, never rendered); this module
+//! writes the files and prints. With no format flag the Markdown summary goes to stdout. Files are replaced
 //! atomically (a temporary file and a rename).
 //!
 //! Exit codes: 0 every file given or found was a valid receipt and every report was written
@@ -14,6 +16,9 @@ use clap::Args;
 use std::path::PathBuf;
 
 /// Arguments of `kiln-qual report`.
+///
+/// PATH may also be a campaign directory, a campaign summary (`campaign.<engine>.json`) or a
+/// per-profile campaign receipt.
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// Receipt files, or directories searched recursively for them.
@@ -25,7 +30,8 @@ pub struct ReportArgs {
     /// JUnit XML: one testcase per case × repetition.
     #[arg(long, value_name = "OUT.xml", value_parser = super::args::Path)]
     pub junit: Option<PathBuf>,
-    /// CSV: `DIR/metrics.csv`, one row per metric observation (DIR is created).
+    /// CSV: `DIR/metrics.csv`, one row per metric observation, and with campaigns
+    /// `DIR/campaign-rows.csv`, one row per campaign row (DIR is created).
     #[arg(long, value_name = "DIR", value_parser = super::args::Path)]
     pub csv: Option<PathBuf>,
     /// One self-contained offline HTML page with the verdict matrix and plots.
@@ -35,7 +41,8 @@ pub struct ReportArgs {
 
 /// Runs `kiln-qual report`.
 pub fn run(a: ReportArgs) -> i32 {
-    let set = qual_report::collect(&a.paths);
+    let mut set = qual_report::collect(&a.paths);
+    qual_campaign::report::load_into(&mut set);
     let mut code = exit::OK;
     for f in &set.refused {
         errln!(
@@ -70,6 +77,12 @@ pub fn run(a: ReportArgs) -> i32 {
             return exit::FAILED;
         }
         outputs.push((dir.join("metrics.csv"), qual_report::csv::render(&set)));
+        if !set.campaigns.is_empty() {
+            outputs.push((
+                dir.join("campaign-rows.csv"),
+                qual_report::campaign::csv(&set.campaigns),
+            ));
+        }
     }
     if let Some(p) = &a.html {
         outputs.push((p.clone(), qual_report::html::render(&set)));
@@ -85,12 +98,13 @@ pub fn run(a: ReportArgs) -> i32 {
     }
     let (n, passed, failed) = count(&set);
     errln!(
-        "report: {} ({passed} passed, {failed} failed), {} refused{}",
+        "report: {} ({passed} passed, {failed} failed), {}{} refused{}",
         if n == 1 {
             "1 receipt".to_owned()
         } else {
             format!("{n} receipts")
         },
+        campaigns(&set),
         set.refused.len(),
         if set.skipped > 0 {
             format!(", {} other JSON files skipped", set.skipped)
@@ -99,6 +113,19 @@ pub fn run(a: ReportArgs) -> i32 {
         }
     );
     code
+}
+
+fn campaigns(set: &qual_report::ReportSet) -> String {
+    let n = set.campaigns.len();
+    if n == 0 {
+        return String::new();
+    }
+    let passed = set.campaigns.iter().filter(|c| c.passed()).count();
+    format!(
+        "{n} campaign{} ({passed} passed, {} failed), ",
+        if n == 1 { "" } else { "s" },
+        n - passed
+    )
 }
 
 fn count(set: &qual_report::ReportSet) -> (usize, usize, usize) {
