@@ -12,12 +12,6 @@ mod output;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-/// mimalloc instead of the C library's malloc: the strict JSON reader and the validators make
-/// many small allocations, and glibc malloc was a quarter of `workload check`'s instructions
-/// (docs/performance.md).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// `--version`: the package version and the commit it was built from (recorded by `build.rs`
 /// at build time; `unknown` without git).
 const VERSION: &str = concat!(
