@@ -365,7 +365,8 @@ impl Parser<'_> {
                 None if open.iter().any(|(k, _)| *k == key) => true,
                 None => {
                     if open.len() >= SMALL_OBJECT {
-                        let mut set: HashSet<String> = open.iter().map(|(k, _)| k.clone()).collect();
+                        let mut set: HashSet<String> =
+                            open.iter().map(|(k, _)| k.clone()).collect();
                         set.insert(key.clone());
                         seen = Some(set);
                     }
