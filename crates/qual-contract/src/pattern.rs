@@ -78,7 +78,39 @@ pub fn validate_assertion(pattern: &str) -> Result<(), String> {
     r
 }
 
+/// Longest pattern that [`is_short_literal`] answers for: its automaton (one state per byte,
+/// [`nfa_size_bound`] counts 64 bytes each) stays far below half of [`SIZE_LIMIT`].
+const MAX_LITERAL_BYTES: usize = 4096;
+
+/// Whether `pattern` is a short plain literal: every character is either not a regex meta
+/// character or a meta character escaped with `\` (`\[`, `\.`, `\(`…). Such a pattern
+/// always parses (escaping a meta character is always allowed, every other character stands
+/// for itself) and its automaton is far below the size limit, so it certainly compiles; most
+/// output assertions of the real workloads are of this form (`\[CUDA TIER3 PASS\] …`).
+/// Anything else (classes, groups, repetitions, flags, other escapes such as `\d`, `\Z` or
+/// back-references, `#`, `&`, `-`, `~`) goes to the parser.
+fn is_short_literal(pattern: &str) -> bool {
+    if pattern.len() > MAX_LITERAL_BYTES {
+        return false;
+    }
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some(n) if regex_syntax::is_meta_character(n) => {}
+                _ => return false,
+            }
+        } else if regex_syntax::is_meta_character(c) {
+            return false;
+        }
+    }
+    true
+}
+
 fn validate_uncached(pattern: &str) -> Result<(), String> {
+    if is_short_literal(pattern) {
+        return Ok(());
+    }
     let translated = format!("(?m){}", translate(pattern)?);
     let hir = regex_syntax::ParserBuilder::new()
         .build()
@@ -257,6 +289,59 @@ mod tests {
             assert_eq!(validate_assertion(p), want, "{p}");
             // The memoised answer is the same.
             assert_eq!(validate_assertion(p), want, "{p}");
+        }
+    }
+
+    #[test]
+    fn short_literals_skip_the_parser_and_always_compile() {
+        let longest = "\u{10348}".repeat(MAX_LITERAL_BYTES / 4);
+        for p in [
+            "test result: FAILED",
+            r"\[CUDA TIER3 PASS\] one full SFT step on Device::Cuda\(0\)",
+            r"matmul_matrix_core_f32_parity \.\.\. ok",
+            r#"eval_completion="t1 t1""#,
+            "",
+            r"\\ \^\$\|\*\+\?\{\}",
+            longest.as_str(),
+        ] {
+            assert!(is_short_literal(p), "{p}");
+            assert_eq!(compile_assertion(p).map(drop), Ok(()), "{p}");
+            assert_eq!(validate_assertion(p), Ok(()), "{p}");
+        }
+        for p in [
+            r"a\d",
+            r"end\Z",
+            r"(a)\1",
+            "a.b",
+            "a-b",
+            "a#b",
+            "(?i)x",
+            "x\\",
+            r"\q",
+            &"a".repeat(MAX_LITERAL_BYTES + 1),
+        ] {
+            assert!(!is_short_literal(p), "{p}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Whatever the characters, a pattern taken for a short literal compiles.
+        #[test]
+        fn a_short_literal_always_compiles(
+            atoms in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "a", " ", "\"", ":", "=", "/", "é", "\u{1F600}", "\t", r"\.", r"\[", r"\]",
+                    r"\(", r"\)", r"\\", r"\{", r"\}", r"\-", r"\#", r"\&", r"\~", r"\d",
+                    r"\Z", "[", "(", "*", "\\", "{", "-", "#",
+                ]),
+                0..40,
+            ),
+        ) {
+            let p: String = atoms.concat();
+            if is_short_literal(&p) {
+                proptest::prop_assert_eq!(compile_assertion(&p).map(drop), Ok(()), "{}", p);
+            }
         }
     }
 

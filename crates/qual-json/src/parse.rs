@@ -116,6 +116,11 @@ struct Parser<'a> {
     pos: usize,
     limits: Limits,
     path: Vec<Seg>,
+    /// Items of the arrays being read, innermost last; each array takes its items off the top
+    /// in one exactly sized allocation when it closes (no growth reallocations per array).
+    items: Vec<Value>,
+    /// Entries of the objects being read, the same way.
+    entries: Vec<(String, Value)>,
 }
 
 /// Parses a complete document with the default [`Limits`].
@@ -168,6 +173,8 @@ pub fn from_slice_with(bytes: &[u8], limits: Limits) -> Result<Value, ParseError
         pos: 0,
         limits,
         path: Vec::new(),
+        items: Vec::new(),
+        entries: Vec::new(),
     };
     p.skip_ws();
     let v = p.value(0)?;
@@ -303,24 +310,24 @@ impl Parser<'_> {
     fn array(&mut self, depth: usize) -> Result<Value, ParseError> {
         self.enter(depth)?;
         self.pos += 1;
-        let mut items = Vec::new();
         self.skip_ws();
         if self.peek() == Some(b']') {
             self.pos += 1;
-            return Ok(Value::Array(items));
+            return Ok(Value::Array(Vec::new()));
         }
+        let start = self.items.len();
         loop {
-            self.path.push(Seg::Index(items.len()));
+            self.path.push(Seg::Index(self.items.len() - start));
             self.skip_ws();
             let v = self.value(depth)?;
             self.path.pop();
-            items.push(v);
+            self.items.push(v);
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {
                     self.pos += 1;
-                    return Ok(Value::Array(items));
+                    return Ok(Value::Array(self.items.drain(start..).collect()));
                 }
                 _ => {
                     return Err(self.error(Reason::Syntax, "expected ',' or ']' in an array".into()))
@@ -333,15 +340,15 @@ impl Parser<'_> {
         const SMALL_OBJECT: usize = 16;
         self.enter(depth)?;
         self.pos += 1;
-        let mut obj = Object::new();
         // Duplicate keys: a linear scan while the object is small (almost every object), a
         // hash set once it grows past SMALL_OBJECT keys (no quadratic blow-up on huge ones).
         let mut seen: Option<HashSet<String>> = None;
         self.skip_ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
-            return Ok(Value::Object(obj));
+            return Ok(Value::Object(Object::new()));
         }
+        let start = self.entries.len();
         loop {
             self.skip_ws();
             if self.peek() != Some(b'"') {
@@ -352,12 +359,14 @@ impl Parser<'_> {
             }
             let key_at = self.pos;
             let key = self.string()?;
+            let open = &self.entries[start..];
             let duplicate = match &mut seen {
                 Some(set) => !set.insert(key.clone()),
-                None if obj.contains_key(&key) => true,
+                None if open.iter().any(|(k, _)| *k == key) => true,
                 None => {
-                    if obj.len() >= SMALL_OBJECT {
-                        let mut set: HashSet<String> = obj.keys().cloned().collect();
+                    if open.len() >= SMALL_OBJECT {
+                        let mut set: HashSet<String> =
+                            open.iter().map(|(k, _)| k.clone()).collect();
                         set.insert(key.clone());
                         seen = Some(set);
                     }
@@ -386,13 +395,14 @@ impl Parser<'_> {
             let Some(Seg::Key(key)) = self.path.pop() else {
                 unreachable!("the path holds the key pushed above");
             };
-            obj.push_unchecked(key, v);
+            self.entries.push((key, v));
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
-                    return Ok(Value::Object(obj));
+                    let entries = self.entries.drain(start..).collect();
+                    return Ok(Value::Object(Object::from_unique_entries(entries)));
                 }
                 _ => {
                     return Err(

@@ -190,8 +190,9 @@ impl Object {
         self.entries.is_empty()
     }
 
-    pub(crate) fn push_unchecked(&mut self, key: String, value: Value) {
-        self.entries.push((key, value));
+    /// An object from entries already known to hold no duplicate key (the parser's).
+    pub(crate) fn from_unique_entries(entries: Vec<(String, Value)>) -> Object {
+        Object { entries }
     }
 }
 
