@@ -52,10 +52,38 @@ pub struct Connection {
 
 /// Opens a connection (TCP_NODELAY) and drives it on the current tokio runtime.
 pub async fn connect(addr: SocketAddr) -> std::io::Result<Connection> {
+    let (io, first_write, reads) = stamped_tcp(addr).await?;
+    drive(io, first_write, reads).await
+}
+
+/// Opens a connection to `target`: plain TCP, or TLS when the target has TLS settings.
+pub async fn connect_to(addr: SocketAddr, target: &Target) -> std::io::Result<Connection> {
+    let Some(tls) = &target.tls else {
+        return connect(addr).await;
+    };
+    let (io, first_write, reads) = stamped_tcp(addr).await?;
+    let tls_stream = tokio_rustls::TlsConnector::from(tls.config.clone())
+        .connect(tls.server_name.clone(), io)
+        .await?;
+    drive(crate::io::TokioIo::new(tls_stream), first_write, reads).await
+}
+
+/// A TCP connection (TCP_NODELAY) whose reads are stamped by the kernel receive clock.
+async fn stamped_tcp(
+    addr: SocketAddr,
+) -> std::io::Result<(StampedStream, Arc<AtomicU64>, ReadLog)> {
     let stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let first_write = Arc::new(AtomicU64::new(0));
     let (io, reads, _kernel) = StampedStream::new(stream, first_write.clone());
+    Ok((io, first_write, reads))
+}
+
+/// The HTTP/1.1 handshake over `io`, the connection task spawned on the current runtime.
+async fn drive<I>(io: I, first_write: Arc<AtomicU64>, reads: ReadLog) -> std::io::Result<Connection>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
     let (sender, conn) = hyper::client::conn::http1::handshake(io)
         .await
         .map_err(std::io::Error::other)?;
@@ -64,32 +92,6 @@ pub async fn connect(addr: SocketAddr) -> std::io::Result<Connection> {
     });
     // Let the connection task run once so it is parked on its socket before the first
     // request is handed to it.
-    tokio::task::yield_now().await;
-    Ok(Connection {
-        sender,
-        first_write,
-        reads,
-    })
-}
-
-/// Opens a connection to `target`: plain TCP, or TLS when the target has TLS settings.
-pub async fn connect_to(addr: SocketAddr, target: &Target) -> std::io::Result<Connection> {
-    let Some(tls) = &target.tls else {
-        return connect(addr).await;
-    };
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
-    let first_write = Arc::new(AtomicU64::new(0));
-    let (io, reads, _kernel) = StampedStream::new(stream, first_write.clone());
-    let tls_stream = tokio_rustls::TlsConnector::from(tls.config.clone())
-        .connect(tls.server_name.clone(), io)
-        .await?;
-    let (sender, conn) = hyper::client::conn::http1::handshake(crate::io::TokioIo::new(tls_stream))
-        .await
-        .map_err(std::io::Error::other)?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
     tokio::task::yield_now().await;
     Ok(Connection {
         sender,
