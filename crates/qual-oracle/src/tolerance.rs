@@ -83,6 +83,17 @@ pub enum CheckOutcome {
     NotEstablished,
 }
 
+impl CheckOutcome {
+    /// `Within` when the observed value satisfies the bound, else `Exceeded`.
+    pub fn of(within: bool) -> Self {
+        if within {
+            CheckOutcome::Within
+        } else {
+            CheckOutcome::Exceeded
+        }
+    }
+}
+
 /// One declared bound against the observed worst case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -108,11 +119,7 @@ pub fn check(t: &Tolerances, s: &Summary) -> Vec<Check> {
             bound,
             observed,
             position,
-            outcome: if ok {
-                CheckOutcome::Within
-            } else {
-                CheckOutcome::Exceeded
-            },
+            outcome: CheckOutcome::of(ok),
         })
     };
     if let Some(b) = t.min_argmax_agreement {

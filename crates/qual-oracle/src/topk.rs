@@ -336,13 +336,7 @@ pub fn check(t: &Tolerances, s: &TopKSummary) -> (Vec<Check>, Vec<String>) {
             outcome,
         })
     };
-    let within = |ok: bool| {
-        if ok {
-            CheckOutcome::Within
-        } else {
-            CheckOutcome::Exceeded
-        }
-    };
+    let within = CheckOutcome::of;
     // A lower bound above the bound is an established failure; otherwise nothing is known.
     let lower = |ok: bool| {
         if ok {
