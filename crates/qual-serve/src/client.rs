@@ -32,7 +32,7 @@
 use crate::io::FullBody;
 use crate::record::{Outcome, RequestRecord, TokenCount, TokenSource, Usage};
 use crate::rxclock::{ClockSource, ReadLog, StampedStream};
-use crate::sse::{SseEvent, SseParser};
+use crate::sse::{PushError, SseEvent, SseParser};
 use hyper::body::{Body, Bytes, Incoming};
 use hyper::client::conn::http1::SendRequest;
 use serde::Deserialize;
@@ -314,7 +314,7 @@ pub struct StreamRules {
 #[derive(Deserialize)]
 struct Chunk<'a> {
     #[serde(default, borrow)]
-    choices: Option<Vec<Choice<'a>>>,
+    choices: Option<smallvec::SmallVec<[Choice<'a>; 1]>>,
     #[serde(default)]
     usage: Option<serde_json::Value>,
     #[serde(default)]
@@ -326,19 +326,46 @@ struct Choice<'a> {
     #[serde(default, borrow)]
     delta: Option<Delta<'a>>,
     #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
+    text: Option<Text<'a>>,
     #[serde(default, borrow)]
-    finish_reason: Option<Cow<'a, str>>,
+    finish_reason: Option<Text<'a>>,
 }
 
 #[derive(Deserialize)]
 struct Delta<'a> {
     #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
+    content: Option<Text<'a>>,
     #[serde(default, borrow)]
-    reasoning_content: Option<Cow<'a, str>>,
+    reasoning_content: Option<Text<'a>>,
     #[serde(default, borrow)]
-    reasoning: Option<Cow<'a, str>>,
+    reasoning: Option<Text<'a>>,
+}
+
+/// A JSON string of a stream event: borrowed from the event when it has no escapes, owned
+/// otherwise. (serde's own `Cow` always allocates when it sits inside an `Option`, and this
+/// runs once per streamed token.)
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Text<'a>, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Cow<'de, str>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Cow<'de, str>, E> {
+                Ok(Cow::Borrowed(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Cow<'de, str>, E> {
+                Ok(Cow::Owned(v.to_owned()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Cow<'de, str>, E> {
+                Ok(Cow::Owned(v))
+            }
+        }
+        d.deserialize_str(V).map(Text)
+    }
 }
 
 struct StreamState {
@@ -388,23 +415,23 @@ fn on_event(
     let mut is_content = false;
     for c in chunk.choices.unwrap_or_default() {
         if let Some(d) = c.delta {
-            if let Some(s) = d.content.filter(|s| !s.is_empty()) {
-                st.content.push_str(&s);
+            if let Some(s) = d.content.filter(|s| !s.0.is_empty()) {
+                st.content.push_str(&s.0);
                 is_content = true;
             }
             for r in [d.reasoning_content, d.reasoning].into_iter().flatten() {
-                if !r.is_empty() {
-                    st.reasoning.push_str(&r);
+                if !r.0.is_empty() {
+                    st.reasoning.push_str(&r.0);
                     is_content = true;
                 }
             }
         }
-        if let Some(s) = c.text.filter(|s| !s.is_empty()) {
-            st.content.push_str(&s);
+        if let Some(s) = c.text.filter(|s| !s.0.is_empty()) {
+            st.content.push_str(&s.0);
             is_content = true;
         }
         if let Some(f) = c.finish_reason {
-            st.finish.push(f.into_owned());
+            st.finish.push(f.0.into_owned());
         }
     }
     if is_content {
@@ -713,7 +740,6 @@ async fn read_stream(
 ) -> SendOutcome {
     let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
     let mut parser = SseParser::new(MAX_EVENT_BYTES);
-    let mut events = Vec::new();
     let (mut received_bytes, mut received_events) = (0u64, 0u64);
     let mut st = StreamState {
         done: false,
@@ -744,36 +770,34 @@ async fn read_stream(
                     rec.first_byte_ns = Some(t);
                 }
                 received_bytes = received_bytes.saturating_add(data.len() as u64);
-                events.clear();
-                let step = within(received_bytes, limits.max_bytes, "bytes")
-                    .and_then(|()| parser.push(&data, &mut events).map_err(|e| e.to_string()))
-                    .and_then(|()| {
-                        received_events = received_events.saturating_add(events.len() as u64);
-                        within(received_events, limits.max_events, "events")
-                    });
+                // Each event is handled as the parser completes it (no per-event copy); the
+                // first failure in stream order ends the request.
+                let step = within(received_bytes, limits.max_bytes, "bytes").and_then(|()| {
+                    parser
+                        .push_each(&data, |ev| {
+                            received_events = received_events.saturating_add(1);
+                            within(received_events, limits.max_events, "events")?;
+                            let before = rec.content_event_ns.len();
+                            on_event(ev, t, rec, &mut st)?;
+                            if rec.content_event_ns.len() > before {
+                                if last_content_read == Some(read.seq) {
+                                    rec.content_events_coalesced += 1;
+                                }
+                                last_content_read = Some(read.seq);
+                                match read.lag_ns {
+                                    Some(lag) => rec.content_read_lag_ns.push(lag),
+                                    None => read_clock_events += 1,
+                                }
+                            }
+                            Ok(())
+                        })
+                        .map_err(|e| match e {
+                            PushError::Sse(e) => e.to_string(),
+                            PushError::Handler(reason) => reason,
+                        })
+                });
                 if let Err(reason) = step {
                     failure = Some(reason);
-                    reusable = false;
-                    break;
-                }
-                for ev in &events {
-                    let before = rec.content_event_ns.len();
-                    if let Err(reason) = on_event(ev, t, rec, &mut st) {
-                        failure = Some(reason);
-                        break;
-                    }
-                    if rec.content_event_ns.len() > before {
-                        if last_content_read == Some(read.seq) {
-                            rec.content_events_coalesced += 1;
-                        }
-                        last_content_read = Some(read.seq);
-                        match read.lag_ns {
-                            Some(lag) => rec.content_read_lag_ns.push(lag),
-                            None => read_clock_events += 1,
-                        }
-                    }
-                }
-                if failure.is_some() {
                     reusable = false;
                     break;
                 }
@@ -1134,6 +1158,41 @@ mod tests {
             })
         );
         assert_eq!(r.finish_reason.as_deref(), Some("length"));
+    }
+
+    #[test]
+    fn escaped_text_and_several_choices_are_read_whole() {
+        let mut rec = RequestRecord::scheduled(0, "x", Phase::Measured, Endpoint::Chat, 0);
+        let mut st = StreamState {
+            done: false,
+            finish: vec![],
+            usage: vec![],
+            content: String::new(),
+            reasoning: String::new(),
+        };
+        for (i, data) in [
+            r#"{"choices":[{"delta":{"content":"plain "}}]}"#,
+            r#"{"choices":[{"delta":{"content":"line\nbreak \u00e9 \"q\""}}]}"#,
+            r#"{"choices":[{"text":"a"},{"text":"b","finish_reason":"st\u006fp"}]}"#,
+        ]
+        .iter()
+        .enumerate()
+        {
+            let ev = SseEvent {
+                event: None,
+                data: data.to_string(),
+            };
+            on_event(&ev, i as u64, &mut rec, &mut st).unwrap();
+        }
+        assert_eq!(st.content, "plain line\nbreak é \"q\"ab");
+        assert_eq!(st.finish, vec!["stop".to_string()]);
+        assert_eq!(rec.content_event_ns, vec![0, 1, 2]);
+        let bad = SseEvent {
+            event: None,
+            data: r#"{"choices":[{"delta":{"content":7}}]}"#.into(),
+        };
+        let err = on_event(&bad, 3, &mut rec, &mut st).unwrap_err();
+        assert!(err.contains("expected a string"), "{err}");
     }
 
     #[test]

@@ -528,7 +528,7 @@ impl Ctx {
             self.count_client_tokens(&mut rec, &reply);
             let ok = rec.outcome.is_success();
             self.record(k, rec);
-            if !ok {
+            if !ok || t + 1 == turns.len() {
                 break;
             }
             history.push(turn, &reply);

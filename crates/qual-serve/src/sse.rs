@@ -11,6 +11,11 @@
 //! Invariants: the parser is a pure function of the concatenated input, whatever the read
 //! boundaries (property-tested); it never holds more than the bytes of the event being read
 //! (bounded by `max_event_bytes`, beyond which it reports [`SseError::EventTooLarge`]).
+//!
+//! Cost: this runs once per streamed token, so the steady state allocates nothing. Line ends
+//! are found with `memchr`, and [`SseParser::push_each`] hands each event to the caller as it
+//! completes, borrowed from the parser's own buffers (which are reused for the next event);
+//! [`SseParser::push`] collects owned copies for callers that want a list.
 
 /// One dispatched event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,6 +24,15 @@ pub struct SseEvent {
     pub event: Option<String>,
     /// The `data:` lines joined with `\n`.
     pub data: String,
+}
+
+/// Why [`SseParser::push_each`] stopped: the byte stream, or the caller's handler.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PushError<E> {
+    /// The bytes are not a usable SSE stream.
+    Sse(SseError),
+    /// The handler refused an event.
+    Handler(E),
 }
 
 /// Why the byte stream is not a usable SSE stream.
@@ -39,9 +53,9 @@ pub enum SseError {
 #[derive(Debug)]
 pub struct SseParser {
     line: Vec<u8>,
-    data: String,
+    /// The event being read: its `data` and `event` fields (reused between events).
+    current: SseEvent,
     has_data: bool,
-    event: Option<String>,
     pending_cr: bool,
     event_bytes: usize,
     max_event_bytes: usize,
@@ -58,9 +72,11 @@ impl SseParser {
     pub fn new(max_event_bytes: usize) -> SseParser {
         SseParser {
             line: Vec::new(),
-            data: String::new(),
+            current: SseEvent {
+                event: None,
+                data: String::new(),
+            },
             has_data: false,
-            event: None,
             pending_cr: false,
             event_bytes: 0,
             max_event_bytes,
@@ -68,7 +84,25 @@ impl SseParser {
     }
 
     /// Consumes one read and appends every event it completes to `out`.
-    pub fn push(&mut self, mut bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+    pub fn push(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        self.push_each(bytes, |ev| {
+            out.push(ev.clone());
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .map_err(|e| match e {
+            PushError::Sse(e) => e,
+            PushError::Handler(never) => match never {},
+        })
+    }
+
+    /// Consumes one read and hands every event it completes to `each`, in order, as soon as
+    /// it completes. An error from `each` stops the read there (the parser is then in no
+    /// state to continue the stream).
+    pub fn push_each<E>(
+        &mut self,
+        mut bytes: &[u8],
+        mut each: impl FnMut(&SseEvent) -> Result<(), E>,
+    ) -> Result<(), PushError<E>> {
         // An empty read must not consume a pending CR: its LF may still come.
         if bytes.is_empty() {
             return Ok(());
@@ -80,23 +114,24 @@ impl SseParser {
             }
         }
         while !bytes.is_empty() {
-            match bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
+            match memchr::memchr2(b'\n', b'\r', bytes) {
                 None => {
-                    self.grow(bytes.len())?;
+                    self.grow(bytes.len()).map_err(PushError::Sse)?;
                     self.line.extend_from_slice(bytes);
                     return Ok(());
                 }
                 Some(i) => {
-                    self.grow(i)?;
+                    self.grow(i).map_err(PushError::Sse)?;
                     let is_cr = bytes[i] == b'\r';
                     if self.line.is_empty() {
-                        self.process_line(&bytes[..i], out)?;
+                        self.process_line(&bytes[..i], &mut each)?;
                     } else {
                         self.line.extend_from_slice(&bytes[..i]);
                         let line = std::mem::take(&mut self.line);
-                        self.process_line(&line, out)?;
+                        let r = self.process_line(&line, &mut each);
                         self.line = line;
                         self.line.clear();
+                        r?;
                     }
                     bytes = &bytes[i + 1..];
                     if is_cr {
@@ -122,24 +157,28 @@ impl SseParser {
         Ok(())
     }
 
-    fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+    fn process_line<E>(
+        &mut self,
+        line: &[u8],
+        each: &mut impl FnMut(&SseEvent) -> Result<(), E>,
+    ) -> Result<(), PushError<E>> {
         if line.is_empty() {
-            if self.has_data {
-                out.push(SseEvent {
-                    event: self.event.take(),
-                    data: std::mem::take(&mut self.data),
-                });
-            }
+            let dispatch = self.has_data;
             self.has_data = false;
-            self.event = None;
-            self.data.clear();
             self.event_bytes = 0;
-            return Ok(());
+            let r = if dispatch {
+                each(&self.current).map_err(PushError::Handler)
+            } else {
+                Ok(())
+            };
+            self.current.event = None;
+            self.current.data.clear();
+            return r;
         }
         if line[0] == b':' {
             return Ok(());
         }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(i) => {
                 let v = &line[i + 1..];
                 (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
@@ -148,16 +187,16 @@ impl SseParser {
         };
         match field {
             b"data" => {
-                let v = std::str::from_utf8(value).map_err(|_| SseError::InvalidUtf8)?;
+                let v = utf8(value)?;
                 if self.has_data {
-                    self.data.push('\n');
+                    self.current.data.push('\n');
                 }
-                self.data.push_str(v);
+                self.current.data.push_str(v);
                 self.has_data = true;
             }
             b"event" => {
-                let v = std::str::from_utf8(value).map_err(|_| SseError::InvalidUtf8)?;
-                self.event = Some(v.to_string());
+                let v = utf8(value)?;
+                self.current.event = Some(v.to_string());
             }
             _ => {}
         }
@@ -168,6 +207,10 @@ impl SseParser {
     pub fn has_partial_event(&self) -> bool {
         !self.line.is_empty() || self.has_data
     }
+}
+
+fn utf8<E>(v: &[u8]) -> Result<&str, PushError<E>> {
+    std::str::from_utf8(v).map_err(|_| PushError::Sse(SseError::InvalidUtf8))
 }
 
 #[cfg(test)]
@@ -192,6 +235,52 @@ mod tests {
     fn events_split_across_reads_are_reassembled() {
         let ev = parse_all(&[b"da", b"ta: {\"a\"", b":1}\n", b"\n", b"data: [DONE]\n\n"]);
         assert_eq!(data(&ev), vec!["{\"a\":1}", "[DONE]"]);
+    }
+
+    #[test]
+    fn reused_buffers_carry_nothing_into_the_next_event() {
+        let mut p = SseParser::default();
+        let mut seen = Vec::new();
+        let mut keep = |ev: &SseEvent| {
+            seen.push((ev.event.clone(), ev.data.clone()));
+            Ok::<(), ()>(())
+        };
+        p.push_each(
+            b"event: a\ndata: a long first payload\n\ndata: x\n\n",
+            &mut keep,
+        )
+        .unwrap();
+        p.push_each(b"data: y\n\nevent: b\ndata: zz\n\n", &mut keep)
+            .unwrap();
+        let got: Vec<(Option<&str>, &str)> = seen
+            .iter()
+            .map(|(e, d)| (e.as_deref(), d.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some("a"), "a long first payload"),
+                (None, "x"),
+                (None, "y"),
+                (Some("b"), "zz")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_refusing_handler_stops_the_read_at_that_event() {
+        let mut p = SseParser::default();
+        let mut n = 0;
+        let r = p.push_each(b"data: 1\n\ndata: 2\n\ndata: 3\n\n", |ev| {
+            n += 1;
+            if ev.data == "2" {
+                Err("refused")
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(r, Err(PushError::Handler("refused")));
+        assert_eq!(n, 2);
     }
 
     #[test]
