@@ -368,6 +368,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     }
 }
 
+#[derive(Default)]
 struct StreamState {
     done: bool,
     finish: Vec<String>,
@@ -741,13 +742,7 @@ async fn read_stream(
     let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
     let mut parser = SseParser::new(MAX_EVENT_BYTES);
     let (mut received_bytes, mut received_events) = (0u64, 0u64);
-    let mut st = StreamState {
-        done: false,
-        finish: Vec::new(),
-        usage: Vec::new(),
-        content: String::new(),
-        reasoning: String::new(),
-    };
+    let mut st = StreamState::default();
     let mut failure: Option<String> = None;
     let mut reusable = true;
     let mut last_content_read: Option<u64> = None;
@@ -919,10 +914,7 @@ async fn read_whole(
     let reusable = failure.is_none();
     let mut st = StreamState {
         done: true,
-        finish: Vec::new(),
-        usage: Vec::new(),
-        content: String::new(),
-        reasoning: String::new(),
+        ..StreamState::default()
     };
     let verdict = match failure {
         Some(f) => Err(f),
@@ -1100,13 +1092,7 @@ mod tests {
 
     fn run(events: &[&str], rules: StreamRules) -> RequestRecord {
         let mut rec = RequestRecord::scheduled(0, "x", Phase::Measured, Endpoint::Chat, 0);
-        let mut st = StreamState {
-            done: false,
-            finish: vec![],
-            usage: vec![],
-            content: String::new(),
-            reasoning: String::new(),
-        };
+        let mut st = StreamState::default();
         let parser = SseParser::default();
         let mut fail = None;
         for (i, e) in events.iter().enumerate() {
@@ -1163,13 +1149,7 @@ mod tests {
     #[test]
     fn escaped_text_and_several_choices_are_read_whole() {
         let mut rec = RequestRecord::scheduled(0, "x", Phase::Measured, Endpoint::Chat, 0);
-        let mut st = StreamState {
-            done: false,
-            finish: vec![],
-            usage: vec![],
-            content: String::new(),
-            reasoning: String::new(),
-        };
+        let mut st = StreamState::default();
         for (i, data) in [
             r#"{"choices":[{"delta":{"content":"plain "}}]}"#,
             r#"{"choices":[{"delta":{"content":"line\nbreak \u00e9 \"q\""}}]}"#,
@@ -1213,10 +1193,7 @@ mod tests {
     fn whole_responses_are_read_like_streams() {
         let mut st = StreamState {
             done: true,
-            finish: vec![],
-            usage: vec![],
-            content: String::new(),
-            reasoning: String::new(),
+            ..StreamState::default()
         };
         whole_response(
             br#"{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#,
@@ -1229,10 +1206,7 @@ mod tests {
         );
         let mut st2 = StreamState {
             done: true,
-            finish: vec![],
-            usage: vec![],
-            content: String::new(),
-            reasoning: String::new(),
+            ..StreamState::default()
         };
         let e = whole_response(br#"{"error":{"message":"overloaded"}}"#, &mut st2).unwrap_err();
         assert_eq!(e, "error response: overloaded");
