@@ -110,10 +110,13 @@ impl Tok {
         self.encode(text).map_or(0, |v| v.len() as u64)
     }
 
-    /// Text of exactly `n` tokens drawn from `words` by `next` (an index source): words are
-    /// appended while they fit (each word's count is measured once), the rest is filled with
-    /// single-token words, and the whole is re-encoded to check; a mismatch is repaired by
-    /// dropping or adding single-token words (bounded), else it is an error.
+    /// Text of exactly `n` tokens — as returned, which is how it is sent — drawn from `words`
+    /// by `next` (an index source). The first word is counted as it stands at the start of a
+    /// text (no leading space), every later one with its leading space (each count measured
+    /// once per word); words are appended while they fit, the rest is filled with single-token
+    /// words, and the whole is re-encoded to check; a mismatch (tokens merging across words) is
+    /// repaired by dropping or adding single-token words after the first (bounded), else it is
+    /// an error. The caller can record `n` as the text's count without encoding it again.
     pub fn exact_prompt(
         &self,
         n: u64,
@@ -121,10 +124,14 @@ impl Tok {
         cache: &mut WordCache,
         mut next: impl FnMut(usize) -> usize,
     ) -> Result<String, TokError> {
+        if n == 0 {
+            return Ok(String::new());
+        }
         if cache.single.is_empty() {
             for w in words {
                 let c = self.count(&format!(" {w}"));
                 cache.counts.insert((*w).to_string(), c);
+                cache.leading.insert((*w).to_string(), self.count(w));
                 if c == 1 {
                     cache.single.push(format!(" {w}"));
                 }
@@ -135,8 +142,18 @@ impl Tok {
                 ));
             }
         }
-        let mut parts: Vec<String> = Vec::new();
-        let mut total = 0u64;
+        let leading = |w: &str| cache.leading.get(w).copied().filter(|&c| c > 0 && c <= n);
+        let first = (0..8)
+            .map(|_| words[next(words.len())])
+            .find(|w| leading(w).is_some())
+            .or_else(|| words.iter().copied().filter(|w| leading(w).is_some()).min_by_key(|w| leading(w)))
+            .ok_or_else(|| {
+                TokError::Encode(format!(
+                    "no word of the word source is at most {n} tokens at the start of a text under this tokenizer"
+                ))
+            })?;
+        let mut total = leading(first).unwrap_or(n);
+        let mut parts: Vec<String> = vec![first.to_string()];
         let mut misses = 0;
         while total < n && misses < 8 {
             let w = words[next(words.len())];
@@ -158,9 +175,10 @@ impl Tok {
             let got = self.encode(&text)?.len() as u64;
             match got.cmp(&n) {
                 std::cmp::Ordering::Equal => return Ok(text),
-                std::cmp::Ordering::Greater => {
+                std::cmp::Ordering::Greater if parts.len() > 1 => {
                     parts.pop();
                 }
+                std::cmp::Ordering::Greater => break,
                 std::cmp::Ordering::Less => {
                     for _ in got..n {
                         parts.push(cache.single[next(cache.single.len())].clone());
@@ -174,10 +192,12 @@ impl Tok {
     }
 }
 
-/// Per-tokenizer memo of word token counts and the single-token words.
+/// Per-tokenizer memo of word token counts (after a space, and at the start of a text) and
+/// the single-token words (after a space).
 #[derive(Debug, Default)]
 pub struct WordCache {
     counts: HashMap<String, u64>,
+    leading: HashMap<String, u64>,
     single: Vec<String>,
 }
 
@@ -277,8 +297,6 @@ mod tests {
     #[test]
     fn exact_prompts_have_exactly_the_asked_length() {
         let t = view();
-        let words = ["the", "is", "river", "stone", "quiet"];
-        let mut cache = WordCache::default();
         let mut seed = 7usize;
         let mut next = |n: usize| {
             seed = seed
@@ -286,8 +304,19 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             (seed >> 33) % n
         };
-        for n in [1u64, 5, 17, 40, 128] {
+        // " is" is one token but "is" two: the count that matters is the text as sent, which
+        // starts without a space. No word here is one token at the start of a text.
+        let words = ["the", "is", "river", "stone", "quiet"];
+        let mut cache = WordCache::default();
+        let err = t
+            .exact_prompt(1, &words, &mut cache, &mut next)
+            .unwrap_err();
+        assert!(err.to_string().contains("at the start of a text"), "{err}");
+        let words = ["the", "is", "river", "a", "stone", "quiet"];
+        let mut cache = WordCache::default();
+        for n in [1u64, 2, 5, 17, 40, 128] {
             let text = t.exact_prompt(n, &words, &mut cache, &mut next).unwrap();
+            assert!(!text.starts_with(' '), "{text:?}");
             assert_eq!(t.count(&text), n, "{text:?}");
         }
         let bad = serde_json::json!({"tokenizer.ggml.model": "llama"});

@@ -293,11 +293,14 @@ pub fn synthetic(s: &Synthetic, tok: &Tok, o: &BodyOptions) -> Result<Workload, 
     let mut cache = WordCache::default();
     let mut words = SplitMix64::new(s.seed ^ 0x776f_7264_7300_0000);
     let mut pick = |n: usize| below(&mut words, n as u64) as usize;
-    let prefixes: Vec<String> = match s.shared_prefix {
-        Some((count, tokens)) => (0..count.max(1))
-            .map(|_| tok.exact_prompt(tokens, &WORDS, &mut cache, &mut pick))
-            .collect::<Result<_, _>>()?,
-        None => Vec::new(),
+    let (prefixes, prefix_tokens): (Vec<String>, u64) = match s.shared_prefix {
+        Some((count, tokens)) => (
+            (0..count.max(1))
+                .map(|_| tok.exact_prompt(tokens, &WORDS, &mut cache, &mut pick))
+                .collect::<Result<_, _>>()?,
+            tokens,
+        ),
+        None => (Vec::new(), 0),
     };
     let mut plan = RequestPlan {
         sessions: Vec::with_capacity(s.sessions),
@@ -308,20 +311,24 @@ pub fn synthetic(s: &Synthetic, tok: &Tok, o: &BodyOptions) -> Result<Workload, 
         for t in 0..s.turns {
             let n_in = s.input.draw(&mut rng);
             let n_out = s.output.draw(&mut rng);
-            let mut text = String::new();
-            let mut n_text = n_in;
-            if let (Some(p), 0) = (prefixes.get(i % prefixes.len().max(1)), t) {
-                text.push_str(p);
-                n_text = n_in.saturating_sub(tok.count(p)).max(1);
-            }
-            text.push_str(&tok.exact_prompt(n_text, &WORDS, &mut cache, &mut pick)?);
-            let text = text.trim_start().to_string();
+            // A prefix has exactly its token count, but where it meets the suffix the
+            // tokenizer may merge, so a prefixed prompt is counted whole.
+            let (text, input_tokens) = match (prefixes.get(i % prefixes.len().max(1)), t) {
+                (Some(p), 0) => {
+                    let n_text = n_in.saturating_sub(prefix_tokens).max(1);
+                    let suffix = tok.exact_prompt(n_text, &WORDS, &mut cache, &mut pick)?;
+                    let text = format!("{p} {suffix}");
+                    let n = tok.count(&text);
+                    (text, n)
+                }
+                _ => (tok.exact_prompt(n_in, &WORDS, &mut cache, &mut pick)?, n_in),
+            };
             let id = format!("s{i}.t{t}");
             info.insert(
                 id.clone(),
                 TurnInfo {
                     turn: t,
-                    input_tokens: Some(tok.count(&text)),
+                    input_tokens: Some(input_tokens),
                     max_tokens: n_out,
                 },
             );
@@ -439,16 +446,13 @@ pub fn lengths_file(
             }
             (false, _) => None,
         };
-        let text = tok
-            .exact_prompt(l.input_length, &WORDS, &mut cache, &mut pick)?
-            .trim_start()
-            .to_string();
+        let text = tok.exact_prompt(l.input_length, &WORDS, &mut cache, &mut pick)?;
         let id = format!("r{i}");
         info.insert(
             id.clone(),
             TurnInfo {
                 turn: 0,
-                input_tokens: Some(tok.count(&text)),
+                input_tokens: Some(l.input_length),
                 max_tokens: l.output_length,
             },
         );
