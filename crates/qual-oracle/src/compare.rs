@@ -600,21 +600,35 @@ pub struct Worst<T> {
     pub position: usize,
 }
 
-fn worst<T: Copy, F: Fn(&PositionMetrics) -> T>(
-    rows: &[PositionMetrics],
-    get: F,
+/// A per-position row of a comparison (full or top-k): where it is in the sequence.
+pub(crate) trait Positioned {
+    /// The row's position.
+    fn position(&self) -> usize;
+}
+
+impl Positioned for PositionMetrics {
+    fn position(&self) -> usize {
+        self.position
+    }
+}
+
+/// The worst value of `get` over non-empty `rows` (`worse(a, b)`: a is worse than b) and the
+/// first position holding it.
+pub(crate) fn worst<R: Positioned, T: Copy>(
+    rows: &[R],
+    get: impl Fn(&R) -> T,
     worse: fn(&T, &T) -> bool,
 ) -> Worst<T> {
     let mut w = Worst {
         value: get(&rows[0]),
-        position: rows[0].position,
+        position: rows[0].position(),
     };
     for r in &rows[1..] {
         let v = get(r);
         if worse(&v, &w.value) {
             w = Worst {
                 value: v,
-                position: r.position,
+                position: r.position(),
             };
         }
     }

@@ -382,6 +382,24 @@ pub struct Metric {
     pub lower_is_better: bool,
 }
 
+impl Metric {
+    fn new(
+        name: &'static str,
+        value: f64,
+        unit: &'static str,
+        aggregation: &'static str,
+        lower_is_better: bool,
+    ) -> Metric {
+        Metric {
+            name,
+            value,
+            unit,
+            aggregation,
+            lower_is_better,
+        }
+    }
+}
+
 /// The case metrics of a greedy result: worst cases over every step of every compared prompt,
 /// and the number of prompts whose greedy text left the reference argmax. `None` when no
 /// prompt was compared.
@@ -411,13 +429,7 @@ pub fn case_metrics(r: &OracleResult) -> Option<Vec<Metric>> {
             })
     };
     let diverged = prompts_diverged(r);
-    let m = |name, value, unit, aggregation, lower_is_better| Metric {
-        name,
-        value,
-        unit,
-        aggregation,
-        lower_is_better,
-    };
+    let m = Metric::new;
     let mut v = vec![
         m(
             "argmax_agreement",
@@ -502,13 +514,7 @@ fn case_metrics_top_k(r: &OracleResult) -> Option<Vec<Metric>> {
     let max = |f: &dyn Fn(&crate::topk::TopKSummary) -> f64| {
         sums.iter().map(|s| f(s)).fold(f64::MIN, f64::max)
     };
-    let m = |name, value, unit, aggregation, lower_is_better| Metric {
-        name,
-        value,
-        unit,
-        aggregation,
-        lower_is_better,
-    };
+    let m = Metric::new;
     let mut v = vec![
         m(
             "argmax_agreement",

@@ -29,7 +29,7 @@
 //! exceeded when its lower bound already exceeds it and is otherwise `not_established`;
 //! `min_cosine`, `max_mean_abs_error` and `max_kl_divergence` are recorded as unchecked.
 
-use crate::compare::{log_softmax, top_k, Worst};
+use crate::compare::{log_softmax, top_k, worst, Positioned, Worst};
 use crate::tensor::Logits;
 use crate::tolerance::{Check, CheckOutcome, Tolerances};
 use serde::{Deserialize, Serialize};
@@ -245,25 +245,10 @@ pub fn compare(
         .collect())
 }
 
-fn worst<T: Copy>(
-    rows: &[TopKPosition],
-    get: impl Fn(&TopKPosition) -> T,
-    worse: fn(&T, &T) -> bool,
-) -> Worst<T> {
-    let mut w = Worst {
-        value: get(&rows[0]),
-        position: rows[0].position,
-    };
-    for r in &rows[1..] {
-        let v = get(r);
-        if worse(&v, &w.value) {
-            w = Worst {
-                value: v,
-                position: r.position,
-            };
-        }
+impl Positioned for TopKPosition {
+    fn position(&self) -> usize {
+        self.position
     }
-    w
 }
 
 /// Summarises a top-k comparison (`None` when there is no position).
