@@ -17,7 +17,7 @@ use crate::stats::{self, Interval, Summary};
 use crate::workload::Workload;
 use qual_serve::client::{StreamRules, Target};
 use qual_serve::load::{self, Arrival, EngineOptions, LoadSpec, ProgressSink, StopReason};
-use qual_serve::metrics::{self, ServingMetrics, Slo, ValidityLimits};
+use qual_serve::metrics::{self, BoundedSample, ServingMetrics, Slo, ValidityLimits};
 use qual_serve::record::{Phase, RequestRecord};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -256,17 +256,22 @@ fn run_once(
     };
     let out = load::run_plan(&wl.plan, &spec, &opts, Instant::now(), progress)
         .map_err(|e| format!("failed to {e}"))?;
-    Ok(summarize(cfg, wl, repeat, out.stop, out.records))
+    let closed = matches!(spec.arrival, Arrival::ClosedLoop { .. });
+    Ok(summarize(cfg, wl, repeat, closed, out.stop, out.records))
 }
 
 fn summarize(
     cfg: &BenchConfig,
     wl: &Workload,
     repeat: usize,
+    closed_loop: bool,
     stop: StopReason,
     records: Vec<RequestRecord>,
 ) -> RunResult {
-    let m = metrics::compute(&records, cfg.slo, cfg.validity);
+    // A closed loop has no schedule to keep: its send lag is recorded, not gated.
+    let mut limits = cfg.validity;
+    limits.gate_late_sends &= !closed_loop;
+    let m = metrics::compute(&records, cfg.slo, limits);
     let ps = &cfg.percentiles;
     let measured: Vec<&RequestRecord> = records
         .iter()
@@ -277,41 +282,39 @@ fn summarize(
         .copied()
         .filter(|r| r.outcome.is_success())
         .collect();
-    let sample = |f: &dyn Fn(&RequestRecord) -> Option<f64>, rs: &[&RequestRecord]| -> Vec<f64> {
-        rs.iter().filter_map(|r| f(r)).collect()
-    };
-    let ttft = |r: &RequestRecord| {
-        Some(r.content_event_ns.first()?.saturating_sub(r.send_ns?) as f64 / 1e6)
-    };
-    let e2e = |r: &RequestRecord| {
-        Some(r.content_event_ns.last()?.saturating_sub(r.send_ns?) as f64 / 1e6)
+    // One definition of every sample (qual-serve's metrics), with its arrival bound.
+    let per_request: Vec<(&RequestRecord, metrics::RequestSamples)> = ok
+        .iter()
+        .filter_map(|r| {
+            let send = r.send_ns?;
+            (!r.content_event_ns.is_empty()).then(|| (*r, metrics::request_samples(r, send)))
+        })
+        .collect();
+    let pick = |f: fn(&metrics::RequestSamples) -> BoundedSample| -> Vec<BoundedSample> {
+        per_request.iter().map(|(_, s)| f(s)).collect()
     };
     let mut distributions = BTreeMap::new();
-    distributions.insert("e2e_ms".to_string(), Summary::of(sample(&e2e, &ok), ps));
+    distributions.insert("e2e_ms".to_string(), Summary::bounded(&pick(|s| s.e2e), ps));
     let stream = cfg.engine.stream;
     let mut undefined = BTreeMap::new();
     if stream {
-        distributions.insert("ttft_ms".to_string(), Summary::of(sample(&ttft, &ok), ps));
-        let itl: Vec<f64> = ok
+        distributions.insert(
+            "ttft_ms".to_string(),
+            Summary::bounded(&pick(|s| s.ttft), ps),
+        );
+        let itl: Vec<BoundedSample> = per_request
             .iter()
-            .flat_map(|r| {
-                r.content_event_ns
-                    .windows(2)
-                    .map(|w| w[1].saturating_sub(w[0]) as f64 / 1e6)
+            .flat_map(|(_, s)| s.itl.iter().copied())
+            .collect();
+        distributions.insert("itl_ms".to_string(), Summary::bounded(&itl, ps));
+        let tpot: Vec<BoundedSample> = per_request
+            .iter()
+            .filter_map(|(r, _)| {
+                let n = r.output_tokens?.value;
+                (n >= 2).then(|| metrics::tpot_sample(r, n))
             })
             .collect();
-        distributions.insert("itl_ms".to_string(), Summary::of(itl, ps));
-        let tpot = sample(
-            &|r: &RequestRecord| {
-                let n = r.output_tokens?.value;
-                if n < 2 {
-                    return None;
-                }
-                Some((e2e(r)? - ttft(r)?) / (n - 1) as f64)
-            },
-            &ok,
-        );
-        distributions.insert("tpot_ms".to_string(), Summary::of(tpot, ps));
+        distributions.insert("tpot_ms".to_string(), Summary::bounded(&tpot, ps));
     } else {
         for k in ["ttft_ms", "itl_ms", "tpot_ms"] {
             undefined.insert(
@@ -354,17 +357,17 @@ fn summarize(
             undefined.insert(k.into(), "no slo declared".into());
         }
     }
-    let mut by_turn: BTreeMap<usize, (usize, usize, Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut by_turn: BTreeMap<usize, (usize, usize, Vec<BoundedSample>, Vec<BoundedSample>)> =
+        BTreeMap::new();
     for r in &measured {
         let t = wl.info.get(&r.corpus_id).map_or(0, |i| i.turn);
         let e = by_turn.entry(t).or_default();
         if r.outcome.is_success() {
             e.0 += 1;
-            if let Some(x) = ttft(r) {
-                e.2.push(x);
-            }
-            if let Some(x) = e2e(r) {
-                e.3.push(x);
+            if let (Some(send), false) = (r.send_ns, r.content_event_ns.is_empty()) {
+                let s = metrics::request_samples(r, send);
+                e.2.push(s.ttft);
+                e.3.push(s.e2e);
             }
         } else {
             e.1 += 1;
@@ -377,8 +380,8 @@ fn summarize(
                 turn,
                 succeeded: s,
                 failed: f,
-                ttft_ms: Summary::of(t, ps),
-                e2e_ms: Summary::of(e, ps),
+                ttft_ms: Summary::bounded(&t, ps),
+                e2e_ms: Summary::bounded(&e, ps),
             })
             .collect()
     } else {

@@ -13,7 +13,7 @@
 //!   output tokens of requests completed, mean TTFT and mean E2E of requests completed in
 //!   the bucket.
 
-use qual_serve::metrics::{percentile_type7, PERCENTILES};
+use qual_serve::metrics::{centre, percentile_type7, Bound, BoundedSample, PERCENTILES};
 use qual_serve::record::{Phase, RequestRecord};
 use serde::Serialize;
 
@@ -67,6 +67,10 @@ pub struct Pct {
     pub min_samples: usize,
     /// `n < min_samples`.
     pub below_minimum: bool,
+    /// Where the true percentile lies (arrival-bounded distributions; see
+    /// `qual_serve::metrics::Distribution::bounded`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Bound>,
 }
 
 /// Summary of one distribution.
@@ -102,9 +106,39 @@ impl Summary {
                     n,
                     min_samples: min_samples(p),
                     below_minimum: n < min_samples(p),
+                    bound: None,
                 })
                 .collect(),
         }
+    }
+
+    /// Summarises interval samples: each percentile of the reported values with the same
+    /// percentile of the lower and of the upper ends as its bound.
+    pub fn bounded(samples: &[BoundedSample], ps: &[f64]) -> Summary {
+        let mut s = Summary::of(samples.iter().map(|x| x.value).collect(), ps);
+        let lo = Summary::of(samples.iter().map(|x| x.lower).collect(), ps);
+        let hi = Summary::of(samples.iter().map(|x| x.upper).collect(), ps);
+        for ((p, l), h) in s
+            .percentiles
+            .iter_mut()
+            .zip(&lo.percentiles)
+            .zip(&hi.percentiles)
+        {
+            p.bound = match (l.value, h.value) {
+                (Some(lower), Some(upper)) => Some(Bound { lower, upper }),
+                _ => None,
+            };
+            p.value = centre(p.value, p.bound);
+        }
+        s
+    }
+
+    /// The bound at a label.
+    pub fn bound(&self, label: &str) -> Option<Bound> {
+        self.percentiles
+            .iter()
+            .find(|p| p.label == label)
+            .and_then(|p| p.bound)
     }
 
     /// The value at a label.

@@ -412,7 +412,9 @@ pub fn run_with_base_url(
     }
     reasons.extend(lifecycle.failures.iter().cloned());
     let ran = load_spec.is_some() && !records.is_empty();
-    let m = ran.then(|| metrics::compute(&records, o.slo, o.validity));
+    let mut limits = o.validity;
+    limits.gate_late_sends &= !matches!(o.arrival, crate::load::Arrival::ClosedLoop { .. });
+    let m = ran.then(|| metrics::compute_gated(&records, o.slo, limits, o.metrics.as_deref()));
     let rows = m.as_ref().map(|m| m.rows()).unwrap_or_default();
     if let Some(m) = &m {
         if m.succeeded_requests == 0 {

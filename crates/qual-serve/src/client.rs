@@ -31,7 +31,7 @@
 
 use crate::io::FullBody;
 use crate::record::{Outcome, RequestRecord, TokenCount, TokenSource, Usage};
-use crate::rxclock::{ClockSource, ReadLog, StampedStream};
+use crate::rxclock::{ClockSource, ReadLog, ReadStamp, StampedStream};
 use crate::sse::{PushError, SseEvent, SseParser};
 use hyper::body::{Body, Bytes, Incoming};
 use hyper::client::conn::http1::SendRequest;
@@ -388,7 +388,7 @@ fn clip(s: &str) -> String {
 /// Handles one event; `Err` is the failure reason.
 fn on_event(
     ev: &SseEvent,
-    t: u64,
+    (t, lower): (u64, u64),
     rec: &mut RequestRecord,
     st: &mut StreamState,
 ) -> Result<(), String> {
@@ -437,6 +437,9 @@ fn on_event(
     }
     if is_content {
         rec.content_event_ns.push(t);
+        // Arrival is monotone: an event arrived no earlier than the one before it.
+        let floor = rec.content_event_lower_ns.last().copied().unwrap_or(0);
+        rec.content_event_lower_ns.push(lower.max(floor).min(t));
     }
     if let Some(u) = chunk.usage.filter(|u| !u.is_null()) {
         st.usage.push(u);
@@ -729,6 +732,35 @@ async fn send(
     }
 }
 
+/// The lower end of `read`'s arrival interval on the `epoch` clock: no response byte can
+/// precede the request's send, whatever the read knows.
+fn bound_below(read: &ReadStamp, epoch: Instant, send_ns: Option<u64>) -> u64 {
+    let upper = read.arrival().saturating_duration_since(epoch).as_nanos() as u64;
+    let lower = read
+        .lower_bound()
+        .map(|l| l.saturating_duration_since(epoch).as_nanos() as u64);
+    lower.max(send_ns).unwrap_or(upper).min(upper)
+}
+
+/// Makes a tail candidate exact when its read drained the queue and ended with the event's
+/// terminator (optionally the chunk's CRLF): the newest segment of that read — whose
+/// timestamp the read carries — then holds the event's last byte, even where the kernel
+/// merged earlier segments into it.
+fn confirm_tail(candidate: Option<(ReadStamp, usize)>, rec: &mut RequestRecord) {
+    let Some((read, idx)) = candidate else {
+        return;
+    };
+    if read.ends_exactly_with(b"\n\n") || read.ends_exactly_with(b"\n\n\r\n") {
+        if let (Some(&hi), Some(lo)) = (
+            rec.content_event_ns.get(idx),
+            rec.content_event_lower_ns.get_mut(idx),
+        ) {
+            *lo = hi;
+            rec.content_events_exact += 1;
+        }
+    }
+}
+
 /// Reads an SSE body event by event.
 async fn read_stream(
     conn: &mut Connection,
@@ -747,9 +779,15 @@ async fn read_stream(
     let mut reusable = true;
     let mut last_content_read: Option<u64> = None;
     let mut read_clock_events = 0usize;
+    // The content event that ended its read's frames, with that read: exact once the next
+    // read shows nothing of the same read followed it (see `confirm_tail`).
+    let mut tail: Option<(ReadStamp, usize)> = None;
     loop {
         match next_frame(&mut body).await {
-            None => break,
+            None => {
+                confirm_tail(tail.take(), rec);
+                break;
+            }
             Some(Err(e)) => {
                 failure = Some(format!("stream broke: {e}"));
                 reusable = false;
@@ -760,10 +798,16 @@ async fn read_stream(
                     continue;
                 };
                 let read = *conn.reads.lock().expect("read log");
+                match tail.take() {
+                    Some(c) if c.0.seq != read.seq => confirm_tail(Some(c), rec),
+                    _ => {}
+                }
                 let t = read.arrival().saturating_duration_since(epoch).as_nanos() as u64;
+                let lower = bound_below(&read, epoch, rec.send_ns);
                 if rec.first_byte_ns.is_none() {
                     rec.first_byte_ns = Some(t);
                 }
+                let mut last_event: Option<Option<usize>> = None;
                 received_bytes = received_bytes.saturating_add(data.len() as u64);
                 // Each event is handled as the parser completes it (no per-event copy); the
                 // first failure in stream order ends the request.
@@ -773,8 +817,10 @@ async fn read_stream(
                             received_events = received_events.saturating_add(1);
                             within(received_events, limits.max_events, "events")?;
                             let before = rec.content_event_ns.len();
-                            on_event(ev, t, rec, &mut st)?;
+                            on_event(ev, (t, lower), rec, &mut st)?;
+                            last_event = Some(None);
                             if rec.content_event_ns.len() > before {
+                                last_event = Some(Some(before));
                                 if last_content_read == Some(read.seq) {
                                     rec.content_events_coalesced += 1;
                                 }
@@ -796,10 +842,18 @@ async fn read_stream(
                     reusable = false;
                     break;
                 }
+                if let (Some(Some(idx)), false) = (last_event, parser.has_partial_event()) {
+                    tail = Some((read, idx));
+                }
             }
         }
     }
     rec.end_ns = Some(ns(epoch));
+    rec.end_lower_ns = Some(bound_below(
+        &conn.reads.lock().expect("read log"),
+        epoch,
+        rec.send_ns,
+    ));
     if !rec.content_event_ns.is_empty() {
         rec.clock_source = Some(if read_clock_events == 0 {
             ClockSource::KernelRxTimestamp
@@ -911,6 +965,11 @@ async fn read_whole(
         }
     }
     rec.end_ns = Some(ns(epoch));
+    rec.end_lower_ns = Some(bound_below(
+        &conn.reads.lock().expect("read log"),
+        epoch,
+        rec.send_ns,
+    ));
     let reusable = failure.is_none();
     let mut st = StreamState {
         done: true,
@@ -924,6 +983,14 @@ async fn read_whole(
                 let read = last_read.expect("a body with content was read");
                 rec.content_event_ns
                     .push(read.arrival().saturating_duration_since(epoch).as_nanos() as u64);
+                rec.content_event_lower_ns
+                    .push(bound_below(&read, epoch, rec.send_ns));
+                if read.ends_exactly_with(b"}") || read.ends_exactly_with(b"}\r\n") {
+                    // The body's last JSON byte ended a read that drained the queue.
+                    rec.content_events_exact += 1;
+                    let i = rec.content_event_ns.len() - 1;
+                    rec.content_event_lower_ns[i] = rec.content_event_ns[i];
+                }
                 rec.clock_source = Some(match read.lag_ns {
                     Some(lag) => {
                         rec.content_read_lag_ns.push(lag);
@@ -1100,7 +1167,7 @@ mod tests {
                 event: None,
                 data: e.to_string(),
             };
-            if let Err(r) = on_event(&ev, i as u64 * 10, &mut rec, &mut st) {
+            if let Err(r) = on_event(&ev, (i as u64 * 10, i as u64 * 10), &mut rec, &mut st) {
                 fail = Some(r);
                 break;
             }
@@ -1162,7 +1229,7 @@ mod tests {
                 event: None,
                 data: data.to_string(),
             };
-            on_event(&ev, i as u64, &mut rec, &mut st).unwrap();
+            on_event(&ev, (i as u64, i as u64), &mut rec, &mut st).unwrap();
         }
         assert_eq!(st.content, "plain line\nbreak é \"q\"ab");
         assert_eq!(st.finish, vec!["stop".to_string()]);
@@ -1171,7 +1238,7 @@ mod tests {
             event: None,
             data: r#"{"choices":[{"delta":{"content":7}}]}"#.into(),
         };
-        let err = on_event(&bad, 3, &mut rec, &mut st).unwrap_err();
+        let err = on_event(&bad, (3, 3), &mut rec, &mut st).unwrap_err();
         assert!(err.contains("expected a string"), "{err}");
     }
 

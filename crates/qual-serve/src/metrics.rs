@@ -27,21 +27,28 @@
 //!   keep-alive connection): the client's own delay. Connection set-up and lost attempts are
 //!   kept in each record (`connected_ns`, `first_attempt_send_ns`).
 //!
-//! * measurement validity ([`Validity`]): what can make client-side timing wrong, per run,
-//!   against declared [`ValidityLimits`]: late sends (schedule lag above the limit), late
-//!   reads (read lag = read returned − kernel receive timestamp, for kernel-stamped events),
-//!   content events coalesced into one read with a later event (they carry a later time than
-//!   their arrival), and requests stamped at read time during which the load generator thread
-//!   waited in the run queue or was preempted more than allowed (for kernel-stamped requests
-//!   those counters are recorded, not gated: their effect is measured directly as read lag,
-//!   coalescing and send lag). Each exceeded limit is one `invalid run: <signal, how much>`
-//!   reason.
+//! * error bounds: every content event's arrival is known to lie in an interval
+//!   (`content_event_lower_ns` ..= `content_event_ns`, from [`crate::rxclock`]); each
+//!   sample (TTFT, E2E, ITL, TPOT, decode rate) carries the interval those arrivals allow and
+//!   is reported at the interval's midpoint; each percentile and mean carries the same
+//!   statistic of the lower and of the upper ends ([`Distribution::bounded`]: these
+//!   statistics are monotone in every sample, so the truth lies between); rates carry the
+//!   window's bound, SLO attainment and goodput the counts of requests that surely and that
+//!   possibly meet the SLOs. The error of a reported value is the larger distance to either
+//!   end ([`Bound::error`]), shown as `±`.
+//!
+//! * measurement validity ([`Validity`]): a run is invalid when more than the accepted
+//!   fraction of sends were late (a schedule that was not kept is not a measurement of it),
+//!   or when a gated statistic's error is larger than its tolerance (default the larger of
+//!   0.5 ms and 2 % of the value; the gated statistics are the ones the caller declares, by
+//!   default the medians and the throughputs, plus SLO attainment and goodput under SLOs).
+//!   Read lag, coalescing, run-queue wait and preemption are recorded signals, not gates:
+//!   their effect on the numbers is what the bounds measure. Each refusal is one
+//!   `invalid run: <statistic, value, bound, tolerance, what to do>` reason.
 //!
 //! Invariants: failed requests never enter a latency or throughput numerator; they are
-//! counted. Warmup requests never enter anything. A run whose validity signals exceed their
-//! limits is invalid (defaults: more than 1 % of sends late by more than 1 ms, of content
-//! events read late by more than 1 ms or coalesced, or of requests starved by more than 1 ms
-//! of run-queue wait or preempted more than 10 times).
+//! counted. Warmup requests never enter anything. Every reported bounded value lies inside
+//! its bound.
 
 use crate::record::{Phase, RequestRecord};
 use crate::rxclock::ClockSource;
@@ -79,10 +86,24 @@ pub struct ValidityLimits {
     /// A request during which the load thread was preempted more often than this is
     /// preempted.
     pub max_involuntary_switches: u64,
-    /// Largest accepted fraction of late sends, late reads, coalesced content events,
-    /// starved requests and preempted requests (each on its own).
+    /// Largest accepted fraction of late sends (the gate); late reads, starved and
+    /// preempted requests are counted against it too, as recorded signals only.
     pub max_disturbed_fraction: f64,
+    /// A gated ms statistic is valid while its error bound is at most the larger of this
+    /// (ms) and `tolerance_fraction` of its value.
+    pub tolerance_ms: f64,
+    /// Relative tolerance of gated statistics (rates: of the value; fractions: in points).
+    pub tolerance_fraction: f64,
+    /// Whether late sends make the run invalid: yes for a schedule (open loop); a closed
+    /// loop has none to keep (the next send follows a completion), so its send lag is
+    /// recorded, not gated.
+    pub gate_late_sends: bool,
 }
+
+/// Default absolute tolerance of a gated ms statistic's error bound.
+pub const DEFAULT_TOLERANCE_MS: f64 = 0.5;
+/// Default relative tolerance of a gated statistic's error bound.
+pub const DEFAULT_TOLERANCE_FRACTION: f64 = 0.02;
 
 impl Default for ValidityLimits {
     fn default() -> ValidityLimits {
@@ -95,6 +116,9 @@ impl Default for ValidityLimits {
             max_run_queue_wait_ms: 1.0,
             max_involuntary_switches: 10,
             max_disturbed_fraction: MAX_LATE_FRACTION,
+            tolerance_ms: DEFAULT_TOLERANCE_MS,
+            tolerance_fraction: DEFAULT_TOLERANCE_FRACTION,
+            gate_late_sends: true,
         }
     }
 }
@@ -109,12 +133,15 @@ impl ValidityLimits {
             max_run_queue_wait_ms: f64::INFINITY,
             max_involuntary_switches: u64::MAX,
             max_disturbed_fraction: 1.0,
+            tolerance_ms: f64::INFINITY,
+            tolerance_fraction: f64::INFINITY,
+            gate_late_sends: false,
         }
     }
 }
 
 /// Metric definitions, by id, as recorded in the evidence.
-pub const DEFINITIONS: [(&str, &str); 14] = [
+pub const DEFINITIONS: [(&str, &str); 15] = [
     ("ttft_ms", "send to the first event carrying non-empty content or reasoning; role-only and usage-only events excluded; per successful request"),
     ("e2e_ms", "send to the last content event; the [DONE] time is kept separately; per successful request"),
     ("itl_ms", "each gap between consecutive content events of one successful request, pooled over requests"),
@@ -124,9 +151,10 @@ pub const DEFINITIONS: [(&str, &str); 14] = [
     ("requests_per_second", "successful requests / request window"),
     ("goodput", "successful requests meeting every declared slo (ttft <=, max itl <=, e2e <=) per second of request window, in requests and in output tokens"),
     ("schedule_lag_ms", "actual send (first request byte written to the socket) - scheduled send per measured request (measured from the latest of: the schedule, the establishment of a new connection, the start of a retry after the server closed a reused keep-alive connection; connection set-up is the server's accept path and is recorded per request); the run is invalid when more than max_disturbed_fraction of sends lag by more than late_send_ms"),
-    ("read_lag_ms", "per content event stamped by the kernel: the time its read returned - the kernel's software receive timestamp (SO_TIMESTAMPNS) of the newest segment the read consumed; events carry the kernel timestamp, so read lag disturbs them only through coalescing"),
+    ("error_bound", "per content event: an interval holding its arrival (upper: the kernel receive timestamp of the newest segment its read consumed, else the read's return; lower: the latest of the previous stamped read's timestamp, the start of the latest recv that found the queue empty, the peeked first byte's timestamp, and the send; a point where every byte of the read carries one timestamp); each sample is reported at the midpoint of the interval its arrivals allow, each percentile and mean with the same statistic of the lower and of the upper ends; error = the larger distance from the reported value to either end; a gated statistic whose error exceeds max(tolerance_ms, tolerance_fraction x value) makes the run invalid"),
+    ("read_lag_ms", "per content event stamped by the kernel: the time its read returned - the kernel's software receive timestamp (SO_TIMESTAMPNS) of the newest segment the read consumed; recorded, not gated (its effect is in the error bound)"),
     ("late_read_fraction", "content events of successful requests read more than max_read_lag_ms after the kernel received them / kernel-stamped content events"),
-    ("coalesced_event_fraction", "content events of successful requests that shared one read with a later content event of the same request (stamped with a time later than their own arrival) / content events"),
+    ("coalesced_event_fraction", "content events of successful requests that shared one read with a later content event of the same request / content events; recorded, not gated (the error bound says what it cost)"),
     ("run_queue_wait_ms", "per measured request: time the load generator thread spent runnable but waiting for a cpu between the request's start and end (/proc/thread-self/schedstat); starved_request_fraction = requests stamped at read time above max_run_queue_wait_ms / requests stamped at read time (kernel-stamped requests are recorded, not gated: their disturbance shows as read lag and coalescing)"),
     ("involuntary_switches", "per measured request: involuntary context switches of the load generator thread between the request's start and end (getrusage RUSAGE_THREAD ru_nivcsw); preempted_request_fraction = requests stamped at read time above max_involuntary_switches / requests stamped at read time"),
 ];
@@ -140,6 +168,70 @@ pub struct PercentileValue {
     pub value: Option<f64>,
     /// Why the value is null.
     pub reason: Option<String>,
+    /// Where the true percentile lies, for distributions of arrival-bounded samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Bound>,
+}
+
+/// A closed interval known to hold the true value of a statistic (`upper` null: unbounded
+/// above, e.g. a decode rate whose TPOT may be 0).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Bound {
+    /// Lower end.
+    pub lower: f64,
+    /// Upper end (`f64::INFINITY` serializes as null).
+    #[serde(serialize_with = "finite_or_null")]
+    pub upper: f64,
+}
+
+fn finite_or_null<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_finite() {
+        s.serialize_f64(*v)
+    } else {
+        s.serialize_none()
+    }
+}
+
+impl Bound {
+    /// A point (an exactly known value).
+    pub fn point(v: f64) -> Bound {
+        Bound { lower: v, upper: v }
+    }
+
+    /// The most `value` (a point inside the interval) can be off the truth.
+    pub fn error(&self, value: f64) -> f64 {
+        (value - self.lower).max(self.upper - value).max(0.0)
+    }
+}
+
+/// One sample known only to lie in `[lower, upper]`, reported as `value` (inside).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BoundedSample {
+    /// Lower end.
+    pub lower: f64,
+    /// The reported value (the interval's midpoint for arrival intervals).
+    pub value: f64,
+    /// Upper end.
+    pub upper: f64,
+}
+
+impl BoundedSample {
+    /// An exactly known sample.
+    pub fn exact(v: f64) -> BoundedSample {
+        BoundedSample {
+            lower: v,
+            value: v,
+            upper: v,
+        }
+    }
+}
+
+/// The centre of a finite bound (the value with the smallest largest error), else `value`.
+pub fn centre(value: Option<f64>, bound: Option<Bound>) -> Option<f64> {
+    match bound {
+        Some(b) if b.upper.is_finite() && b.lower.is_finite() => Some((b.lower + b.upper) / 2.0),
+        _ => value,
+    }
 }
 
 /// Summary of one distribution.
@@ -155,6 +247,15 @@ pub struct Distribution {
     pub max: Option<f64>,
     /// The percentiles of [`PERCENTILES`], in order.
     pub percentiles: Vec<PercentileValue>,
+    /// Where the true mean lies (bounded distributions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_bound: Option<Bound>,
+    /// Where the true minimum lies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_bound: Option<Bound>,
+    /// Where the true maximum lies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_bound: Option<Bound>,
 }
 
 /// Type-7 percentile of an ascending, non-empty slice.
@@ -186,12 +287,14 @@ impl Distribution {
                             "insufficient_samples: {label} needs at least {} samples, have {n}",
                             min.max(1)
                         )),
+                        bound: None,
                     }
                 } else {
                     PercentileValue {
                         label,
                         value: Some(percentile_type7(&samples, p)),
                         reason: None,
+                        bound: None,
                     }
                 }
             })
@@ -202,6 +305,56 @@ impl Distribution {
             min: samples.first().copied(),
             max: samples.last().copied(),
             percentiles,
+            mean_bound: None,
+            min_bound: None,
+            max_bound: None,
+        }
+    }
+
+    /// Summarises interval samples: each statistic with its bound, reported at the bound's
+    /// centre (the value whose largest possible error is smallest); the mean is the mean of
+    /// the samples' reported values (the centre of its bound for midpoint samples).
+    ///
+    /// Every statistic here (order statistics, type-7 interpolation between them, the mean)
+    /// is non-decreasing in each sample, so the statistic of the lower ends bounds the true
+    /// statistic from below and that of the upper ends from above, whatever the true samples
+    /// inside their intervals are.
+    pub fn bounded(samples: &[BoundedSample]) -> Distribution {
+        let mut d = Distribution::of(samples.iter().map(|s| s.value).collect());
+        let lo = Distribution::of(samples.iter().map(|s| s.lower).collect());
+        let hi = Distribution::of(samples.iter().map(|s| s.upper).collect());
+        let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(lower), Some(upper)) => Some(Bound { lower, upper }),
+            _ => None,
+        };
+        for ((p, l), h) in d
+            .percentiles
+            .iter_mut()
+            .zip(&lo.percentiles)
+            .zip(&hi.percentiles)
+        {
+            p.bound = pair(l.value, h.value);
+            p.value = centre(p.value, p.bound);
+        }
+        d.mean_bound = pair(lo.mean, hi.mean);
+        d.min_bound = pair(lo.min, hi.min);
+        d.max_bound = pair(lo.max, hi.max);
+        d.min = centre(d.min, d.min_bound);
+        d.max = centre(d.max, d.max_bound);
+        d
+    }
+
+    /// The bound of a statistic by its row suffix (`p50`, `mean`, `max`, …).
+    pub fn bound_of(&self, label: &str) -> Option<Bound> {
+        match label {
+            "mean" => self.mean_bound,
+            "min" => self.min_bound,
+            "max" => self.max_bound,
+            _ => self
+                .percentiles
+                .iter()
+                .find(|p| p.label == label)
+                .and_then(|p| p.bound),
         }
     }
 
@@ -276,7 +429,13 @@ pub struct Validity {
     pub preempted_requests: usize,
     /// `preempted_requests` / such requests with a sample.
     pub preempted_request_fraction: f64,
-    /// One `invalid run: …` reason per exceeded limit (empty: the measurement is valid).
+    /// Content events of successful requests whose read was uniform (one kernel timestamp
+    /// for all its bytes: a point interval, method `kernel_uniform`).
+    pub exact_events: u64,
+    /// The statistics whose bounds were held to the tolerance (metric row names).
+    pub gated: Vec<String>,
+    /// One `invalid run: …` reason per exceeded limit: late sends, and each gated statistic
+    /// whose bound is wider than its tolerance (empty: the measurement is valid).
     pub violations: Vec<String>,
 }
 
@@ -300,7 +459,6 @@ fn validity(
 ) -> Validity {
     let pct = |f: f64| f * 100.0;
     let limit_pct = pct(limits.max_disturbed_fraction);
-    let over = |f: f64| f > limits.max_disturbed_fraction;
     let lags: Vec<f64> = ok
         .iter()
         .flat_map(|r| r.content_read_lag_ns.iter().map(|&l| ms(l)))
@@ -347,43 +505,12 @@ fn validity(
     let run_queue_wait_ms = Distribution::of(waits);
     let involuntary_switches = Distribution::of(switches.iter().map(|&n| n as f64).collect());
     let mut violations = Vec::new();
-    if !schedule.valid {
+    if !schedule.valid && limits.gate_late_sends {
         violations.push(format!(
             "invalid run: {:.2}% of sends lagged their schedule by more than {} ms (limit {limit_pct}%; max {})",
             pct(schedule.late_fraction),
             limits.late_send_ms,
             fmt_ms(schedule.lag_ms.max)
-        ));
-    }
-    if over(late_read_fraction) {
-        violations.push(format!(
-            "invalid run: {:.2}% of content events were read more than {} ms after the kernel received them (limit {limit_pct}%; read lag p50 {}, max {})",
-            pct(late_read_fraction),
-            limits.max_read_lag_ms,
-            fmt_ms(read_lag_ms.get("p50")),
-            fmt_ms(read_lag_ms.max)
-        ));
-    }
-    if over(coalesced_event_fraction) {
-        violations.push(format!(
-            "invalid run: {:.2}% of content events were coalesced into one read with a later event ({coalesced} of {events}; limit {limit_pct}%)",
-            pct(coalesced_event_fraction)
-        ));
-    }
-    if over(starved_request_fraction) {
-        violations.push(format!(
-            "invalid run: {:.2}% of requests stamped at read time saw more than {} ms of load-generator run-queue wait (limit {limit_pct}%; max {})",
-            pct(starved_request_fraction),
-            limits.max_run_queue_wait_ms,
-            fmt_ms(run_queue_wait_ms.max)
-        ));
-    }
-    if over(preempted_request_fraction) {
-        violations.push(format!(
-            "invalid run: {:.2}% of requests stamped at read time saw more than {} involuntary context switches of the load generator (limit {limit_pct}%; max {})",
-            pct(preempted_request_fraction),
-            limits.max_involuntary_switches,
-            involuntary_switches.max.unwrap_or(0.0)
         ));
     }
     Validity {
@@ -407,6 +534,8 @@ fn validity(
         involuntary_switches,
         preempted_requests: preempted,
         preempted_request_fraction,
+        exact_events: ok.iter().map(|r| r.content_events_exact).sum(),
+        gated: Vec::new(),
         violations,
     }
 }
@@ -454,15 +583,142 @@ pub struct ServingMetrics {
     pub schedule: ScheduleLag,
     /// Measurement-validity signals and violations.
     pub validity: Validity,
+    /// Bounds of the scalar rates and of SLO attainment.
+    pub bounds: StatBounds,
 }
 
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
+/// Statistics gated on their bound when the caller names none: the medians of every
+/// latency, and the throughputs; plus SLO attainment and goodput when SLOs are declared.
+pub const DEFAULT_GATED: [&str; 6] = [
+    "ttft_ms.p50",
+    "itl_ms.p50",
+    "e2e_ms.p50",
+    "tpot_ms.p50",
+    "output_tokens_per_second",
+    "requests_per_second",
+];
+
+/// The arrival interval of content event `i` of `r`, in ns on the record's clock: the
+/// recorded lower end (the stamp itself for records without one).
+fn event_interval(r: &RequestRecord, i: usize) -> (f64, f64) {
+    let hi = r.content_event_ns[i];
+    let lo = r
+        .content_event_lower_ns
+        .get(i)
+        .copied()
+        .unwrap_or(hi)
+        .min(hi);
+    (lo as f64, hi as f64)
+}
+
+/// Per-request samples, each with the interval the arrival intervals allow (ms).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestSamples {
+    /// Send to the first content event.
+    pub ttft: BoundedSample,
+    /// Send to the last content event.
+    pub e2e: BoundedSample,
+    /// Each gap between consecutive content events.
+    pub itl: Vec<BoundedSample>,
+    /// The largest gap.
+    pub max_itl: Option<BoundedSample>,
+}
+
+/// The samples of one request sent at `send` with at least one content event (the one
+/// definition `serve`, `bench` and `campaign` share).
+pub fn request_samples(r: &RequestRecord, send: u64) -> RequestSamples {
+    let send = send as f64;
+    let ms_of = |ns: f64| ns / 1e6;
+    let mid = |(lo, hi): (f64, f64)| (lo + hi) / 2.0;
+    let n = r.content_event_ns.len();
+    let iv: Vec<(f64, f64)> = (0..n).map(|i| event_interval(r, i)).collect();
+    let since_send = |(lo, hi): (f64, f64)| BoundedSample {
+        lower: ms_of((lo - send).max(0.0)),
+        value: ms_of((mid((lo, hi)) - send).max(0.0)),
+        upper: ms_of((hi - send).max(0.0)),
+    };
+    let itl: Vec<BoundedSample> = iv
+        .windows(2)
+        .map(|w| BoundedSample {
+            lower: ms_of((w[1].0 - w[0].1).max(0.0)),
+            value: ms_of((mid(w[1]) - mid(w[0])).max(0.0)),
+            upper: ms_of((w[1].1 - w[0].0).max(0.0)),
+        })
+        .collect();
+    let max_itl = itl.iter().copied().reduce(|a, b| BoundedSample {
+        lower: a.lower.max(b.lower),
+        value: a.value.max(b.value),
+        upper: a.upper.max(b.upper),
+    });
+    RequestSamples {
+        ttft: since_send(iv[0]),
+        e2e: since_send(iv[n - 1]),
+        itl,
+        max_itl,
+    }
+}
+
+/// TPOT of one request from its first and last arrival intervals (`tokens` ≥ 2).
+pub fn tpot_sample(r: &RequestRecord, tokens: u64) -> BoundedSample {
+    let n = r.content_event_ns.len();
+    let (f_lo, f_hi) = event_interval(r, 0);
+    let (l_lo, l_hi) = event_interval(r, n - 1);
+    let per = |ns: f64| (ns.max(0.0) / 1e6) / (tokens - 1) as f64;
+    BoundedSample {
+        lower: per(l_lo - f_hi),
+        value: per((l_lo + l_hi) / 2.0 - (f_lo + f_hi) / 2.0),
+        upper: per(l_hi - f_lo),
+    }
+}
+
+/// Decode rate (tokens/s) of a TPOT sample; unbounded above where TPOT may be 0.
+fn decode_sample(tp: BoundedSample) -> BoundedSample {
+    let rate = |ms: f64| {
+        if ms > 0.0 {
+            1000.0 / ms
+        } else {
+            f64::INFINITY
+        }
+    };
+    BoundedSample {
+        lower: rate(tp.upper),
+        value: rate(tp.value),
+        upper: rate(tp.lower),
+    }
+}
+
+/// Whether a request meets every SLO, for its reported values and at the two ends of what
+/// its intervals allow: (`meets_reported`, `meets_surely`, `meets_possibly`).
+fn slo_verdicts(slo: &Slo, s: &RequestSamples) -> (bool, bool, bool) {
+    let check = |pick: fn(&BoundedSample) -> f64| {
+        slo.ttft_ms.is_none_or(|b| pick(&s.ttft) <= b)
+            && slo.e2e_ms.is_none_or(|b| pick(&s.e2e) <= b)
+            && slo
+                .itl_ms
+                .is_none_or(|b| s.max_itl.as_ref().is_none_or(|g| pick(g) <= b))
+    };
+    (check(|x| x.value), check(|x| x.upper), check(|x| x.lower))
+}
+
 /// Computes the metrics of the measured records in `records` (warmup rows are skipped) and
-/// holds the measurement to `limits`.
+/// holds the measurement to `limits`, gating the [`DEFAULT_GATED`] statistics.
 pub fn compute(records: &[RequestRecord], slo: Slo, limits: ValidityLimits) -> ServingMetrics {
+    compute_gated(records, slo, limits, None)
+}
+
+/// [`compute`], gating the bounds of the statistics named in `gated` (metric row names;
+/// `None`: [`DEFAULT_GATED`], plus `slo_attainment` and the goodputs when SLOs are
+/// declared).
+pub fn compute_gated(
+    records: &[RequestRecord],
+    slo: Slo,
+    limits: ValidityLimits,
+    gated: Option<&[String]>,
+) -> ServingMetrics {
     let measured: Vec<&RequestRecord> = records
         .iter()
         .filter(|r| r.phase == Phase::Measured)
@@ -480,30 +736,19 @@ pub fn compute(records: &[RequestRecord], slo: Slo, limits: ValidityLimits) -> S
     let mut tokens_total = 0u64;
     let mut events_total = 0u64;
     let mut client_counted = 0usize;
-    let mut good = 0usize;
-    let mut good_tokens = 0u64;
+    // (requests, tokens) meeting every SLO: reported, surely, possibly.
+    let mut good = [(0usize, 0u64); 3];
     for r in &ok {
-        let (Some(send), Some(first), Some(last)) = (
-            r.send_ns,
-            r.content_event_ns.first().copied(),
-            r.content_event_ns.last().copied(),
-        ) else {
+        let Some(send) = r.send_ns else {
             continue;
         };
-        let t = ms(first.saturating_sub(send));
-        let e = ms(last.saturating_sub(send));
-        ttft.push(t);
-        e2e.push(e);
-        let gaps: Vec<f64> = r
-            .content_event_ns
-            .windows(2)
-            .map(|w| ms(w[1].saturating_sub(w[0])))
-            .collect();
-        let max_gap = gaps
-            .iter()
-            .copied()
-            .fold(None, |m: Option<f64>, g| Some(m.map_or(g, |m| m.max(g))));
-        itl.extend_from_slice(&gaps);
+        if r.content_event_ns.is_empty() {
+            continue;
+        }
+        let s = request_samples(r, send);
+        ttft.push(s.ttft);
+        e2e.push(s.e2e);
+        itl.extend_from_slice(&s.itl);
         let tokens = r.output_tokens.map_or(0, |c| c.value);
         if r.output_tokens
             .is_some_and(|c| c.source != crate::record::TokenSource::ServerUsage)
@@ -513,27 +758,120 @@ pub fn compute(records: &[RequestRecord], slo: Slo, limits: ValidityLimits) -> S
         tokens_total += tokens;
         events_total += r.content_event_ns.len() as u64;
         if tokens >= 2 {
-            let tp = (e - t) / (tokens - 1) as f64;
+            let tp = tpot_sample(r, tokens);
             tpot.push(tp);
-            if tp > 0.0 {
-                decode.push(1000.0 / tp);
+            if tp.value > 0.0 {
+                decode.push(decode_sample(tp));
             }
         }
-        let meets = slo.ttft_ms.is_none_or(|b| t <= b)
-            && slo.e2e_ms.is_none_or(|b| e <= b)
-            && slo.itl_ms.is_none_or(|b| max_gap.is_none_or(|g| g <= b));
-        if meets {
-            good += 1;
-            good_tokens += tokens;
+        let verdicts = slo_verdicts(&slo, &s);
+        for (g, met) in good.iter_mut().zip([verdicts.0, verdicts.1, verdicts.2]) {
+            if met {
+                g.0 += 1;
+                g.1 += tokens;
+            }
         }
     }
     let first_send = measured.iter().filter_map(|r| r.send_ns).min();
     let last_completion = ok.iter().filter_map(|r| r.end_ns).max();
+    // The earliest the last completion can have happened: the lower end of the read that
+    // ended each successful stream.
+    let last_completion_lower = ok.iter().filter_map(|r| r.end_lower_ns.or(r.end_ns)).max();
     let window = match (first_send, last_completion) {
         (Some(a), Some(b)) if b > a => Some((b - a) as f64 / 1e9),
         _ => None,
     };
+    let window_lower = match (first_send, last_completion_lower) {
+        (Some(a), Some(b)) if b > a => Some((b - a) as f64 / 1e9),
+        _ => window,
+    };
     let per_s = |x: f64| window.map(|w| x / w);
+    // x per second over a window in [window_lower, window]: in [x / window, x / window_lower].
+    let rate_bound = |x: f64, x_lo: f64, x_hi: f64| match (window, window_lower) {
+        (Some(w), Some(wl)) if wl > 0.0 => Some(Bound {
+            lower: x_lo.min(x) / w,
+            upper: x_hi.max(x) / wl,
+        }),
+        _ => None,
+    };
+    let schedule = schedule_lag(&measured, limits);
+    let validity = validity(&measured, &ok, &schedule, limits);
+    let declared = slo.is_declared();
+    let n_measured = measured.len();
+    let attainment = |i: usize| good[i].0 as f64 / n_measured.max(1) as f64;
+    let bounds = StatBounds {
+        output_tokens_per_second: rate_bound(
+            tokens_total as f64,
+            tokens_total as f64,
+            tokens_total as f64,
+        ),
+        requests_per_second: rate_bound(ok.len() as f64, ok.len() as f64, ok.len() as f64),
+        goodput_requests_per_second: declared
+            .then(|| rate_bound(good[0].0 as f64, good[1].0 as f64, good[2].0 as f64))
+            .flatten(),
+        goodput_output_tokens_per_second: declared
+            .then(|| rate_bound(good[0].1 as f64, good[1].1 as f64, good[2].1 as f64))
+            .flatten(),
+        slo_attainment: (declared && n_measured > 0).then(|| Bound {
+            lower: attainment(1),
+            upper: attainment(2),
+        }),
+    };
+    let mut m = ServingMetrics {
+        measured_requests: n_measured,
+        succeeded_requests: ok.len(),
+        failed_requests: n_measured - ok.len(),
+        output_tokens_total: tokens_total,
+        client_counted_requests: client_counted,
+        content_events_total: events_total,
+        window_seconds: window,
+        output_tokens_per_second: per_s(tokens_total as f64),
+        requests_per_second: per_s(ok.len() as f64),
+        goodput_requests_per_second: if declared {
+            per_s(good[0].0 as f64)
+        } else {
+            None
+        },
+        goodput_output_tokens_per_second: if declared {
+            per_s(good[0].1 as f64)
+        } else {
+            None
+        },
+        slo_attainment: (declared && n_measured > 0).then(|| attainment(0)),
+        slo,
+        ttft_ms: Distribution::bounded(&ttft),
+        e2e_ms: Distribution::bounded(&e2e),
+        itl_ms: Distribution::bounded(&itl),
+        tpot_ms: Distribution::bounded(&tpot),
+        decode_tokens_per_second: Distribution::bounded(&decode),
+        schedule,
+        validity,
+        bounds,
+    };
+    let default_gated: Vec<String> = DEFAULT_GATED
+        .iter()
+        .map(|s| s.to_string())
+        .chain(
+            declared
+                .then_some([
+                    "slo_attainment",
+                    "goodput_requests_per_second",
+                    "goodput_output_tokens_per_second",
+                ])
+                .into_iter()
+                .flatten()
+                .map(str::to_string),
+        )
+        .collect();
+    let names = gated.unwrap_or(&default_gated);
+    let wide = gate_bounds(&m, names, limits);
+    m.validity.violations.extend(wide);
+    m.validity.gated = names.to_vec();
+    m
+}
+
+/// Schedule-lag statistics of the measured sends.
+fn schedule_lag(measured: &[&RequestRecord], limits: ValidityLimits) -> ScheduleLag {
     let lags: Vec<u64> = measured
         .iter()
         .filter_map(|r| {
@@ -549,44 +887,69 @@ pub fn compute(records: &[RequestRecord], slo: Slo, limits: ValidityLimits) -> S
         .filter(|&&l| ms(l) > limits.late_send_ms)
         .count();
     let late_fraction = fraction(late, lags.len());
-    let schedule = ScheduleLag {
+    ScheduleLag {
         lag_ms: Distribution::of(lags.iter().map(|&l| ms(l)).collect()),
         late_sends: late,
         late_fraction,
         valid: late_fraction <= limits.max_disturbed_fraction,
-    };
-    let validity = validity(&measured, &ok, &schedule, limits);
-    ServingMetrics {
-        measured_requests: measured.len(),
-        succeeded_requests: ok.len(),
-        failed_requests: measured.len() - ok.len(),
-        output_tokens_total: tokens_total,
-        client_counted_requests: client_counted,
-        content_events_total: events_total,
-        window_seconds: window,
-        output_tokens_per_second: per_s(tokens_total as f64),
-        requests_per_second: per_s(ok.len() as f64),
-        goodput_requests_per_second: if slo.is_declared() {
-            per_s(good as f64)
-        } else {
-            None
-        },
-        goodput_output_tokens_per_second: if slo.is_declared() {
-            per_s(good_tokens as f64)
-        } else {
-            None
-        },
-        slo_attainment: (slo.is_declared() && !measured.is_empty())
-            .then(|| good as f64 / measured.len() as f64),
-        slo,
-        ttft_ms: Distribution::of(ttft),
-        e2e_ms: Distribution::of(e2e),
-        itl_ms: Distribution::of(itl),
-        tpot_ms: Distribution::of(tpot),
-        decode_tokens_per_second: Distribution::of(decode),
-        schedule,
-        validity,
     }
+}
+
+/// Bounds of the scalar statistics (the distributions carry their own).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StatBounds {
+    /// Of `output_tokens_per_second`.
+    pub output_tokens_per_second: Option<Bound>,
+    /// Of `requests_per_second`.
+    pub requests_per_second: Option<Bound>,
+    /// Of `goodput_requests_per_second`.
+    pub goodput_requests_per_second: Option<Bound>,
+    /// Of `goodput_output_tokens_per_second`.
+    pub goodput_output_tokens_per_second: Option<Bound>,
+    /// Of `slo_attainment`.
+    pub slo_attainment: Option<Bound>,
+}
+
+/// The tolerance a statistic's error is held to: for ms statistics the larger of the
+/// absolute and the relative tolerance; for rates the relative one; for fractions (SLO
+/// attainment) the relative tolerance as fraction points.
+pub fn tolerance(unit: &str, value: f64, limits: ValidityLimits) -> f64 {
+    match unit {
+        "ms" => limits
+            .tolerance_ms
+            .max(limits.tolerance_fraction * value.abs()),
+        "fraction" => limits.tolerance_fraction,
+        _ => limits.tolerance_fraction * value.abs(),
+    }
+}
+
+/// One `invalid run: …` reason per gated statistic whose bound is wider than its tolerance.
+fn gate_bounds(m: &ServingMetrics, names: &[String], limits: ValidityLimits) -> Vec<String> {
+    let rows = m.rows();
+    let mut out = Vec::new();
+    for name in names {
+        let Some(row) = rows.iter().find(|r| &r.name == name) else {
+            continue;
+        };
+        let (Some(v), Some(b)) = (row.value, row.bound) else {
+            continue;
+        };
+        let err = b.error(v);
+        let tol = tolerance(row.unit, v, limits);
+        if err > tol {
+            out.push(format!(
+                "invalid run: {name} = {v:.3} {unit} is known only to ±{err:.3} {unit} (true value in [{lo:.3}, {hi}]; tolerance {tol:.3} {unit}): content events arrived while the load generator could not read them; run on a less loaded host, lower the concurrency, or raise --tolerance-ms/--tolerance-fraction",
+                unit = row.unit,
+                lo = b.lower,
+                hi = if b.upper.is_finite() {
+                    format!("{:.3}", b.upper)
+                } else {
+                    "inf".into()
+                },
+            ));
+        }
+    }
+    out
 }
 
 /// One case-result metric row (value null when it cannot be computed, with the reason).
@@ -604,6 +967,9 @@ pub struct MetricRow {
     pub aggregation: String,
     /// Direction.
     pub lower_is_better: bool,
+    /// Where the true value lies, for statistics of arrival-bounded samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Bound>,
 }
 
 impl ServingMetrics {
@@ -624,6 +990,7 @@ impl ServingMetrics {
                 unit,
                 aggregation: agg.to_string(),
                 lower_is_better: lower,
+                bound: None,
             })
         };
         let dist = |rows: &mut Vec<MetricRow>,
@@ -638,6 +1005,7 @@ impl ServingMetrics {
                 unit,
                 aggregation: "mean".into(),
                 lower_is_better: lower,
+                bound: d.mean_bound,
             });
             rows.push(MetricRow {
                 name: format!("{base}.max"),
@@ -646,6 +1014,7 @@ impl ServingMetrics {
                 unit,
                 aggregation: "max".into(),
                 lower_is_better: lower,
+                bound: d.max_bound,
             });
             for p in &d.percentiles {
                 rows.push(MetricRow {
@@ -655,6 +1024,7 @@ impl ServingMetrics {
                     unit,
                     aggregation: p.label.to_string(),
                     lower_is_better: lower,
+                    bound: p.bound,
                 });
             }
         };
@@ -819,6 +1189,21 @@ impl ServingMetrics {
             "ratio",
             false,
         );
+        let b = &self.bounds;
+        for (name, bound) in [
+            ("output_tokens_per_second", b.output_tokens_per_second),
+            ("requests_per_second", b.requests_per_second),
+            ("goodput_requests_per_second", b.goodput_requests_per_second),
+            (
+                "goodput_output_tokens_per_second",
+                b.goodput_output_tokens_per_second,
+            ),
+            ("slo_attainment", b.slo_attainment),
+        ] {
+            if let Some(row) = rows.iter_mut().find(|r| r.name == name) {
+                row.bound = bound.filter(|_| row.value.is_some());
+            }
+        }
         rows.sort_by(|a, b| a.name.cmp(&b.name));
         rows
     }
@@ -930,9 +1315,10 @@ mod tests {
         assert_eq!(m.schedule.late_sends, 1);
     }
 
-    /// The validity gate, signal by signal, on hand-built records.
+    /// Read lag, coalescing and scheduler counters are recorded, never gated: with exact
+    /// arrival intervals the numbers are right whatever the reader went through.
     #[test]
-    fn each_validity_signal_invalidates_past_its_limit() {
+    fn disturbance_signals_are_recorded_not_gated() {
         let limits = ValidityLimits::default();
         let kernel = |i: u64, lags: &[u64], coalesced: u64| {
             let mut r = rec(i, 0, &[10 * MS, 15 * MS, 20 * MS, 25 * MS], 30 * MS, 4);
@@ -943,51 +1329,209 @@ mod tests {
             r.involuntary_switches = Some(100);
             r
         };
-        // Clean kernel-stamped run: scheduler counters are recorded, not gated.
-        let clean: Vec<RequestRecord> = (0..10).map(|i| kernel(i, &[1000; 4], 0)).collect();
-        let m = compute(&clean, Slo::default(), limits);
+        let mut recs: Vec<RequestRecord> = (0..10).map(|i| kernel(i, &[1000; 4], 4)).collect();
+        recs[3] = kernel(3, &[1000, 25 * MS, 1000, 1000], 4);
+        for r in &mut recs[5..] {
+            r.clock_source = Some(ClockSource::UserRead);
+            r.content_read_lag_ns.clear();
+        }
+        let v = compute(&recs, Slo::default(), limits).validity;
+        assert!(v.violations.is_empty(), "{:?}", v.violations);
+        assert_eq!(v.late_reads, 1);
+        assert_eq!(v.coalesced_events, 40);
+        assert_eq!(v.starved_requests, 5);
+        assert_eq!(v.preempted_requests, 5);
+        assert_eq!(v.gated, DEFAULT_GATED.map(String::from).to_vec());
+    }
+
+    /// A record whose content events arrived in `[lower, upper]` each (ns).
+    fn bounded_rec(index: u64, send: u64, events: &[(u64, u64)], tokens: u64) -> RequestRecord {
+        let upper: Vec<u64> = events.iter().map(|e| e.1).collect();
+        let end = upper.last().copied().unwrap_or(send) + MS;
+        let mut r = rec(index, send, &upper, end, tokens);
+        r.content_event_lower_ns = events.iter().map(|e| e.0).collect();
+        r.end_lower_ns = Some(end);
+        r
+    }
+
+    /// Interval arithmetic on constructed timelines: exact events give zero-width bounds;
+    /// two events coalesced into one read share an interval; a late read widens only what
+    /// it delivered.
+    #[test]
+    fn interval_arithmetic_on_constructed_timelines() {
+        // Exact: events at 10, 15, 20 ms after a send at 0, each a point.
+        let exact = bounded_rec(
+            0,
+            0,
+            &[(10 * MS, 10 * MS), (15 * MS, 15 * MS), (20 * MS, 20 * MS)],
+            3,
+        );
+        let m = compute(&[exact], Slo::default(), ValidityLimits::default());
+        assert_eq!(m.ttft_ms.get("p50"), Some(10.0));
+        assert_eq!(m.ttft_ms.bound_of("p50"), Some(Bound::point(10.0)));
+        assert_eq!(m.itl_ms.bound_of("p50"), Some(Bound::point(5.0)));
+        assert_eq!(m.tpot_ms.bound_of("p50"), Some(Bound::point(5.0)));
+        assert!(m.validity.violations.is_empty());
+        // Coalesced: the first two events were delivered by one read at 15 ms whose lower
+        // end is 9 ms (the queue was last seen empty then); the third was exact at 20 ms.
+        let co = bounded_rec(
+            1,
+            0,
+            &[(9 * MS, 15 * MS), (9 * MS, 15 * MS), (20 * MS, 20 * MS)],
+            3,
+        );
+        let m = compute(&[co], Slo::default(), ValidityLimits::default());
+        // TTFT in [9, 15], reported at the midpoint 12, error 3 ms.
+        let b = m.ttft_ms.bound_of("p50").unwrap();
+        assert_eq!((b.lower, b.upper), (9.0, 15.0));
+        assert_eq!(m.ttft_ms.get("p50"), Some(12.0));
+        assert_eq!(b.error(12.0), 3.0);
+        // ITLs: between the coalesced pair [0, 6], then [5, 11]: pooled p50 in [2.5, 8.5],
+        // reported at its centre 5.5.
+        let b = m.itl_ms.bound_of("p50").unwrap();
+        assert_eq!((b.lower, b.upper), (2.5, 8.5));
+        assert_eq!(m.itl_ms.get("p50"), Some(5.5));
+        // E2E exact at 20 ms.
+        assert_eq!(m.e2e_ms.bound_of("p50"), Some(Bound::point(20.0)));
+        // The gate names the statistic and its bound: TTFT p50 ±3 ms > 0.5 ms.
+        let v = &m.validity.violations;
+        assert!(
+            v.iter().any(|r| r
+                .starts_with("invalid run: ttft_ms.p50 = 12.000 ms is known only to ±3.000 ms")),
+            "{v:?}"
+        );
+        // A wider declared tolerance accepts it; a statistic not gated is never refused.
+        let wide = ValidityLimits {
+            tolerance_ms: 3.5,
+            ..ValidityLimits::default()
+        };
+        let co = bounded_rec(
+            1,
+            0,
+            &[(9 * MS, 15 * MS), (9 * MS, 15 * MS), (20 * MS, 20 * MS)],
+            3,
+        );
+        let v = compute(std::slice::from_ref(&co), Slo::default(), wide)
+            .validity
+            .violations;
+        assert!(v.is_empty(), "{v:?}");
+        let only_e2e = ["e2e_ms.p50".to_string()];
+        let m = compute_gated(
+            &[co],
+            Slo::default(),
+            ValidityLimits::default(),
+            Some(&only_e2e),
+        );
         assert!(
             m.validity.violations.is_empty(),
             "{:?}",
             m.validity.violations
         );
-        assert_eq!(m.validity.kernel_clock_requests, 10);
-        assert_eq!(m.validity.run_queue_wait_ms.max, Some(50.0));
-        // One event of 40 read 25 ms late (past the 20 ms default): 2.5% > 1%.
-        let mut late = clean.clone();
-        late[3] = kernel(3, &[1000, 25 * MS, 1000, 1000], 0);
-        let v = compute(&late, Slo::default(), limits).validity;
-        assert_eq!(v.late_reads, 1);
-        assert_eq!(v.violations.len(), 1);
-        assert!(v.violations[0]
-            .starts_with("invalid run: 2.50% of content events were read more than 20 ms"));
-        // 2 ms of read lag alone (no coalescing) is within the default.
-        let mut lagged = clean.clone();
-        lagged[3] = kernel(3, &[1000, 2 * MS, 1000, 1000], 0);
-        assert!(compute(&lagged, Slo::default(), limits)
+        // SLO attainment: TTFT ≤ 12 ms is possibly but not surely met for [9, 15].
+        let co = bounded_rec(1, 0, &[(9 * MS, 15 * MS), (20 * MS, 20 * MS)], 2);
+        let slo = Slo {
+            ttft_ms: Some(12.5),
+            itl_ms: None,
+            e2e_ms: None,
+        };
+        let m = compute(&[co], slo, ValidityLimits::default());
+        assert_eq!(m.slo_attainment, Some(1.0));
+        assert_eq!(
+            m.bounds.slo_attainment,
+            Some(Bound {
+                lower: 0.0,
+                upper: 1.0
+            })
+        );
+        assert!(m
             .validity
             .violations
-            .is_empty());
-        // One coalesced event of 40.
-        let mut co = clean.clone();
-        co[0] = kernel(0, &[1000; 4], 1);
-        let v = compute(&co, Slo::default(), limits).validity;
-        assert_eq!(v.violations.len(), 1);
-        assert!(v.violations[0].contains("coalesced into one read with a later event (1 of 40"));
-        // Read-time stamps: run-queue wait and preemption are gated.
-        let mut user = clean.clone();
-        for r in &mut user {
-            r.clock_source = Some(ClockSource::UserRead);
-            r.content_read_lag_ns.clear();
+            .iter()
+            .any(|r| r.contains("slo_attainment")));
+    }
+
+    /// A late send stays a refusal in open loop and is recorded in a closed loop.
+    #[test]
+    fn late_sends_are_gated_only_where_a_schedule_was_declared() {
+        let mut r = bounded_rec(0, 5 * MS, &[(10 * MS, 10 * MS)], 1);
+        r.scheduled_ns = 0;
+        let open = compute(&[r.clone()], Slo::default(), ValidityLimits::default());
+        assert!(open.validity.violations[0].contains("sends lagged their schedule"));
+        let closed = ValidityLimits {
+            gate_late_sends: false,
+            ..ValidityLimits::default()
+        };
+        let m = compute(&[r], Slo::default(), closed);
+        assert!(m.validity.violations.is_empty());
+        assert!(!m.schedule.valid);
+    }
+
+    proptest::proptest! {
+        /// Whatever the true arrivals inside their intervals, every bounded statistic of the
+        /// true samples lies inside the reported bound, and the reported value does too.
+        #[test]
+        fn the_true_value_lies_inside_the_bound(
+            reqs in proptest::collection::vec(
+                (0u64..5_000_000, proptest::collection::vec((1u64..8_000_000, 0u64..6_000_000, 0u64..=1_000), 1..12)),
+                1..40,
+            )
+        ) {
+            let mut records = Vec::new();
+            let mut truths: Vec<(u64, Vec<u64>)> = Vec::new();
+            for (i, (send, evs)) in reqs.iter().enumerate() {
+                // True arrivals: increasing; each interval [true - a, true + b] clipped to
+                // stay ordered (lower ends and upper ends non-decreasing).
+                let mut t = *send;
+                let (mut lo_prev, mut hi_prev) = (*send, *send);
+                let mut ivs = Vec::new();
+                let mut truth = Vec::new();
+                for (gap, width, frac) in evs {
+                    t += gap;
+                    let lo = t.saturating_sub(width * frac / 1_000).max(lo_prev).max(*send);
+                    let hi = (t + width * (1_000 - frac) / 1_000).max(hi_prev);
+                    ivs.push((lo, hi));
+                    truth.push(t);
+                    lo_prev = lo;
+                    hi_prev = hi;
+                }
+                records.push(bounded_rec(i as u64, *send, &ivs, evs.len() as u64));
+                truths.push((*send, truth));
+            }
+            let m = compute(&records, Slo::default(), ValidityLimits::unlimited());
+            let exact: Vec<RequestRecord> = truths
+                .iter()
+                .enumerate()
+                .map(|(i, (send, t))| {
+                    bounded_rec(i as u64, *send, &t.iter().map(|&x| (x, x)).collect::<Vec<_>>(), t.len() as u64)
+                })
+                .collect();
+            let truth = compute(&exact, Slo::default(), ValidityLimits::unlimited());
+            let eps = 1e-9;
+            for (d, t) in [
+                (&m.ttft_ms, &truth.ttft_ms),
+                (&m.e2e_ms, &truth.e2e_ms),
+                (&m.itl_ms, &truth.itl_ms),
+                (&m.tpot_ms, &truth.tpot_ms),
+            ] {
+                for label in ["p50", "p90", "mean", "min", "max"] {
+                    let tv = match label {
+                        "mean" => t.mean,
+                        "min" => t.min,
+                        "max" => t.max,
+                        l => t.get(l),
+                    };
+                    let (Some(tv), Some(b)) = (tv, d.bound_of(label)) else { continue };
+                    proptest::prop_assert!(b.lower - eps <= tv && tv <= b.upper + eps, "{label}: {tv} outside {b:?}");
+                    let v = match label {
+                        "mean" => d.mean,
+                        "min" => d.min,
+                        "max" => d.max,
+                        l => d.get(l),
+                    }.unwrap();
+                    proptest::prop_assert!(b.lower - eps <= v && v <= b.upper + eps, "{label}: reported {v} outside {b:?}");
+                }
+            }
         }
-        let v = compute(&user, Slo::default(), limits).validity;
-        assert_eq!(v.user_clock_requests, 10);
-        assert_eq!(v.violations.len(), 2, "{:?}", v.violations);
-        assert!(v.violations[0].contains("more than 1 ms of load-generator run-queue wait"));
-        assert!(v.violations[1].contains("more than 10 involuntary context switches"));
-        // Limits are the caller's: unlimited accepts everything.
-        let v = compute(&user, Slo::default(), ValidityLimits::unlimited()).validity;
-        assert!(v.violations.is_empty());
     }
 
     #[test]

@@ -120,10 +120,18 @@ pub struct RequestRecord {
     /// `delta.reasoning` or completions `text`), in order. First = first content event, last =
     /// last content event.
     pub content_event_ns: Vec<u64>,
+    /// The earliest each content event can have arrived (same length and order as
+    /// `content_event_ns`, each ≤ its counterpart): the lower end of the interval the client
+    /// knows the arrival to lie in ([`crate::rxclock`]); equal to it where the read was
+    /// uniform (one kernel timestamp for all its bytes).
+    pub content_event_lower_ns: Vec<u64>,
     /// Arrival of `data: [DONE]`.
     pub done_ns: Option<u64>,
     /// When the body ended (after `[DONE]`, or when the stream closed or failed).
     pub end_ns: Option<u64>,
+    /// The earliest the body's end can have arrived: the lower end of the arrival interval
+    /// of the read that ended it (absent where the stream broke before any read).
+    pub end_lower_ns: Option<u64>,
     /// HTTP status of the response.
     pub http_status: Option<u16>,
     /// The server's usage record, when exactly one was sent.
@@ -150,6 +158,8 @@ pub struct RequestRecord {
     pub content_read_lag_ns: Vec<u64>,
     /// Content events that shared one read with a later content event of this request.
     pub content_events_coalesced: u64,
+    /// Content events whose read was uniform (a point interval, method `kernel_uniform`).
+    pub content_events_exact: u64,
     /// Load-generator thread run-queue wait between the request's start and end (absent
     /// where `/proc/thread-self/schedstat` is unreadable).
     pub run_queue_wait_ns: Option<u64>,
@@ -193,8 +203,10 @@ impl RequestRecord {
             response_head_ns: None,
             first_byte_ns: None,
             content_event_ns: Vec::new(),
+            content_event_lower_ns: Vec::new(),
             done_ns: None,
             end_ns: None,
+            end_lower_ns: None,
             http_status: None,
             usage: None,
             output_tokens: None,
@@ -206,6 +218,7 @@ impl RequestRecord {
             clock_source: None,
             content_read_lag_ns: Vec::new(),
             content_events_coalesced: 0,
+            content_events_exact: 0,
             run_queue_wait_ns: None,
             involuntary_switches: None,
             outcome: Outcome::Failed {

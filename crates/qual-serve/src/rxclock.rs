@@ -12,10 +12,28 @@
 //! segments arriving in the first moments after that carry no timestamp; a campaign's
 //! readiness probe and warmup connections ask long before the measured requests.)
 //!
-//! Each read also gets a sequence number: content events delivered by one read share it,
-//! which is how the client counts events coalesced into one read (all but the last of them
-//! carry a later time than their own arrival). Invariant: [`ReadStamp::arrival`] ≤
-//! [`ReadStamp::read_at`], and `seq` increases by one per read that returned bytes.
+//! Each read also gets a sequence number: content events delivered by one read share it.
+//!
+//! **Arrival intervals.** A read's kernel timestamp is that of the *newest* segment it
+//! consumed, so the bytes of one read arrived somewhere in an interval, not at a point. Every
+//! read records that interval ([`ReadStamp::lower_bound`] ..= [`ReadStamp::arrival`]):
+//!
+//! * upper: the kernel timestamp (else the time the read returned);
+//! * lower: the start of the latest `recv` that left the queue empty (it returned `EAGAIN`
+//!   or fewer bytes than asked: bytes still to come were not there yet). The previous
+//!   read's timestamp is *not* a lower bound: when a read leaves bytes behind, the kernel
+//!   may have merged them with newer segments, whose timestamp the previous read carried;
+//! * [`ReadStamp::drained`]: the read left the queue empty, so its newest segment holds its
+//!   last byte — whatever ends exactly there (the client checks with [`ReadStamp::tail`])
+//!   arrived exactly at the timestamp.
+//!
+//! Measured, not assumed (test `a_late_backlog_keeps_its_bytes_inside_the_read_interval`):
+//! on Linux a segment that arrives while earlier ones wait unread is merged into the queued
+//! buffer (`tcp_try_coalesce`), which then carries the *newest* timestamp for all its bytes,
+//! so draining a backlog in small reads or peeking prefixes does not recover per-segment
+//! times: only a reader that is awake when data arrives gets points. Invariant: `lower` ≤
+//! true arrival of every byte of the read ≤ `arrival()` (for stamped reads), and `seq`
+//! increases by one per read that returned bytes.
 
 use crate::io::TokioIo;
 use std::os::fd::AsRawFd;
@@ -37,6 +55,20 @@ pub enum ClockSource {
     UserRead,
 }
 
+/// How a read's arrival interval was established.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundMethod {
+    /// The event ended exactly where a read that drained the queue ended: the kernel
+    /// timestamp of that read's newest segment is its arrival (a point).
+    KernelTail,
+    /// Kernel timestamp of the newest segment above; the drained queue or the previous
+    /// stamped read below.
+    KernelInterval,
+    /// No kernel timestamp: the read's return above, the drained queue below.
+    UserRead,
+}
+
 /// What the latest read saw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadStamp {
@@ -47,15 +79,45 @@ pub struct ReadStamp {
     /// Read lag (read returned − the kernel's receive timestamp), when the kernel stamped
     /// the read.
     pub lag_ns: Option<u64>,
+    /// No byte of the read arrived before this (see the module docs); `None` when nothing
+    /// bounds it from below (the connection's first read, with no drained queue before it).
+    pub lower: Option<Instant>,
+    /// The read returned fewer bytes than asked: the queue was empty after it.
+    pub drained: bool,
+    /// The read's last (up to 4) bytes, right-aligned, and how many there are.
+    pub tail: ([u8; 4], u8),
 }
 
 impl ReadStamp {
-    /// The best known arrival time: the kernel's, else the read's.
+    /// The best known arrival time: the kernel's, else the read's (the interval's upper end).
     pub fn arrival(&self) -> Instant {
         self.lag_ns
             .and_then(|l| self.read_at.checked_sub(Duration::from_nanos(l)))
             .unwrap_or(self.read_at)
     }
+
+    /// The interval's lower end, never after [`ReadStamp::arrival`].
+    pub fn lower_bound(&self) -> Option<Instant> {
+        self.lower.map(|l| l.min(self.arrival()))
+    }
+
+    /// Whether the read is kernel-stamped, drained the queue and its raw bytes end with
+    /// `suffix` (so what ends with those bytes arrived exactly at [`ReadStamp::arrival`]).
+    pub fn ends_exactly_with(&self, suffix: &[u8]) -> bool {
+        let (bytes, n) = self.tail;
+        let n = n as usize;
+        self.lag_ns.is_some()
+            && self.drained
+            && suffix.len() <= n
+            && bytes[4 - suffix.len()..] == *suffix
+    }
+}
+
+/// What one connection knows about its queue between reads.
+#[derive(Clone, Copy, Debug, Default)]
+struct QueueState {
+    /// Start of the latest recv that left the queue empty.
+    drained_at: Option<Instant>,
 }
 
 /// The latest read of one connection, shared with the code that consumes its frames.
@@ -66,6 +128,7 @@ pub type ReadLog = Arc<Mutex<ReadStamp>>;
 pub struct StampedStream {
     io: TokioIo<TcpStream>,
     log: ReadLog,
+    queue: QueueState,
 }
 
 impl StampedStream {
@@ -87,11 +150,15 @@ impl StampedStream {
             seq: 0,
             read_at: Instant::now(),
             lag_ns: None,
+            lower: None,
+            drained: false,
+            tail: ([0; 4], 0),
         }));
         (
             StampedStream {
                 io: TokioIo::with_write_stamp(stream, write_stamp),
                 log: log.clone(),
+                queue: QueueState::default(),
             },
             log,
             kernel,
@@ -109,10 +176,12 @@ fn realtime_ns() -> i128 {
     ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
 }
 
-/// One `recvmsg` into `dst`; returns the byte count and the kernel timestamp (realtime ns).
+/// One `recvmsg` into `dst` with `flags` (0 or `MSG_PEEK`); returns the byte count and the
+/// kernel timestamp (realtime ns) of the newest segment it touched.
 fn recv_stamped(
     fd: libc::c_int,
     dst: &mut [std::mem::MaybeUninit<u8>],
+    flags: libc::c_int,
 ) -> std::io::Result<(usize, Option<i128>)> {
     let mut iov = libc::iovec {
         iov_base: dst.as_mut_ptr().cast(),
@@ -127,7 +196,7 @@ fn recv_stamped(
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
     // SAFETY: the iovec points at `dst`, writable for its length; the kernel initialises
     // the bytes it reports.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
     if n < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -159,22 +228,46 @@ impl StampedStream {
                 return Poll::Ready(Err(e));
             }
             let fd = stream.as_raw_fd();
-            match stream.try_io(Interest::READABLE, || recv_stamped(fd, dst)) {
+            let started = Instant::now();
+            match stream.try_io(Interest::READABLE, || recv_stamped(fd, dst, 0)) {
                 Ok((n, kernel)) => {
                     if n > 0 {
-                        let read_at = Instant::now();
-                        let lag = kernel.map(|k| (realtime_ns() - k).max(0) as u64);
-                        let mut log = self.log.lock().expect("read log");
-                        log.seq += 1;
-                        log.read_at = read_at;
-                        log.lag_ns = lag;
+                        // SAFETY: recvmsg initialised the first `n` bytes.
+                        let got =
+                            unsafe { std::slice::from_raw_parts(dst.as_ptr().cast::<u8>(), n) };
+                        self.record(got, dst.len(), kernel, started);
                     }
                     return Poll::Ready(Ok(n));
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.queue.drained_at = Some(started);
+                    continue;
+                }
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
+    }
+
+    /// Publishes one read's stamp and interval and updates what the queue is known to hold.
+    fn record(&mut self, got: &[u8], asked: usize, kernel: Option<i128>, started: Instant) {
+        let read_at = Instant::now();
+        let now_real = realtime_ns();
+        let lower = self.queue.drained_at;
+        let lag = kernel.map(|k| (now_real - k).max(0) as u64);
+        let drained = got.len() < asked;
+        if drained {
+            self.queue.drained_at = Some(started);
+        }
+        let mut tail = [0u8; 4];
+        let n = got.len().min(4);
+        tail[4 - n..].copy_from_slice(&got[got.len() - n..]);
+        let mut log = self.log.lock().expect("read log");
+        log.seq += 1;
+        log.read_at = read_at;
+        log.lag_ns = lag;
+        log.lower = lower;
+        log.drained = drained;
+        log.tail = (tail, n as u8);
     }
 }
 
@@ -299,6 +392,127 @@ mod tests {
             let lag = st.lag_ns.expect("kernel timestamp");
             assert!(lag >= 29_000_000, "lag {lag} ns");
             assert!(lag < 2_000_000_000, "lag {lag} ns");
+        });
+    }
+
+    /// A backlog of three segments written 3 ms apart and read 15 ms late: however the
+    /// kernel queued them, every byte's write lies inside the interval of the read that
+    /// delivered it, and a read that did not drain the queue is never taken for exact.
+    #[test]
+    fn a_late_backlog_keeps_its_bytes_inside_the_read_interval() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let c = TcpStream::connect(addr).await.unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            s.set_nodelay(true).unwrap();
+            let (mut stream, log, kernel) = StampedStream::new(c, Arc::default());
+            assert!(kernel, "SO_TIMESTAMPNS refused");
+            std::thread::sleep(Duration::from_millis(50));
+            // One byte first, read at once: the queue is then known empty.
+            s.write_all(b"0").unwrap();
+            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8];
+            let mut rb = hyper::rt::ReadBuf::uninit(&mut buf);
+            std::future::poll_fn(|cx| {
+                hyper::rt::Read::poll_read(Pin::new(&mut stream), cx, rb.unfilled())
+            })
+            .await
+            .unwrap();
+            let mut windows = Vec::new();
+            for part in [&b"first-event"[..], b"second", b"third-part"] {
+                let before = Instant::now();
+                s.write_all(part).unwrap();
+                windows.push((before, Instant::now()));
+                std::thread::sleep(Duration::from_millis(3));
+            }
+            std::thread::sleep(Duration::from_millis(15));
+            let slack = Duration::from_micros(100);
+            // Small reads (8 bytes): the first ones cannot drain the queue.
+            let mut offset = 0usize;
+            let bounds = [11usize, 17, 27];
+            while offset < 27 {
+                let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8];
+                let mut rb = hyper::rt::ReadBuf::uninit(&mut buf);
+                std::future::poll_fn(|cx| {
+                    hyper::rt::Read::poll_read(Pin::new(&mut stream), cx, rb.unfilled())
+                })
+                .await
+                .unwrap();
+                let n = rb.filled().len();
+                let st = *log.lock().unwrap();
+                let (lower, upper) = (st.lower_bound().expect("bounded below"), st.arrival());
+                // Every segment with a byte in this read was written inside [lower, upper].
+                for (i, (before, after)) in windows.iter().enumerate() {
+                    let start = if i == 0 { 0 } else { bounds[i - 1] };
+                    if start < offset + n && bounds[i] > offset {
+                        assert!(
+                            *after + slack >= lower,
+                            "segment {i} before the lower bound"
+                        );
+                        assert!(
+                            *before <= upper + slack,
+                            "segment {i} after the upper bound"
+                        );
+                    }
+                }
+                assert_eq!(st.drained, offset + n == 27 && n < 8);
+                offset += n;
+            }
+        });
+    }
+
+    /// A read that finds the queue empty bounds what comes next from below: bytes written
+    /// after it cannot have arrived before it started.
+    #[test]
+    fn a_drained_queue_bounds_the_next_read_from_below() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let c = TcpStream::connect(addr).await.unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            let (mut stream, log, _) = StampedStream::new(c, Arc::default());
+            std::thread::sleep(Duration::from_millis(50));
+            s.write_all(b"0").unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            let started = Instant::now();
+            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 64];
+            let mut rb = hyper::rt::ReadBuf::uninit(&mut buf);
+            std::future::poll_fn(|cx| {
+                hyper::rt::Read::poll_read(Pin::new(&mut stream), cx, rb.unfilled())
+            })
+            .await
+            .unwrap();
+            assert!(
+                log.lock().unwrap().drained,
+                "one byte of 64 drains the queue"
+            );
+            let writer = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                let before = Instant::now();
+                s.write_all(b"late").unwrap();
+                (before, s)
+            });
+            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 64];
+            let mut rb = hyper::rt::ReadBuf::uninit(&mut buf);
+            std::future::poll_fn(|cx| {
+                hyper::rt::Read::poll_read(Pin::new(&mut stream), cx, rb.unfilled())
+            })
+            .await
+            .unwrap();
+            let (before, _s) = writer.join().unwrap();
+            let st = *log.lock().unwrap();
+            let lower = st.lower_bound().expect("a lower bound");
+            assert!(lower >= started, "the drained queue's time bounds the read");
+            assert!(lower <= before + Duration::from_micros(100));
+            assert!(st.arrival() + Duration::from_micros(100) >= before);
         });
     }
 }

@@ -165,21 +165,28 @@ pub struct GateArgs {
     /// Validity gate: a send lagging its schedule by more than this is late (ms).
     #[arg(long, default_value = "1", value_parser = f64_in(0.001..=MAX_MS))]
     pub late_send_ms: f64,
-    /// Validity gate: a content event read more than this after the kernel received it is
-    /// read late (ms; kernel-stamped events keep their arrival time, coalescing is gated
-    /// separately).
+    /// Validity gate: a gated statistic (the `--metric` ones, else the medians and
+    /// throughputs) is valid while its error bound is at most the larger of this and
+    /// --tolerance-fraction of its value (ms).
+    #[arg(long, default_value = "0.5", value_parser = f64_in(0.0..=MAX_MS))]
+    pub tolerance_ms: f64,
+    /// Validity gate: relative tolerance of a gated statistic's error bound (0..1; for
+    /// fractions such as slo_attainment, in fraction points).
+    #[arg(long, default_value = "0.02", value_parser = f64_in(0.0..=1.0))]
+    pub tolerance_fraction: f64,
+    /// Recorded signal (not a gate): a content event read more than this after the kernel
+    /// received it counts as read late (ms).
     #[arg(long, default_value = "20", value_parser = f64_in(0.001..=MAX_MS))]
     pub max_read_lag_ms: f64,
-    /// Validity gate: a request during which the load generator waited longer than this in
-    /// the run queue is starved (ms).
+    /// Recorded signal (not a gate): a request during which the load generator waited
+    /// longer than this in the run queue counts as starved (ms).
     #[arg(long, default_value = "1", value_parser = f64_in(0.001..=MAX_MS))]
     pub max_run_queue_wait_ms: f64,
-    /// Validity gate: a request during which the load generator was preempted more often
-    /// than this is preempted.
+    /// Recorded signal (not a gate): a request during which the load generator was
+    /// preempted more often than this counts as preempted.
     #[arg(long, default_value_t = 10)]
     pub max_involuntary_switches: u64,
-    /// Validity gate: largest accepted fraction (0..1) of late sends, late reads, coalesced
-    /// content events, starved requests and preempted requests, each on its own.
+    /// Validity gate: largest accepted fraction (0..1) of late sends.
     #[arg(long, default_value = "0.01", value_parser = f64_in(0.0..=1.0))]
     pub max_disturbed_fraction: f64,
 }
@@ -193,6 +200,9 @@ impl GateArgs {
             max_run_queue_wait_ms: self.max_run_queue_wait_ms,
             max_involuntary_switches: self.max_involuntary_switches,
             max_disturbed_fraction: self.max_disturbed_fraction,
+            tolerance_ms: self.tolerance_ms,
+            tolerance_fraction: self.tolerance_fraction,
+            gate_late_sends: true,
         }
     }
 }
@@ -296,7 +306,7 @@ fn pct_cell(row: Option<&MetricRow>) -> String {
     match row {
         None => "-".to_owned(),
         Some(r) => match (r.value, r.null_reason.as_deref()) {
-            (Some(_), _) => fmt_value(r.value, None),
+            (Some(v), _) => with_bound(fmt_value(r.value, None), v, r.bound),
             (None, Some(reason)) if reason.starts_with("insufficient_samples") => reason
                 .split("at least ")
                 .nth(1)
@@ -304,6 +314,15 @@ fn pct_cell(row: Option<&MetricRow>) -> String {
                 .map_or_else(|| "n<min".to_owned(), |n| format!("n<{n}")),
             (None, _) => "-".to_owned(),
         },
+    }
+}
+
+/// `cell` followed by the value's error bound (`20.11 ±0.04`), when it has one.
+fn with_bound(cell: String, value: f64, bound: Option<qual_serve::metrics::Bound>) -> String {
+    match bound {
+        Some(b) if b.upper.is_finite() => format!("{cell} ±{:.2}", b.error(value)),
+        Some(_) => format!("{cell} ±inf"),
+        None => cell,
     }
 }
 
@@ -334,7 +353,10 @@ fn compact_summary(rows: &[MetricRow]) -> String {
         }
     }
     s.push_str(&output::table(&["latency", "p50", "p90", "p99"], &table));
-    let rate = |name: &str| val(name).map_or_else(|| "-".to_owned(), |v| format!("{v:.1}"));
+    let rate = |name: &str| match get(name).and_then(|r| r.value.map(|v| (v, r.bound))) {
+        None => "-".to_owned(),
+        Some((v, b)) => with_bound(format!("{v:.1}"), v, b),
+    };
     s.push_str(&format!(
         "throughput: {} output tokens/s, {} requests/s; goodput {} requests/s\n",
         rate("output_tokens_per_second"),
@@ -435,9 +457,13 @@ pub fn serve(a: ServeArgs) -> i32 {
             .rows
             .iter()
             .map(|r| {
+                let cell = fmt_value(r.value, r.null_reason.as_deref());
                 vec![
                     r.name.clone(),
-                    fmt_value(r.value, r.null_reason.as_deref()),
+                    match r.value {
+                        Some(v) => with_bound(cell, v, r.bound),
+                        None => cell,
+                    },
                     r.unit.to_string(),
                 ]
             })
@@ -521,6 +547,7 @@ mod tests {
             unit: "ms",
             aggregation: "p50".into(),
             lower_is_better: true,
+            bound: None,
         }
     }
 
