@@ -209,23 +209,20 @@ impl OwnedServer {
             "port_checked",
             Some(format!("no listener on port {}", recipe.port)),
         );
-        if let Err(e) = std::fs::create_dir_all(&recipe.log_directory) {
-            s.fail(
-                "launch_failed",
-                format!(
-                    "create log directory {}: {e}",
-                    recipe.log_directory.display()
-                ),
-            );
-            return Err(Box::new(s));
-        }
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis())
             .unwrap_or(0);
         let stem = format!("{}-{stamp}-{}", recipe.id, std::process::id());
-        s.stdout_path = recipe.log_directory.join(format!("{stem}.stdout.log"));
-        s.stderr_path = recipe.log_directory.join(format!("{stem}.stderr.log"));
+        let log_dir = match private_log_dir(&recipe.log_directory, &stem) {
+            Ok(d) => d,
+            Err(e) => {
+                s.fail("launch_failed", format!("create the log directory: {e}"));
+                return Err(Box::new(s));
+            }
+        };
+        s.stdout_path = log_dir.join(format!("{stem}.stdout.log"));
+        s.stderr_path = log_dir.join(format!("{stem}.stderr.log"));
         let spec = OwnedSpec {
             argv: recipe.command.clone(),
             cwd: recipe.working_directory.clone(),
@@ -620,6 +617,24 @@ pub fn group_members_by_pgrp(pgid: u32) -> Vec<u32> {
                 })
         })
         .collect()
+}
+
+/// Creates this launch's own log directory `<log_directory>/<stem>/`, fresh (it must not
+/// exist) and private (mode 0700), confined to the repository around the current directory
+/// (its nearest ancestor with a `.git`; the current directory itself outside a repository):
+/// the log directory must lie inside it and no component may be a symlink
+/// (`qual_json::confine`).
+fn private_log_dir(log_directory: &Path, stem: &str) -> Result<PathBuf, String> {
+    let cwd = std::env::current_dir()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| format!("cannot resolve the current directory: {e}"))?;
+    let root = cwd
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(&cwd)
+        .to_path_buf();
+    qual_json::confine::create_dir_new(&root, &cwd.join(log_directory).join(stem), 0o700)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
