@@ -501,10 +501,9 @@ fn serve_logs_stay_in_a_private_directory_inside_the_repository() {
         .to_string()
     };
     std::os::unix::fs::symlink(outside.path(), root.join("logs")).unwrap();
-    let outside_abs = outside.path().join("abs").display().to_string();
     for (n, (dir, why)) in [
         ("logs", "logs is a symlink"),
-        (outside_abs.as_str(), "is outside"),
+        ("../escaped-logs", "is outside"),
     ]
     .into_iter()
     .enumerate()
@@ -534,6 +533,7 @@ fn serve_logs_stay_in_a_private_directory_inside_the_repository() {
         );
     }
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    assert!(!root.parent().unwrap().join("escaped-logs").exists());
     // A real directory: each run gets its own fresh directory, private to its owner.
     std::fs::remove_file(root.join("logs")).unwrap();
     std::fs::write(root.join("launch.json"), recipe("logs")).unwrap();

@@ -620,21 +620,29 @@ pub fn group_members_by_pgrp(pgid: u32) -> Vec<u32> {
 }
 
 /// Creates this launch's own log directory `<log_directory>/<stem>/`, fresh (it must not
-/// exist) and private (mode 0700), confined to the repository around the current directory
-/// (its nearest ancestor with a `.git`; the current directory itself outside a repository):
-/// the log directory must lie inside it and no component may be a symlink
-/// (`qual_json::confine`).
+/// exist) and private (mode 0700), confined (`qual_json::confine`) to the repository that
+/// holds the log directory (its nearest ancestor with a `.git`), or outside any repository to
+/// the log directory's parent: it may not leave that root and no component below it may be a
+/// symlink.
 fn private_log_dir(log_directory: &Path, stem: &str) -> Result<PathBuf, String> {
     let cwd = std::env::current_dir()
         .and_then(std::fs::canonicalize)
         .map_err(|e| format!("cannot resolve the current directory: {e}"))?;
-    let root = cwd
+    let dir = cwd.join(log_directory);
+    // The root is found from the part of the path before any `..` (for a recipe's relative
+    // log directory: the recipe's directory), so `..` can never climb out of it; the walk
+    // then checks every component of `dir` as written.
+    let head: PathBuf = dir
+        .components()
+        .take_while(|c| !matches!(c, std::path::Component::ParentDir))
+        .collect();
+    let root = head
         .ancestors()
         .find(|d| d.join(".git").exists())
-        .unwrap_or(&cwd)
+        .or_else(|| head.parent())
+        .unwrap_or(Path::new("/"))
         .to_path_buf();
-    qual_json::confine::create_dir_new(&root, &cwd.join(log_directory).join(stem), 0o700)
-        .map_err(|e| e.to_string())
+    qual_json::confine::create_dir_new(&root, &dir.join(stem), 0o700).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
