@@ -658,3 +658,140 @@ fn a_cargo_build_into_target_works_in_the_box() {
     assert_eq!(o.code, 0, "{} {}", o.stderr, o.details());
     assert!(o.root.join("target/debug/boxed").exists());
 }
+
+/// Runs kiln-qual under `timeout --signal=KILL`: a run that hangs ends with 137 and fails the
+/// test instead of blocking it.
+fn deadline_wrapper(seconds: u64) -> Vec<String> {
+    vec![
+        "/usr/bin/timeout".into(),
+        "--signal=KILL".into(),
+        seconds.to_string(),
+    ]
+}
+
+/// Runs `args` in `root` as the repository's owner (`user`), killed and failing the test if
+/// it has not ended within `seconds`; returns stdout and stderr together.
+fn kq_within(user: User, root: &Path, args: &[&str], seconds: u64) -> (Option<i32>, String) {
+    let mut cmd = Command::new("/usr/bin/setpriv");
+    if user == User::Nobody {
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+    }
+    cmd.arg("--").arg(BIN).args(args).current_dir(root);
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(seconds) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{user:?}: kiln-qual {args:?} did not end within {seconds} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+/// A case replaces the tracked `src/main.rs` with something hashing must not read; the run
+/// ends in time with a failed receipt naming the path and `reason`, and `source-tree` and
+/// `receipt check --require-current-source` refuse it the same way, in time.
+fn a_replaced_tracked_file_is_refused_by_path(script: &str, reason: &str) {
+    let why = format!("cannot read tracked source input src/main.rs: {reason}");
+    for user in users() {
+        let m = marker();
+        let o = run_wrapped(user, &m, script, &deadline_wrapper(120), |_| {});
+        assert_ne!(o.code, 137, "{user:?}: the run hung");
+        assert_case_failed(&o, user, &[&why]);
+        for args in [
+            &["source-tree"][..],
+            &[
+                "receipt",
+                "check",
+                "--require-current-source",
+                ".qualification/receipts/attack.json",
+            ],
+        ] {
+            let (code, text) = kq_within(user, &o.root, args, 60);
+            assert_eq!(code, Some(1), "{user:?} {args:?}: {text}");
+            assert!(text.contains(&why), "{user:?} {args:?}: {text}");
+        }
+    }
+}
+
+#[test]
+fn a_tracked_file_replaced_by_a_fifo_is_refused_without_hanging() {
+    a_replaced_tracked_file_is_refused_by_path(
+        "rm src/main.rs && mkfifo src/main.rs",
+        "not a regular file (FIFO)",
+    );
+}
+
+#[test]
+fn a_tracked_file_replaced_by_a_symlink_to_dev_zero_is_refused_without_hanging() {
+    a_replaced_tracked_file_is_refused_by_path(
+        "rm src/main.rs && ln -s /dev/zero src/main.rs",
+        "not a regular file (symlink)",
+    );
+}
+
+#[test]
+fn a_tracked_file_grown_to_a_huge_sparse_file_is_refused_without_reading_it() {
+    a_replaced_tracked_file_is_refused_by_path(
+        "truncate -s 2T src/main.rs",
+        "2199023255552 bytes, more than the 1073741824-byte limit for one tracked file",
+    );
+}
+
+#[test]
+fn a_case_cannot_plant_or_replace_the_runners_output_files() {
+    for user in users() {
+        let m = marker();
+        // The case's directory is `scratch/` (where its result path points); it plants the
+        // runner's names there, and tries the case directory above it.
+        let script = "d=$(dirname \"$KILN_QUALIFICATION_CASE_RESULT\"); \
+                      echo planted > \"$d/stdout.log\"; echo planted > \"$d/case-result.json\"; \
+                      ln -s /etc/passwd \"$d/stderr.log\"; \
+                      echo planted > \"$d/../stdout.log\"; ln -s /etc/passwd \"$d/../stderr.log\"; \
+                      echo real-output; exit 3";
+        let o = run_wrapped(user, &m, script, &deadline_wrapper(120), |_| {});
+        assert_case_failed(&o, user, &["exit code 3 not in [0]"]);
+        let runs: Vec<PathBuf> = std::fs::read_dir(o.root.join(".qualification/runs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(runs.len(), 1);
+        let case = runs[0].join("cases/001-attack-r001");
+        assert_eq!(
+            std::fs::read_to_string(case.join("stdout.log")).unwrap(),
+            "real-output\n",
+            "{user:?}"
+        );
+        let stderr = std::fs::read_to_string(case.join("stderr.log")).unwrap();
+        assert!(
+            stderr.contains("Read-only file system"),
+            "{user:?}: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(case.join("scratch/stdout.log")).unwrap(),
+            "planted\n"
+        );
+        let artifacts = o.receipt.as_ref().unwrap()["artifacts"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert!(
+            artifacts
+                .iter()
+                .all(|a| !a["path"].as_str().unwrap().contains("/scratch/")),
+            "{user:?}: {artifacts:?}"
+        );
+    }
+}

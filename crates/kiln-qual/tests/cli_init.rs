@@ -196,3 +196,100 @@ fn init_run_and_check(root: &Path, engine: &str, server: &str, port: &str) {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// Every file below `dir` (names only), for "nothing changed" checks.
+fn names(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            out.push(e.file_name().to_string_lossy().into_owned());
+            out.extend(names(&e.path()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn init_refuses_outside_a_git_repository_and_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("plain");
+    std::fs::create_dir(&root).unwrap();
+    for args in [
+        &["init", "--engine", "vllm", "--server", "/bin/true"][..],
+        &[
+            "init",
+            "--engine",
+            "vllm",
+            "--server",
+            "/bin/true",
+            "--root",
+            ".",
+        ],
+    ] {
+        let out = kq(&root, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("failed to scaffold: ") && err.contains("is not in a git repository"),
+            "{err}"
+        );
+        assert!(names(d.path()) == ["plain"], "{:?}", names(d.path()));
+    }
+    // --root must be the repository's top level, not a directory inside it.
+    git(&root, &["init", "-q"]);
+    std::fs::create_dir(root.join("sub")).unwrap();
+    let out = kq(
+        &root,
+        &[
+            "init",
+            "--engine",
+            "vllm",
+            "--server",
+            "/bin/true",
+            "--root",
+            "sub",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not the top level of its git repository")
+    );
+    assert!(!root.join("sub/qualification").exists());
+    assert!(!root.join("qualification").exists());
+}
+
+#[test]
+fn init_refuses_a_symlinked_qualification_directory_and_writes_nothing_outside() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("repo");
+    let outside = d.path().join("outside");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    git(&root, &["init", "-q"]);
+    std::os::unix::fs::symlink(&outside, root.join("qualification")).unwrap();
+    let out = kq(
+        &root,
+        &["init", "--engine", "vllm", "--server", "/bin/true"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refusing to write qualification/")
+            && err.contains(": qualification is a symlink"),
+        "{err}"
+    );
+    assert!(names(&outside).is_empty(), "{:?}", names(&outside));
+    // A symlink deeper down is refused the same way.
+    std::fs::remove_file(root.join("qualification")).unwrap();
+    std::fs::create_dir_all(root.join("qualification")).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("qualification/serving")).unwrap();
+    let out = kq(
+        &root,
+        &["init", "--engine", "vllm", "--server", "/bin/true"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("qualification/serving is a symlink"));
+    assert!(names(&outside).is_empty(), "{:?}", names(&outside));
+    assert!(names(&root.join("qualification")) == ["serving"]);
+}

@@ -424,3 +424,147 @@ fn a_one_gib_raw_log_is_parsed_in_bounded_memory() {
         std::fs::read_to_string(root.join("bench-results/backend-latency/echo.json")).unwrap();
     assert!(artifact.contains("latency_ms"), "{artifact}");
 }
+
+#[test]
+fn a_committed_bench_results_symlink_never_leads_latency_writes_outside() {
+    let repo = latency_repo("bench-results/backend-latency/echo.json");
+    let root = repo.path();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.join("bench-results")).unwrap();
+    common::git(root, &["add", "bench-results"]);
+    common::git(root, &["commit", "-q", "-m", "bench-results elsewhere"]);
+    let o = run_in(root, ["latency", "run", MANIFEST, "echo_fixture"]);
+    o.refused(1, "bench-results", &());
+    assert!(
+        o.stderr.contains("bench-results is a symlink")
+            || o.stderr.contains("resolves outside the repository"),
+        "{}",
+        o.stderr
+    );
+    // An explicit log directory and output through the link are refused by name too.
+    std::fs::create_dir(root.join("logs")).unwrap();
+    std::fs::write(root.join(".gitignore"), "*.log\ntarget/\nlogs/\n").unwrap();
+    common::git(root, &["commit", "-qam", "ignore logs"]);
+    let o = run_in(
+        root,
+        [
+            "latency",
+            "run",
+            MANIFEST,
+            "echo_fixture",
+            "--log-dir",
+            "logs",
+            "--output",
+            "bench-results/x.json",
+        ],
+    );
+    o.refused(1, "bench-results/x.json: bench-results is a symlink", &());
+    let o = run_in(
+        root,
+        [
+            "latency",
+            "run",
+            MANIFEST,
+            "echo_fixture",
+            "--log-dir",
+            "bench-results/raw",
+        ],
+    );
+    o.refused(1, "bench-results is a symlink", &());
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn serve_logs_stay_in_a_private_directory_inside_the_repository() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let outside = tempfile::tempdir().unwrap();
+    common::git(root, &["init", "-q"]);
+    std::fs::write(
+        root.join("corpus.jsonl"),
+        "{\"id\":\"a\",\"endpoint\":\"chat\",\"prompt\":\"hi\",\"max_tokens\":4}\n",
+    )
+    .unwrap();
+    let recipe = |log_directory: &str| {
+        serde_json::json!({
+            "schema": "kiln-qual.serve-launch.v1",
+            "id": "log-dir-check",
+            "command": ["/bin/sleep", "30"],
+            "working_directory": ".",
+            "port": 1,
+            "log_directory": log_directory,
+            "readiness_poll_interval_ms": 10,
+            "startup_timeout_seconds": 1,
+            "shutdown_timeout_seconds": 1,
+            "acceptable_exit_codes": [0],
+        })
+        .to_string()
+    };
+    std::os::unix::fs::symlink(outside.path(), root.join("logs")).unwrap();
+    for (n, (dir, why)) in [
+        ("logs", "logs is a symlink"),
+        ("../escaped-logs", "is outside"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        std::fs::write(root.join("launch.json"), recipe(dir)).unwrap();
+        let result = root.join(format!("case{n}/command-result.json"));
+        std::fs::create_dir_all(result.parent().unwrap()).unwrap();
+        let o = run_in(
+            root,
+            [
+                "serve",
+                "--launch",
+                "launch.json",
+                "--corpus",
+                "corpus.jsonl",
+                "--seed",
+                "7",
+                "--result",
+                result.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(o.code, Some(1), "{}", o.stderr);
+        let text = std::fs::read_to_string(&result).unwrap();
+        assert!(
+            text.contains("create the log directory: refusing to write") && text.contains(why),
+            "{text}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    assert!(!root.parent().unwrap().join("escaped-logs").exists());
+    // A real directory: each run gets its own fresh directory, private to its owner.
+    std::fs::remove_file(root.join("logs")).unwrap();
+    std::fs::write(root.join("launch.json"), recipe("logs")).unwrap();
+    let result = root.join("case-ok/command-result.json");
+    std::fs::create_dir_all(result.parent().unwrap()).unwrap();
+    let o = run_in(
+        root,
+        [
+            "serve",
+            "--launch",
+            "launch.json",
+            "--corpus",
+            "corpus.jsonl",
+            "--seed",
+            "7",
+            "--result",
+            result.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    let runs: Vec<_> = std::fs::read_dir(root.join("logs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&runs[0]).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    assert!(std::fs::read_dir(&runs[0]).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".stdout.log")));
+}

@@ -47,7 +47,8 @@
 //!   Regular files are hashed as git blobs (`blob <len>\0<bytes>`, SHA-1 or SHA-256 as
 //!   `git rev-parse --show-object-format` says) and compared with the index object id; the
 //!   executable bit must match `100755`/`100644` unless `core.fileMode` is false. Symlinks
-//!   (`120000`) are hashed by their target. A missing path, or one below a leading directory
+//!   (`120000`) are hashed by their target. Files are opened and read under the bounds of
+//!   [`tracked`] (regular files only, no symlink followed, bytes and time bounded). A missing path, or one below a leading directory
 //!   that is now a symlink, is deleted; a kind mismatch is a type change. A gitlink (`160000`)
 //!   whose directory has no `.git` is an unpopulated submodule and clean (as for `git status`);
 //!   a populated one must have the recorded commit checked out and be clean by this same rule
@@ -78,6 +79,7 @@
 
 pub mod command;
 pub mod status;
+pub mod tracked;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -140,14 +142,15 @@ pub enum GitError {
         /// What was wrong.
         detail: String,
     },
-    /// A worktree file could not be read for the comparison.
+    /// A worktree file could not be read for the comparison (or was refused: see
+    /// [`tracked`]).
     #[error("cannot read {path} in the worktree: {source}")]
     Worktree {
         /// The repository-relative path.
         path: String,
-        /// The I/O error.
+        /// Why.
         #[source]
-        source: std::io::Error,
+        source: tracked::TrackedError,
     },
     /// An argument that the binding refuses to hand to git (it could be read as an option).
     #[error("refusing to pass {0:?} to git")]

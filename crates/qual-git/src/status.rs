@@ -4,7 +4,6 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -12,6 +11,7 @@ use std::path::Path;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
+use crate::tracked::{self, Budget};
 use crate::{GitError, IndexEntry, Repo};
 
 /// Submodules inside submodules are compared up to this depth; deeper nesting is an error.
@@ -157,7 +157,8 @@ pub(crate) fn changes(repo: &Repo, depth: usize) -> Result<Vec<Change>, GitError
         .iter()
         .filter(|e| !unmerged.contains(e.path.as_str()))
         .collect();
-    for (path, kinds) in compare_all(repo, &merged, format, file_mode, depth)? {
+    let budget = Budget::default();
+    for (path, kinds) in compare_all(repo, &merged, format, file_mode, depth, &budget)? {
         for kind in kinds {
             record(&mut out, path, kind);
         }
@@ -188,6 +189,7 @@ fn compare_all<'a>(
     format: ObjectFormat,
     file_mode: bool,
     depth: usize,
+    budget: &Budget,
 ) -> Result<Compared<'a>, GitError> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -201,8 +203,17 @@ fn compare_all<'a>(
                 s.spawn(move || {
                     let mut dirs = HashSet::new();
                     let mut found = Vec::new();
+                    let mut buf = vec![0u8; 1 << 16];
+                    let mut ctx = Ctx {
+                        format,
+                        file_mode,
+                        depth,
+                        budget,
+                        dirs: &mut dirs,
+                        buf: &mut buf,
+                    };
                     for e in part {
-                        let kinds = compare(repo, e, format, file_mode, depth, &mut dirs)?;
+                        let kinds = compare(repo, e, &mut ctx)?;
                         if !kinds.is_empty() {
                             found.push((e.path.as_str(), kinds));
                         }
@@ -223,21 +234,25 @@ fn compare_all<'a>(
     Ok(all)
 }
 
-/// Compares one stage-0 index entry with the worktree.
-fn compare(
-    repo: &Repo,
-    e: &IndexEntry,
+/// What one comparison thread carries from entry to entry.
+struct Ctx<'a> {
     format: ObjectFormat,
     file_mode: bool,
     depth: usize,
-    dirs: &mut HashSet<String>,
-) -> Result<Vec<ChangeKind>, GitError> {
+    budget: &'a Budget,
+    dirs: &'a mut HashSet<String>,
+    buf: &'a mut [u8],
+}
+
+/// Compares one stage-0 index entry with the worktree.
+fn compare(repo: &Repo, e: &IndexEntry, ctx: &mut Ctx<'_>) -> Result<Vec<ChangeKind>, GitError> {
+    let (format, file_mode, depth) = (ctx.format, ctx.file_mode, ctx.depth);
     let root = repo.root();
-    let worktree_err = |source| GitError::Worktree {
+    let worktree_err = |source: tracked::TrackedError| GitError::Worktree {
         path: e.path.clone(),
         source,
     };
-    if !leading_dirs_are_real(root, &e.path, dirs) {
+    if !leading_dirs_are_real(root, &e.path, ctx.dirs) {
         return Ok(vec![ChangeKind::Deleted]);
     }
     let full = root.join(&e.path);
@@ -251,7 +266,7 @@ fn compare(
         {
             return Ok(vec![ChangeKind::Deleted])
         }
-        Err(err) => return Err(worktree_err(err)),
+        Err(err) => return Err(worktree_err(err.into())),
     };
     let ft = meta.file_type();
     let mut kinds = Vec::new();
@@ -267,7 +282,7 @@ fn compare(
             if !ft.is_symlink() {
                 kinds.push(ChangeKind::TypeChanged);
             } else {
-                let target = std::fs::read_link(&full).map_err(worktree_err)?;
+                let target = std::fs::read_link(&full).map_err(|err| worktree_err(err.into()))?;
                 if blob_id(format, target.as_os_str().as_bytes()) != e.object {
                     kinds.push(ChangeKind::Modified);
                 }
@@ -277,7 +292,7 @@ fn compare(
             if !ft.is_file() {
                 kinds.push(ChangeKind::TypeChanged);
             } else {
-                let same = file_blob_id(&full, format, meta.len())
+                let same = file_blob_id(&full, format, ctx.budget, ctx.buf)
                     .map_err(worktree_err)?
                     .is_some_and(|id| id == e.object);
                 if !same {
@@ -350,12 +365,18 @@ fn compare_submodule(
     Ok(kinds)
 }
 
-/// The blob id of a regular file of `len` bytes, `None` when its length changed while it was
-/// read (then it differs from the index anyway).
-fn file_blob_id(path: &Path, format: ObjectFormat, len: u64) -> std::io::Result<Option<String>> {
-    let file = std::fs::File::open(path)?;
+/// The blob id of the regular file at `path` (opened and read under [`tracked`]'s rules),
+/// `None` when its length changed while it was read (then it differs from the index anyway).
+fn file_blob_id(
+    path: &Path,
+    format: ObjectFormat,
+    budget: &Budget,
+    buf: &mut [u8],
+) -> Result<Option<String>, tracked::TrackedError> {
+    let opened = tracked::open(path, false, budget)?;
+    let len = opened.len;
     let mut h = BlobHasher::new(format, len);
-    let read = std::io::copy(&mut file.take(len.saturating_add(1)), &mut h)?;
+    let read = opened.read_all(budget, buf, |chunk| h.update(chunk))?;
     Ok((read == len).then(|| h.finish()))
 }
 
@@ -388,17 +409,6 @@ impl BlobHasher {
             BlobHasher::Sha1(h) => hex::encode(h.finalize()),
             BlobHasher::Sha256(h) => hex::encode(h.finalize()),
         }
-    }
-}
-
-impl std::io::Write for BlobHasher {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.update(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 

@@ -6,7 +6,10 @@
 //! device, or directory is refused *before* any blocking open: the file is opened with
 //! `O_NONBLOCK` (so opening a FIFO without a writer returns at once) and checked with `fstat`
 //! on the opened descriptor (so a path swapped between the check and the open is still
-//! caught). Symlinks to regular files are followed, as every reader always has.
+//! caught). Symlinks to regular files are followed, as every reader always has, except through
+//! [`open_regular_nofollow`], which refuses a symlink at the final component (`O_NOFOLLOW`)
+//! for callers that treat a symlink as something other than its target (tracked worktree
+//! files).
 
 use std::fs::File;
 use std::io::Read;
@@ -25,7 +28,8 @@ pub enum OpenError {
         #[source]
         source: std::io::Error,
     },
-    /// The path names something other than a regular file.
+    /// The path names something other than a regular file (`symlink` only from
+    /// [`open_regular_nofollow`]).
     #[error("cannot read {path}: not a regular file ({kind})")]
     NotRegular {
         /// The path as given (control characters escaped).
@@ -58,6 +62,8 @@ impl From<OpenError> for std::io::Error {
 fn kind_name(ft: std::fs::FileType) -> &'static str {
     if ft.is_dir() {
         "directory"
+    } else if ft.is_symlink() {
+        "symlink"
     } else if ft.is_fifo() {
         "FIFO"
     } else if ft.is_socket() {
@@ -74,13 +80,30 @@ fn kind_name(ft: std::fs::FileType) -> &'static str {
 /// Opens `path` for reading only if it is (or links to) a regular file; never blocks on a
 /// FIFO and never reads from a device.
 pub fn open_regular(path: &Path) -> Result<File, OpenError> {
+    open_checked(path, true)
+}
+
+/// Like [`open_regular`], but a symlink at the final component is refused as
+/// `not a regular file (symlink)` instead of followed (checked with `lstat` and enforced by
+/// `O_NOFOLLOW`, so a link planted between the check and the open is refused too). Leading
+/// components are resolved as usual.
+pub fn open_regular_nofollow(path: &Path) -> Result<File, OpenError> {
+    open_checked(path, false)
+}
+
+fn open_checked(path: &Path, follow: bool) -> Result<File, OpenError> {
     let shown = || crate::escape::escape_path(path);
     let io = |source| OpenError::Io {
         path: shown(),
         source,
     };
     // A cheap first refusal with a clear kind (nothing is opened for a FIFO or a device).
-    let meta = std::fs::metadata(path).map_err(io)?;
+    let meta = if follow {
+        std::fs::metadata(path)
+    } else {
+        std::fs::symlink_metadata(path)
+    }
+    .map_err(io)?;
     if !meta.file_type().is_file() {
         return Err(OpenError::NotRegular {
             path: shown(),
@@ -88,11 +111,22 @@ pub fn open_regular(path: &Path) -> Result<File, OpenError> {
         });
     }
     // O_NONBLOCK: if the path became a FIFO after the check, the open still returns at once.
+    let flags = O_NONBLOCK | O_CLOEXEC | if follow { 0 } else { O_NOFOLLOW };
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(O_NONBLOCK | O_CLOEXEC)
+        .custom_flags(flags)
         .open(path)
-        .map_err(io)?;
+        .map_err(|e| {
+            // ELOOP: the final component became a symlink after the check.
+            if !follow && e.raw_os_error() == Some(ELOOP) {
+                OpenError::NotRegular {
+                    path: shown(),
+                    kind: "symlink",
+                }
+            } else {
+                io(e)
+            }
+        })?;
     let meta = file.metadata().map_err(io)?;
     if !meta.file_type().is_file() {
         return Err(OpenError::NotRegular {
@@ -133,6 +167,12 @@ pub fn read_opened(
 // depend on libc (scripts/check-boundaries).
 const O_NONBLOCK: i32 = 0o4000;
 const O_CLOEXEC: i32 = 0o2000000;
+// O_NOFOLLOW is where arm and aarch64 differ from the generic value.
+#[cfg(any(target_arch = "aarch64", target_arch = "arm"))]
+const O_NOFOLLOW: i32 = 0o100000;
+#[cfg(not(any(target_arch = "aarch64", target_arch = "arm")))]
+const O_NOFOLLOW: i32 = 0o400000;
+const ELOOP: i32 = 40;
 
 #[cfg(test)]
 mod tests {
@@ -159,6 +199,21 @@ mod tests {
         std::fs::write(d.join("f"), b"abc").unwrap();
         assert_eq!(read_regular_file(&d.join("f"), 3).unwrap().unwrap(), b"abc");
         assert!(read_regular_file(&d.join("f"), 2).unwrap().is_none());
+        // Without following: a symlink to a regular file or to a device is refused as a
+        // symlink; the regular file itself still opens.
+        std::os::unix::fs::symlink(d.join("f"), d.join("to-f")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", d.join("to-zero")).unwrap();
+        assert!(open_regular(&d.join("to-f")).is_ok());
+        for l in ["to-f", "to-zero"] {
+            let e = open_regular_nofollow(&d.join(l)).unwrap_err();
+            assert!(
+                e.to_string().contains("not a regular file (symlink)"),
+                "{e}"
+            );
+        }
+        assert!(open_regular_nofollow(&d.join("f")).is_ok());
+        let e = open_regular_nofollow(&fifo).unwrap_err();
+        assert!(e.to_string().contains("not a regular file (FIFO)"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -10,15 +10,17 @@
 //!    `json.dumps(..., ensure_ascii=True, sort_keys=True, separators=(",", ":"))`.
 //! 3. `sha256:<hex>` digests of bytes and of canonical values.
 //!
-//! As the lowest crate every other one depends on, it also owns the two rules for untrusted
-//! input and text: [`file`] (only regular files are opened for reading, never blocking on a
-//! FIFO) and [`escape`] (how untrusted text is shown on a terminal), and the one spelling of
-//! document timestamps ([`timestamp`]).
+//! As the lowest crate every other one depends on, it also owns the three rules for untrusted
+//! paths and text: [`file`] (only regular files are opened for reading, never blocking on a
+//! FIFO), [`confine`] (writing below a root: no symlink component, never outside it) and
+//! [`escape`] (how untrusted text is shown on a terminal), and the one spelling of document
+//! timestamps ([`timestamp`]).
 //!
 //! Invariant: a [`Value`] that came out of the reader never holds a duplicate key, a
 //! non-finite float or `-0.0`, and keeps each number's lexical kind (`1` vs `1.0`).
 
 mod canonical;
+pub mod confine;
 pub mod escape;
 pub mod file;
 mod parse;

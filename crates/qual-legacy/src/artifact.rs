@@ -234,15 +234,17 @@ pub fn build_result_artifact(
     Ok(Value::Object(o))
 }
 
-/// Writes an artifact (indent 2, sorted keys, ASCII, trailing newline), creating parents.
-pub fn write_artifact(path: &Path, artifact: &Value) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| {
-            LegacyError::Refused(format!("cannot create {}: {e}", parent.display()))
-        })?;
-    }
-    std::fs::write(path, crate::jsonout::to_file_text(artifact, true))
-        .map_err(|e| LegacyError::Refused(format!("cannot write {}: {e}", path.display())))
+/// Writes an artifact (indent 2, sorted keys, ASCII, trailing newline) at `path`, which must be
+/// confined to the repository at `root` (no symlink component: see `qual_json::confine`),
+/// creating parents and replacing an earlier artifact.
+pub fn write_artifact(root: &Path, path: &Path, artifact: &Value) -> Result<()> {
+    qual_json::confine::replace_file(
+        root,
+        path,
+        crate::jsonout::to_file_text(artifact, true).as_bytes(),
+        0o644,
+    )
+    .map_err(|e| LegacyError::Refused(e.to_string()))
 }
 
 /// Switches of [`validate_result_artifact`].

@@ -391,9 +391,10 @@ pub fn run_fixture(repo: &Repo, req: &RunRequest<'_>) -> Result<RunReport> {
     };
     let parsed =
         parse_command(command).map_err(|e| LegacyError::Refused(format!("{id}.command: {e}")))?;
-    let log_dir = repo.join(req.log_dir);
-    std::fs::create_dir_all(&log_dir)
-        .map_err(|e| LegacyError::Refused(format!("cannot create {}: {e}", log_dir.display())))?;
+    // Every write stays inside the repository: no symlinked component (a committed
+    // `bench-results -> /elsewhere` is refused, not followed).
+    let log_dir = qual_json::confine::create_dirs(repo.root(), &repo.join(req.log_dir), 0o755)
+        .map_err(|e| LegacyError::Refused(e.to_string()))?;
     let log_path = log_dir.join(format!(
         "{}-{}.log",
         crate::paths::slug(id),
@@ -410,11 +411,15 @@ pub fn run_fixture(repo: &Repo, req: &RunRequest<'_>) -> Result<RunReport> {
             )));
         }
     }
-    if log_path.exists() {
-        return Err(LegacyError::Refused(format!(
-            "raw log already exists (one run per second per fixture): {}",
-            log_path.display()
-        )));
+    match qual_json::confine::create_file(repo.root(), &log_path, 0o644) {
+        Ok(_) => {}
+        Err(qual_json::confine::ConfineError::Exists { .. }) => {
+            return Err(LegacyError::Refused(format!(
+                "raw log already exists (one run per second per fixture): {}",
+                log_path.display()
+            )))
+        }
+        Err(e) => return Err(LegacyError::Refused(e.to_string())),
     }
     let execution = run_bounded_echo(&parsed, repo.root(), &log_path, req.limits, req.echo)?;
     let tail = || log_tail(&log_path, 20);
@@ -469,7 +474,7 @@ pub fn run_fixture(repo: &Repo, req: &RunRequest<'_>) -> Result<RunReport> {
         Some(p) => repo.join(&p.to_string_lossy()),
         None => default_output_path(repo, fixture)?,
     };
-    write_artifact(&output, &artifact)?;
+    write_artifact(repo.root(), &output, &artifact)?;
     Ok(RunReport {
         fixture_id: id.into(),
         backend: artifact
@@ -525,7 +530,7 @@ pub fn write_from_log(repo: &Repo, req: &WriteRequest<'_>) -> Result<(PathBuf, V
         Some(p) => repo.join(&p.to_string_lossy()),
         None => default_output_path(repo, fixture)?,
     };
-    write_artifact(&output, &artifact)?;
+    write_artifact(repo.root(), &output, &artifact)?;
     Ok((output, artifact))
 }
 

@@ -12,12 +12,20 @@
 //! 3. Selected entries are sorted by the UTF-8 bytes of the path.
 //! 4. The digest is SHA-256 over `b"kiln-source-tree-v1\0"` followed, for each entry, by
 //!    `mode \0 path \0 decimal(len(content)) \0 hex(sha256(content)) \0`, where content is the
-//!    **working-tree file** read from disk (following a symlink, as the original does), mode
-//!    is the index mode text and hex is lowercase. The result is `sha256:<64 hex>`.
+//!    **working-tree file** read from disk (for a mode-`120000` entry, the file its symlink
+//!    leads to, as the original does), mode is the index mode text and hex is lowercase. The
+//!    result is `sha256:<64 hex>`.
 //!
 //! Both profiles use the same byte stream and the same format name; only the path selection
 //! differs, and the profile used is recorded beside the digest. No selected entry is an error
 //! (`no tracked source inputs found`), as is an unreadable input.
+//!
+//! Inputs are read under `qual_git::tracked`'s rules, because a case may just have replaced
+//! one: anything but a regular file (a FIFO, socket, device, directory, a symlink to a
+//! device) is refused by path, and so is a symlink where the index records a regular file
+//! (the original would follow it; such a tree is dirty anyway); a file above 1 GiB is refused
+//! from its size, the whole digest reads at most 8 GiB and gives up after 120 s. Each refusal
+//! is `cannot read tracked source input <path>: <reason>`.
 //!
 //! Files are hashed in parallel with rayon's work-stealing pool (one thread per core; a crate
 //! made for exactly this, rather than a hand-rolled queue), each thread reusing one large read
@@ -33,6 +41,7 @@ use sha2::{Digest, Sha256};
 
 use crate::git::{GitError, IndexEntry, Repo};
 pub use crate::policy::SourceTreeProfile;
+use qual_git::tracked::{self, Budget, TrackedError};
 
 /// The format name recorded as `source.tree_hash_format`.
 pub const FORMAT: &str = "kiln-source-tree-v1";
@@ -107,14 +116,15 @@ pub enum SourceTreeError {
     /// The profile selected nothing.
     #[error("no tracked source inputs found")]
     Empty,
-    /// A selected file could not be read.
+    /// A selected file could not be read, or was refused (not a regular file, too large,
+    /// not read in time: see `qual_git::tracked`).
     #[error("cannot read tracked source input {path}: {source}")]
     Read {
         /// Repository-relative path.
         path: String,
-        /// The OS error.
+        /// Why.
         #[source]
-        source: std::io::Error,
+        source: TrackedError,
     },
 }
 
@@ -203,6 +213,7 @@ fn hash_all(root: &Path, selected: &[IndexEntry]) -> Result<Vec<SourceFile>, Sou
     // failed one are skipped, and every entry before it is still read: the error reported is
     // always the first in digest order, as if read sequentially.
     let first_failed = AtomicUsize::new(usize::MAX);
+    let budget = Budget::default();
     let hashed: Vec<Option<Result<SourceFile, SourceTreeError>>> = selected
         .par_iter()
         .enumerate()
@@ -211,7 +222,7 @@ fn hash_all(root: &Path, selected: &[IndexEntry]) -> Result<Vec<SourceFile>, Sou
                 return None;
             }
             let r = BUF
-                .with_borrow_mut(|buf| hash_file(&root.join(&e.path), buf))
+                .with_borrow_mut(|buf| hash_file(&root.join(&e.path), &e.mode, &budget, buf))
                 .map(|(bytes, sha256)| SourceFile {
                     mode: e.mode.clone(),
                     path: e.path.clone(),
@@ -243,24 +254,19 @@ thread_local! {
     static BUF: RefCell<Vec<u8>> = RefCell::new(vec![0u8; READ_BUF]);
 }
 
-/// Reads the working-tree file at `path` (opened like the original's `read_bytes`: a symlink
-/// is followed) to its end and returns its length and `sha256:<hex>`. One `open`, reads until
-/// end of file, no `stat`: the length is what was read.
-fn hash_file(path: &Path, buf: &mut [u8]) -> std::io::Result<(u64, String)> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
+/// Reads the working-tree file at `path` to its end and returns its length and
+/// `sha256:<hex>`, under `qual_git::tracked`'s rules: a regular file only, bounded in bytes
+/// and time; a symlink is followed only for a mode-`120000` entry (as the original's
+/// `read_bytes` does), and must end at a regular file. The length is what was read.
+fn hash_file(
+    path: &Path,
+    mode: &str,
+    budget: &Budget,
+    buf: &mut [u8],
+) -> Result<(u64, String), TrackedError> {
     let mut h = Sha256::new();
-    let mut total = 0u64;
-    loop {
-        let n = match f.read(buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        h.update(&buf[..n]);
-        total += n as u64;
-    }
+    let total =
+        tracked::open(path, mode == "120000", budget)?.read_all(budget, buf, |c| h.update(c))?;
     Ok((total, format!("sha256:{}", hex::encode(h.finalize()))))
 }
 
@@ -355,6 +361,43 @@ mod tests {
                 .starts_with("cannot read tracked source input a-missing"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_git_symlink_is_read_through_its_link_and_anything_else_is_refused_by_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("real"), "content\n").unwrap();
+        std::os::unix::fs::symlink("real", d.join("link")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", d.join("zero")).unwrap();
+        assert!(std::process::Command::new("mkfifo")
+            .arg(d.join("fifo"))
+            .status()
+            .unwrap()
+            .success());
+        // A mode-120000 entry hashes the file it leads to, exactly as a regular file would.
+        let t = compute_from_entries(
+            d,
+            SourceTreeProfile::Generic,
+            vec![entry("120000", "link"), entry("100644", "real")],
+        )
+        .unwrap();
+        assert_eq!(t.files[0].sha256, t.files[1].sha256);
+        assert_eq!(t.files[0].bytes, 8);
+        for (mode, path, reason) in [
+            ("100644", "link", "not a regular file (symlink)"),
+            ("120000", "zero", "not a regular file (character device)"),
+            ("100644", "zero", "not a regular file (symlink)"),
+            ("100644", "fifo", "not a regular file (FIFO)"),
+            ("120000", "fifo", "not a regular file (FIFO)"),
+        ] {
+            let e = compute_from_entries(d, SourceTreeProfile::Generic, vec![entry(mode, path)])
+                .unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("cannot read tracked source input {path}: {reason}")
+            );
+        }
     }
 
     #[test]

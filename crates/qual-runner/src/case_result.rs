@@ -73,6 +73,16 @@ pub fn size_nofollow(path: &Path) -> Option<u64> {
 
 /// Loads a command result with the bounds in the module docs.
 pub fn load(path: &Path, limit: u64) -> Result<Value, LoadFailure> {
+    parse(&read_bounded(path, limit)?)
+}
+
+/// Parses bytes [`read_bounded`] returned as strict JSON.
+pub fn parse(bytes: &[u8]) -> Result<Value, LoadFailure> {
+    qual_json::from_slice(bytes).map_err(|e| LoadFailure::Invalid(e.to_string()))
+}
+
+/// Reads the bytes of a command result with the bounds in the module docs, unparsed.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, LoadFailure> {
     let lst = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(LoadFailure::Missing),
@@ -106,7 +116,7 @@ pub fn load(path: &Path, limit: u64) -> Result<Value, LoadFailure> {
     if bytes.len() as u64 > limit {
         return Err(LoadFailure::TooLarge { limit });
     }
-    qual_json::from_slice(&bytes).map_err(|e| LoadFailure::Invalid(e.to_string()))
+    Ok(bytes)
 }
 
 fn is_config_key(k: &str) -> bool {

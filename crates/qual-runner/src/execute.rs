@@ -7,8 +7,14 @@
 //!
 //! Layout per execution: `<run_dir>/cases/<iii>-<case_id>-r<rrr>/` with `stdout.log`,
 //! `stderr.log` (the kept head and tail of each stream, with a marker line where bytes were
-//! dropped), `command-result.json` (written by the command, when it does) and
-//! `case-result.json` (the normalized record, written exclusively by the runner).
+//! dropped), `command-result.json` (the runner's copy of what the command wrote, when it
+//! did) and `case-result.json` (the normalized record), all written exclusively by the
+//! runner, and `scratch/`, the only directory the case can write. The command writes its
+//! result to `scratch/command-result.json`; the case directory itself is read-only inside the
+//! box (it lies below `.qualification/`), so a case can neither pre-create nor replace a file
+//! the runner writes, and whatever it leaves in `scratch/` is its own, never evidence. The
+//! runner reads the command's result once (bounded, no symlink followed), judges those bytes
+//! and keeps exactly them as `command-result.json`.
 //!
 //! Contract failures, in order: execution errors (spawn failure, an aborted execution,
 //! lingering descendants, pipes held open), timeout, exit code outside
@@ -230,9 +236,15 @@ pub fn run_execution(
         .join(format!("{index:03}-{}-r{rep:03}", case.id));
     std::fs::create_dir_all(case_dir.parent().expect("cases dir"))
         .map_err(|e| ExecStop::Io(format!("cannot create cases directory: {e}")))?;
-    std::fs::create_dir(&case_dir)
-        .map_err(|e| ExecStop::Io(format!("cannot create {}: {e}", case_dir.display())))?;
-    let result_path = case_dir.join("command-result.json");
+    let scratch = case_dir.join("scratch");
+    for d in [&case_dir, &scratch] {
+        std::fs::create_dir(d)
+            .map_err(|e| ExecStop::Io(format!("cannot create {}: {e}", d.display())))?;
+    }
+    // What the command writes, in the one directory it can write.
+    let result_path = scratch.join("command-result.json");
+    // The runner's copy of it, beside the runner's other evidence.
+    let kept_result_path = case_dir.join("command-result.json");
 
     let mut failures: Vec<String> = Vec::new();
     // argv and environment.
@@ -291,7 +303,7 @@ pub fn run_execution(
             network: NetworkPolicy::LoopbackOnly,
             sandbox: qual_exec::Sandbox {
                 read_only: ctx.read_only.to_vec(),
-                writable: vec![case_dir.clone()],
+                writable: vec![scratch.clone()],
             },
         };
         let rp = result_path.clone();
@@ -386,25 +398,27 @@ pub fn run_execution(
         failures.extend(failed);
     }
 
-    // Case-result protocol.
+    // Case-result protocol. The result is read once; the bytes judged are the bytes kept.
     let declared = &case.result_protocol.declared_metrics;
     let result_exists = std::fs::symlink_metadata(&result_path).is_ok();
     let mut command: Option<case_result::CommandResult> = None;
     let mut config_verified = true;
-    let mut keep_command_file = false;
+    let mut kept_result: Option<Vec<u8>> = None;
     match case.result_protocol.producer {
         Producer::Runner => {
             if result_exists {
                 failures
                     .push("runner-produced case unexpectedly wrote the command-result path".into());
-                keep_command_file = std::fs::symlink_metadata(&result_path)
-                    .is_ok_and(|m| m.is_file() && m.len() <= limit);
+                kept_result = case_result::read_bounded(&result_path, limit).ok();
             }
         }
-        Producer::Command => match case_result::load(&result_path, limit) {
-            Ok(v) => {
-                keep_command_file = true;
-                match case_result::validate(&v, &case.id, declared, true) {
+        Producer::Command => {
+            let read = case_result::read_bounded(&result_path, limit);
+            if let Ok(bytes) = &read {
+                kept_result = Some(bytes.clone());
+            }
+            match read.and_then(|b| case_result::parse(&b)) {
+                Ok(v) => match case_result::validate(&v, &case.id, declared, true) {
                     Ok(cr) => {
                         if qual_json::to_canonical_string(&cr.effective_config)
                             != qual_json::to_canonical_string(ctx.effective_config)
@@ -421,19 +435,16 @@ pub fn run_execution(
                         config_verified = false;
                         failures.push(format!("invalid command case result: {}", errs.join("; ")));
                     }
+                },
+                Err(f) => {
+                    config_verified = false;
+                    if matches!(f, LoadFailure::TooLarge { .. }) {
+                        let _ = std::fs::remove_file(&result_path);
+                    }
+                    failures.push(f.message());
                 }
             }
-            Err(f) => {
-                config_verified = false;
-                if matches!(f, LoadFailure::TooLarge { .. }) {
-                    let _ = std::fs::remove_file(&result_path);
-                } else if !matches!(f, LoadFailure::Missing) {
-                    keep_command_file =
-                        std::fs::symlink_metadata(&result_path).is_ok_and(|m| m.is_file());
-                }
-                failures.push(f.message());
-            }
-        },
+        }
     }
 
     let (status, metrics, tolerances, effective_config, details) = match command {
@@ -553,15 +564,14 @@ pub fn run_execution(
         &case_result_path,
         text.as_bytes(),
     ));
-    if keep_command_file {
-        if let Ok(bytes) = std::fs::read(&result_path) {
-            artifacts.push(artifact(
-                ctx.root,
-                "command_case_result",
-                &result_path,
-                &bytes,
-            ));
-        }
+    if let Some(bytes) = &kept_result {
+        create_new(&kept_result_path, bytes)?;
+        artifacts.push(artifact(
+            ctx.root,
+            "command_case_result",
+            &kept_result_path,
+            bytes,
+        ));
     }
 
     // Run-config entry.

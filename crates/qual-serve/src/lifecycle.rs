@@ -209,23 +209,20 @@ impl OwnedServer {
             "port_checked",
             Some(format!("no listener on port {}", recipe.port)),
         );
-        if let Err(e) = std::fs::create_dir_all(&recipe.log_directory) {
-            s.fail(
-                "launch_failed",
-                format!(
-                    "create log directory {}: {e}",
-                    recipe.log_directory.display()
-                ),
-            );
-            return Err(Box::new(s));
-        }
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis())
             .unwrap_or(0);
         let stem = format!("{}-{stamp}-{}", recipe.id, std::process::id());
-        s.stdout_path = recipe.log_directory.join(format!("{stem}.stdout.log"));
-        s.stderr_path = recipe.log_directory.join(format!("{stem}.stderr.log"));
+        let log_dir = match private_log_dir(&recipe.log_directory, &stem) {
+            Ok(d) => d,
+            Err(e) => {
+                s.fail("launch_failed", format!("create the log directory: {e}"));
+                return Err(Box::new(s));
+            }
+        };
+        s.stdout_path = log_dir.join(format!("{stem}.stdout.log"));
+        s.stderr_path = log_dir.join(format!("{stem}.stderr.log"));
         let spec = OwnedSpec {
             argv: recipe.command.clone(),
             cwd: recipe.working_directory.clone(),
@@ -620,6 +617,32 @@ pub fn group_members_by_pgrp(pgid: u32) -> Vec<u32> {
                 })
         })
         .collect()
+}
+
+/// Creates this launch's own log directory `<log_directory>/<stem>/`, fresh (it must not
+/// exist) and private (mode 0700), confined (`qual_json::confine`) to the repository that
+/// holds the log directory (its nearest ancestor with a `.git`), or outside any repository to
+/// the log directory's parent: it may not leave that root and no component below it may be a
+/// symlink.
+fn private_log_dir(log_directory: &Path, stem: &str) -> Result<PathBuf, String> {
+    let cwd = std::env::current_dir()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| format!("cannot resolve the current directory: {e}"))?;
+    let dir = cwd.join(log_directory);
+    // The root is found from the part of the path before any `..` (for a recipe's relative
+    // log directory: the recipe's directory), so `..` can never climb out of it; the walk
+    // then checks every component of `dir` as written.
+    let head: PathBuf = dir
+        .components()
+        .take_while(|c| !matches!(c, std::path::Component::ParentDir))
+        .collect();
+    let root = head
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .or_else(|| head.parent())
+        .unwrap_or(Path::new("/"))
+        .to_path_buf();
+    qual_json::confine::create_dir_new(&root, &dir.join(stem), 0o700).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -14,7 +14,10 @@
 //!   and failures.
 //!
 //! [`write`] refuses to overwrite anything (every target is created exclusively, and it checks
-//! all targets before writing the first); a dry run writes nothing. The generated workload and
+//! all targets before writing the first) and writes only inside the repository: a target with
+//! a symlinked component (`qualification -> /elsewhere`) is refused (`qual_json::confine`); a
+//! dry run writes nothing. `qualification/serving/<engine>/.gitignore` ignores `logs/`, where
+//! each serve run puts its server's logs in a fresh private directory. The generated workload and
 //! recipe pass `workload check` and the recipe loader (tests prove it for every engine).
 
 use std::path::{Path, PathBuf};
@@ -212,6 +215,9 @@ pub enum ScaffoldError {
         #[source]
         source: std::io::Error,
     },
+    /// A target is not confined to the repository (a symlinked component, or outside it).
+    #[error(transparent)]
+    Confined(#[from] qual_json::confine::ConfineError),
 }
 
 fn json(v: &serde_json::Value) -> String {
@@ -273,7 +279,7 @@ pub fn plan(o: &Options, policy_exists: bool) -> Vec<Planned> {
         "working_directory": "../../..",
         "environment": environment,
         "port": o.port,
-        "log_directory": "/tmp/kiln-qual-serving-logs",
+        "log_directory": "logs",
         "readiness_poll_interval_ms": 200,
         "startup_timeout_seconds": o.engine.startup_timeout_seconds(),
         "shutdown_timeout_seconds": 30,
@@ -397,6 +403,13 @@ pub fn plan(o: &Options, policy_exists: bool) -> Vec<Planned> {
         contents: corpus(),
         executable: false,
     });
+    // The server's logs stay in the repository, in a fresh private directory per run below
+    // `logs/`, which git ignores (a qualification run needs a clean worktree).
+    out.push(Planned {
+        path: format!("{dir}/.gitignore").into(),
+        contents: "/logs/\n".into(),
+        executable: false,
+    });
     out.push(Planned {
         path: format!("qualification/workloads/serving-{e}-v1.json").into(),
         contents: json(&workload),
@@ -410,32 +423,27 @@ pub fn plan(o: &Options, policy_exists: bool) -> Vec<Planned> {
 pub fn write(root: &Path, files: &[Planned]) -> Result<Vec<PathBuf>, ScaffoldError> {
     let mut todo = Vec::new();
     for f in files {
+        qual_json::confine::check(root, &f.path)?;
         let target = root.join(&f.path);
-        if std::fs::symlink_metadata(&target).is_ok() {
-            if f.executable && std::fs::read_to_string(&target).ok().as_deref() == Some(&f.contents)
+        if let Ok(m) = std::fs::symlink_metadata(&target) {
+            if f.executable
+                && m.is_file()
+                && std::fs::read_to_string(&target).ok().as_deref() == Some(&f.contents)
             {
                 continue;
             }
             return Err(ScaffoldError::Exists(f.path.display().to_string()));
         }
-        todo.push((target, f));
+        todo.push(f);
     }
     let mut written = Vec::new();
-    for (target, f) in todo {
+    for f in todo {
         let io = |source| ScaffoldError::Io {
             path: f.path.display().to_string(),
             source,
         };
-        if let Some(dir) = target.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create_new(true);
-        if f.executable {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o755);
-        }
-        let mut file = opts.open(&target).map_err(io)?;
+        let mode = if f.executable { 0o755 } else { 0o644 };
+        let mut file = qual_json::confine::create_file(root, &f.path, mode)?;
         std::io::Write::write_all(&mut file, f.contents.as_bytes()).map_err(io)?;
         written.push(f.path.clone());
     }
@@ -459,7 +467,7 @@ mod tests {
     fn every_engine_scaffolds_a_valid_recipe_and_corpus() {
         for engine in Engine::ALL {
             let files = plan(&opts(engine), false);
-            assert_eq!(files.len(), 5);
+            assert_eq!(files.len(), 6);
             let launch = files
                 .iter()
                 .find(|f| f.path.ends_with("launch.json"))
@@ -491,6 +499,6 @@ mod tests {
         // A second engine shares the launcher and the policy is left alone.
         let tgi = plan(&opts(Engine::Tgi), true);
         let written = write(d.path(), &tgi).unwrap();
-        assert_eq!(written.len(), 3);
+        assert_eq!(written.len(), 4);
     }
 }

@@ -4,7 +4,9 @@
 //!
 //! The engine's executable is found on `PATH` now and recorded by absolute path (recipes never
 //! look commands up), unless `--server` names it. Exit codes: 0 written (or, with `--dry-run`,
-//! shown), 1 refused (a target exists, the executable is not found) or not written, 2 usage.
+//! shown), 1 refused (not in a git repository, a target exists or lies behind a symlink, the
+//! executable is not found) or not written, 2 usage. Every file is written inside the
+//! repository's top level with no symlinked component (`qual_serve::scaffold::write`).
 
 use crate::exit;
 use crate::output::{errln, esc, esc_path, outln};
@@ -18,7 +20,7 @@ pub struct InitArgs {
     /// The engine: llama-cpp, vllm, sglang, ollama, tgi or openai-compatible.
     #[arg(long)]
     pub engine: Engine,
-    /// Repository root (default: the git top level of the current directory).
+    /// Repository root, a git top level (default: the git top level of the current directory).
     #[arg(long, value_parser = super::args::Path, value_name = "R")]
     pub root: Option<PathBuf>,
     /// The server executable (default: the engine's executable found on PATH; required for
@@ -46,12 +48,6 @@ fn on_path(name: &str) -> Option<PathBuf> {
 
 /// Runs `kiln-qual init`.
 pub fn run(a: InitArgs) -> i32 {
-    let root = a.root.clone().unwrap_or_else(|| {
-        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-        qual_probe::git::Repo::discover(&cwd)
-            .map(|r| r.root().to_path_buf())
-            .unwrap_or(cwd)
-    });
     let server = match (&a.server, a.engine.executable()) {
         (Some(p), _) => match std::path::absolute(p) {
             Ok(p) => p,
@@ -74,6 +70,13 @@ pub fn run(a: InitArgs) -> i32 {
         (None, None) => {
             errln!("kiln-qual: failed to scaffold: --engine openai-compatible needs --server PATH (the server's executable)");
             return exit::USAGE;
+        }
+    };
+    let root = match repository_root(a.root.as_deref()) {
+        Ok(r) => r,
+        Err(e) => {
+            errln!("kiln-qual: failed to scaffold: {}", esc(&e));
+            return exit::FAILED;
         }
     };
     let opts = scaffold::Options {
@@ -106,6 +109,38 @@ pub fn run(a: InitArgs) -> i32 {
             exit::FAILED
         }
     }
+}
+
+/// The repository `init` writes into: the git top level of the current directory, or `--root`,
+/// which must itself be a git top level (its symlinks resolved). Outside a git repository
+/// there is nothing to qualify, and no place the writes are confined to.
+fn repository_root(given: Option<&Path>) -> Result<PathBuf, String> {
+    let start = match given {
+        Some(r) => r.to_path_buf(),
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the current directory: {e}"))?,
+    };
+    let not_repo = |e: &dyn std::fmt::Display| {
+        format!(
+            "{} is not in a git repository (init writes only inside one; run `git init` first): {e}",
+            start.display()
+        )
+    };
+    let top = qual_probe::git::Repo::discover(&start)
+        .map_err(|e| not_repo(&e))?
+        .root()
+        .to_path_buf();
+    if given.is_some() {
+        let canonical = std::fs::canonicalize(&start).map_err(|e| not_repo(&e))?;
+        if canonical != top {
+            return Err(format!(
+                "--root {} is not the top level of its git repository ({})",
+                start.display(),
+                top.display()
+            ));
+        }
+    }
+    Ok(top)
 }
 
 fn next_steps(root: &Path, o: &scaffold::Options) {
