@@ -483,6 +483,10 @@ pub fn run_with_base_url(
         "late_send_threshold_ms": o.validity.late_send_ms,
         "max_late_send_fraction": o.validity.max_disturbed_fraction,
         "validity_limits": o.validity,
+        "clock": {
+            "source": "CLOCK_MONOTONIC",
+            "epoch_monotonic_ns": crate::rxclock::monotonic_ns_of(epoch),
+        },
         "launch": {
             "path": o.launch.display().to_string(),
             "file_sha256": inputs.recipe.file_sha256,

@@ -166,6 +166,19 @@ impl StampedStream {
     }
 }
 
+/// `t` on the system's `CLOCK_MONOTONIC` in ns (what `Instant` reads on Linux), so evidence
+/// times relative to an epoch can be laid beside another process's monotonic trace.
+pub fn monotonic_ns_of(t: Instant) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let now = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    now.saturating_sub(t.elapsed().as_nanos() as u64)
+}
+
 fn realtime_ns() -> i128 {
     let mut ts = libc::timespec {
         tv_sec: 0,
