@@ -220,6 +220,11 @@ pub struct ServeView {
     pub output_tokens_per_second: Option<f64>,
     /// The evidence's own failure reasons.
     pub reasons: Vec<String>,
+    /// Timing statistics with their error bound (`metric_rows` entries that carry one):
+    /// (name, value, lower, upper; upper infinite when unbounded above), in row order.
+    pub bounds: Vec<(String, f64, f64, f64)>,
+    /// The statistics the validity gate held to the tolerance.
+    pub gated: Vec<String>,
 }
 
 /// Reads every receipt under `paths` with their evidence.
@@ -665,8 +670,25 @@ pub fn serve_view(v: &Value) -> ServeView {
         reasons: strings(v.get("reasons")),
         output_tokens_per_second: at(v, &["metrics", "output_tokens_per_second"])
             .and_then(Value::as_f64),
+        gated: strings(at(v, &["metrics", "validity", "gated"])),
         ..ServeView::default()
     };
+    for row in v
+        .get("metric_rows")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let num = |k: &[&str]| at(row, k).and_then(Value::as_f64);
+        if let (Some(name), Some(value), Some(lower)) = (
+            row.get("name").and_then(Value::as_str),
+            num(&["value"]),
+            num(&["bound", "lower"]),
+        ) {
+            let upper = num(&["bound", "upper"]).unwrap_or(f64::INFINITY);
+            sv.bounds.push((name.to_string(), value, lower, upper));
+        }
+    }
     let ns = |x: &Value| x.as_int().and_then(|i| i.as_i64());
     let measured: Vec<&Value> = v
         .get("requests")

@@ -84,6 +84,7 @@ pub fn render(set: &ReportSet) -> String {
     trends(&mut o, &rows, &mut chart_id);
     serving(&mut o, &rows, &mut chart_id);
     throughput_across_variants(&mut o, &rows, &mut chart_id);
+    crate::bounds::html(&mut o, set);
     crate::comparison::html(&mut o, &set.comparisons);
     crate::campaign::html(&mut o, &set.campaigns);
     scope(&mut o, set);

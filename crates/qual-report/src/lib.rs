@@ -23,6 +23,7 @@
 //! terminals, then the format's own markup); this crate touches no network and starts no
 //! process.
 
+pub mod bounds;
 pub mod campaign;
 pub mod collect;
 pub mod comparison;

@@ -129,6 +129,7 @@ pub fn render(set: &ReportSet) -> String {
         }
         let _ = writeln!(out);
     }
+    crate::bounds::markdown(&mut out, set);
     crate::comparison::markdown(&mut out, &set.comparisons);
     crate::campaign::markdown(&mut out, &set.campaigns);
     if !set.refused.is_empty() {
