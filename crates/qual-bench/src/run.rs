@@ -132,6 +132,8 @@ pub struct BenchConfig {
     pub rules: StreamRules,
     /// Generator CPU.
     pub pin_cpu: Option<usize>,
+    /// Run the load generator under `SCHED_FIFO` (`qual_serve::load::LoadSpec::realtime_reader`).
+    pub realtime_reader: bool,
     /// Engine options (stream, ramp-up, duration, early stop, counter); `target` and
     /// `trace_time_scale` are set per point.
     pub engine: EngineOptions,
@@ -247,6 +249,7 @@ fn run_once(
         request_timeout: cfg.request_timeout,
         rules: cfg.rules,
         pin_cpu: cfg.pin_cpu,
+        realtime_reader: cfg.realtime_reader,
     };
     let mut opts = cfg.engine.clone();
     opts.target = Some(cfg.target.clone());

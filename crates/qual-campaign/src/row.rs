@@ -109,6 +109,7 @@ pub fn execute(
             allow_missing_done: false,
         },
         pin_cpu: None,
+        realtime_reader: false,
     };
     let records = load::run(&plan.corpus(), &spec, epoch, None).map_err(|e| e.to_string())?;
     let mut by_index: Vec<Option<RequestRecord>> = vec![None; c];

@@ -114,6 +114,7 @@ fn spec(port: u16, concurrency: usize, requests: usize) -> LoadSpec {
             allow_missing_done: false,
         },
         pin_cpu: Some(0),
+        realtime_reader: false,
     }
 }
 

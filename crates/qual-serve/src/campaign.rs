@@ -76,6 +76,8 @@ pub struct ServeOptions {
     pub model_path: Option<PathBuf>,
     /// CPU to pin the load generator to.
     pub pin_cpu: Option<usize>,
+    /// Run the load generator under `SCHED_FIFO` ([`crate::load::LoadSpec::realtime_reader`]).
+    pub realtime_reader: bool,
     /// Thresholds of the measurement-validity gate.
     pub validity: ValidityLimits,
 }
@@ -393,6 +395,7 @@ pub fn run_with_base_url(
                         request_timeout: o.request_timeout,
                         rules: o.rules,
                         pin_cpu: o.pin_cpu,
+                        realtime_reader: o.realtime_reader,
                     };
                     match load::run(&inputs.corpus, &spec, epoch, progress) {
                         Ok(r) => records = r,

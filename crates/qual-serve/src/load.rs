@@ -91,6 +91,30 @@ pub struct LoadSpec {
     pub rules: StreamRules,
     /// CPU to pin the generator thread to.
     pub pin_cpu: Option<usize>,
+    /// Run the generator thread under `SCHED_FIFO` (priority [`REALTIME_PRIORITY`]), so it
+    /// reads as soon as data arrives even on a loaded host; refused by name where the
+    /// scheduler denies it (needs `CAP_SYS_NICE` or an `RLIMIT_RTPRIO`), never dropped.
+    pub realtime_reader: bool,
+}
+
+/// The `SCHED_FIFO` priority of a realtime reader (low: above every normal thread, below
+/// the kernel's own realtime threads).
+pub const REALTIME_PRIORITY: i32 = 10;
+
+/// Puts the calling thread under `SCHED_FIFO` at [`REALTIME_PRIORITY`].
+fn realtime_thread() -> std::io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: REALTIME_PRIORITY,
+    };
+    // SAFETY: sched_setscheduler(0, …) affects only this thread; `param` outlives the call.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(std::io::Error::new(
+            e.kind(),
+            format!("run the load generator under SCHED_FIFO (--realtime-reader; needs CAP_SYS_NICE or RLIMIT_RTPRIO, run without the flag otherwise): {e}"),
+        ));
+    }
+    Ok(())
 }
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -994,6 +1018,9 @@ pub fn run_plan(
         .spawn(move || -> std::io::Result<()> {
             if let Some(cpu) = worker.spec.pin_cpu {
                 pin_to(cpu)?;
+            }
+            if worker.spec.realtime_reader {
+                realtime_thread()?;
             }
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -84,6 +84,7 @@ fn options(root: &std::path::Path, dir: &std::path::Path) -> ServeOptions {
         model: Some("tiny".into()),
         model_path: None,
         pin_cpu: None,
+        realtime_reader: false,
         validity: ValidityLimits::default(),
     }
 }

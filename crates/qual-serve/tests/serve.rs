@@ -91,6 +91,7 @@ impl Case {
             model: None,
             model_path: None,
             pin_cpu: None,
+            realtime_reader: false,
             validity: ValidityLimits::default(),
         }
     }

@@ -423,6 +423,7 @@ pub fn run(a: BenchArgs) -> i32 {
         request_timeout: a.load.request_timeout(),
         rules: a.load.rules(),
         pin_cpu: a.load.pin_cpu,
+        realtime_reader: a.load.realtime_reader,
         engine: EngineOptions {
             target: None,
             stream: !a.no_stream,

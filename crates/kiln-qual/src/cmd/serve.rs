@@ -131,6 +131,12 @@ pub struct LoadArgs {
     /// Pin the load generator thread to this CPU (one that exists on this host).
     #[arg(long, value_parser = cpu)]
     pub pin_cpu: Option<usize>,
+    /// Run the load generator thread under SCHED_FIFO so it reads as soon as data arrives on
+    /// a loaded host (tighter timing bounds); needs CAP_SYS_NICE or RLIMIT_RTPRIO and is
+    /// refused by name without it (never in a `kiln-qual run` case: the box drops every
+    /// capability).
+    #[arg(long)]
+    pub realtime_reader: bool,
     #[command(flatten)]
     pub gate: GateArgs,
 }
@@ -415,6 +421,7 @@ pub fn serve(a: ServeArgs) -> i32 {
         model: a.model,
         model_path: a.model_path,
         pin_cpu: a.load.pin_cpu,
+        realtime_reader: a.load.realtime_reader,
         validity: a.load.gate.limits(),
     };
     let bar = std::io::stderr().is_terminal().then(|| {
