@@ -371,35 +371,51 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    /// Runs `f` on a current-thread runtime, as the load generator does.
+    fn block_on<F: std::future::Future<Output = ()>>(f: F) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    /// A stamped client stream, its read log and the server's end of the loopback
+    /// connection, with receive timestamping already switched on system-wide (the kernel
+    /// does that through deferred work when the first socket asks; a campaign's readiness
+    /// probe and warmup ask long before the measured requests).
+    async fn loopback() -> (StampedStream, ReadLog, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (s, _) = l.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let (stream, log, kernel) = StampedStream::new(c, Arc::default());
+        assert!(kernel, "SO_TIMESTAMPNS refused");
+        std::thread::sleep(Duration::from_millis(50));
+        (stream, log, s)
+    }
+
+    /// One read of at most `N` bytes through the hyper read trait; returns the bytes.
+    async fn read_some<const N: usize>(stream: &mut StampedStream) -> Vec<u8> {
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); N];
+        let mut rb = hyper::rt::ReadBuf::uninit(&mut buf);
+        std::future::poll_fn(|cx| {
+            hyper::rt::Read::poll_read(Pin::new(&mut *stream), cx, rb.unfilled())
+        })
+        .await
+        .unwrap();
+        rb.filled().to_vec()
+    }
+
     /// A segment that waited 30 ms in the socket: the kernel timestamp says so, the read
     /// time does not.
     #[test]
     fn kernel_timestamp_predates_a_late_read() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = l.local_addr().unwrap();
-            let c = TcpStream::connect(addr).await.unwrap();
-            let (mut s, _) = l.accept().unwrap();
-            let (mut stream, log, kernel) = StampedStream::new(c, Arc::default());
-            assert!(kernel, "SO_TIMESTAMPNS refused");
-            // The kernel switches receive timestamping on system-wide through deferred work
-            // when the first socket asks; give it a moment, as a campaign's readiness probe
-            // and warmup do.
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        block_on(async {
+            let (mut stream, log, mut s) = loopback().await;
             s.write_all(b"abc").unwrap();
             std::thread::sleep(Duration::from_millis(30));
-            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16];
-            let mut rb = hyper::rt::ReadBuf::uninit(&mut buf);
-            std::future::poll_fn(|cx| {
-                hyper::rt::Read::poll_read(Pin::new(&mut stream), cx, rb.unfilled())
-            })
-            .await
-            .unwrap();
-            assert_eq!(rb.filled(), b"abc");
+            assert_eq!(read_some::<16>(&mut stream).await, b"abc");
             let st = *log.lock().unwrap();
             assert_eq!(st.seq, 1);
             let lag = st.lag_ns.expect("kernel timestamp");
@@ -413,28 +429,11 @@ mod tests {
     /// delivered it, and a read that did not drain the queue is never taken for exact.
     #[test]
     fn a_late_backlog_keeps_its_bytes_inside_the_read_interval() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = l.local_addr().unwrap();
-            let c = TcpStream::connect(addr).await.unwrap();
-            let (mut s, _) = l.accept().unwrap();
-            s.set_nodelay(true).unwrap();
-            let (mut stream, log, kernel) = StampedStream::new(c, Arc::default());
-            assert!(kernel, "SO_TIMESTAMPNS refused");
-            std::thread::sleep(Duration::from_millis(50));
+        block_on(async {
+            let (mut stream, log, mut s) = loopback().await;
             // One byte first, read at once: the queue is then known empty.
             s.write_all(b"0").unwrap();
-            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8];
-            let mut rb = hyper::rt::ReadBuf::uninit(&mut buf);
-            std::future::poll_fn(|cx| {
-                hyper::rt::Read::poll_read(Pin::new(&mut stream), cx, rb.unfilled())
-            })
-            .await
-            .unwrap();
+            read_some::<8>(&mut stream).await;
             let mut windows = Vec::new();
             for part in [&b"first-event"[..], b"second", b"third-part"] {
                 let before = Instant::now();
@@ -446,22 +445,15 @@ mod tests {
             let slack = Duration::from_micros(100);
             // Small reads (8 bytes): the first ones cannot drain the queue.
             let mut offset = 0usize;
-            let bounds = [11usize, 17, 27];
+            let ends = [11usize, 17, 27];
             while offset < 27 {
-                let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8];
-                let mut rb = hyper::rt::ReadBuf::uninit(&mut buf);
-                std::future::poll_fn(|cx| {
-                    hyper::rt::Read::poll_read(Pin::new(&mut stream), cx, rb.unfilled())
-                })
-                .await
-                .unwrap();
-                let n = rb.filled().len();
+                let n = read_some::<8>(&mut stream).await.len();
                 let st = *log.lock().unwrap();
                 let (lower, upper) = (st.lower_bound().expect("bounded below"), st.arrival());
                 // Every segment with a byte in this read was written inside [lower, upper].
                 for (i, (before, after)) in windows.iter().enumerate() {
-                    let start = if i == 0 { 0 } else { bounds[i - 1] };
-                    if start < offset + n && bounds[i] > offset {
+                    let start = if i == 0 { 0 } else { ends[i - 1] };
+                    if start < offset + n && ends[i] > offset {
                         assert!(
                             *after + slack >= lower,
                             "segment {i} before the lower bound"
@@ -482,27 +474,12 @@ mod tests {
     /// after it cannot have arrived before it started.
     #[test]
     fn a_drained_queue_bounds_the_next_read_from_below() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = l.local_addr().unwrap();
-            let c = TcpStream::connect(addr).await.unwrap();
-            let (mut s, _) = l.accept().unwrap();
-            let (mut stream, log, _) = StampedStream::new(c, Arc::default());
-            std::thread::sleep(Duration::from_millis(50));
+        block_on(async {
+            let (mut stream, log, mut s) = loopback().await;
             s.write_all(b"0").unwrap();
             std::thread::sleep(Duration::from_millis(5));
             let started = Instant::now();
-            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 64];
-            let mut rb = hyper::rt::ReadBuf::uninit(&mut buf);
-            std::future::poll_fn(|cx| {
-                hyper::rt::Read::poll_read(Pin::new(&mut stream), cx, rb.unfilled())
-            })
-            .await
-            .unwrap();
+            read_some::<64>(&mut stream).await;
             assert!(
                 log.lock().unwrap().drained,
                 "one byte of 64 drains the queue"
@@ -513,13 +490,7 @@ mod tests {
                 s.write_all(b"late").unwrap();
                 (before, s)
             });
-            let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 64];
-            let mut rb = hyper::rt::ReadBuf::uninit(&mut buf);
-            std::future::poll_fn(|cx| {
-                hyper::rt::Read::poll_read(Pin::new(&mut stream), cx, rb.unfilled())
-            })
-            .await
-            .unwrap();
+            read_some::<64>(&mut stream).await;
             let (before, _s) = writer.join().unwrap();
             let st = *log.lock().unwrap();
             let lower = st.lower_bound().expect("a lower bound");
