@@ -1089,6 +1089,77 @@ pub fn run_plan(
 mod tests {
     use super::*;
 
+    /// Drops `CAP_SYS_NICE` from the calling thread's effective set (capabilities are per
+    /// thread), so the scheduler judges it by `RLIMIT_RTPRIO` alone.
+    fn drop_sys_nice_in_this_thread() {
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy, Default)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let mut h = Header {
+            version: 0x2008_0522,
+            pid: 0,
+        };
+        let mut d = [Data::default(); 2];
+        // SAFETY: capget/capset with a version-3 header and two data words, as documented.
+        unsafe {
+            assert_eq!(libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()), 0);
+            d[0].effective &= !(1 << 23); // CAP_SYS_NICE
+            assert_eq!(libc::syscall(libc::SYS_capset, &h, d.as_ptr()), 0);
+        }
+    }
+
+    /// `--realtime-reader` where the scheduler refuses it is an error naming the flag and
+    /// what it needs — never a silent fall-back to the default scheduler; where it is
+    /// allowed the thread really runs under SCHED_FIFO.
+    #[test]
+    fn a_realtime_reader_is_refused_by_name_where_the_scheduler_denies_it() {
+        std::thread::spawn(|| {
+            let mut old = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: plain getrlimit/setrlimit on a local struct; RLIMIT_RTPRIO only
+            // matters to realtime scheduling requests, which no other test makes.
+            unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut old) };
+            let zero = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: old.rlim_max,
+            };
+            // SAFETY: as above.
+            unsafe { libc::setrlimit(libc::RLIMIT_RTPRIO, &zero) };
+            drop_sys_nice_in_this_thread();
+            let e = realtime_thread().unwrap_err();
+            // SAFETY: as above.
+            unsafe { libc::setrlimit(libc::RLIMIT_RTPRIO, &old) };
+            let msg = e.to_string();
+            assert!(
+                msg.contains("SCHED_FIFO") && msg.contains("--realtime-reader"),
+                "{msg}"
+            );
+            // SAFETY: sched_getscheduler(0) reads this thread's policy.
+            assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_OTHER);
+        })
+        .join()
+        .unwrap();
+        std::thread::spawn(|| {
+            if realtime_thread().is_ok() {
+                // SAFETY: as above.
+                assert_eq!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_FIFO);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn ramp_up_warps_offsets_to_a_linear_rate() {
         // Rate 10/s, ramp 2 s: arrivals by t are 10 t² / 4 before 2 s, then 10 (t − 1).
