@@ -438,8 +438,13 @@ fn on_event(
     if is_content {
         rec.content_event_ns.push(t);
         // Arrival is monotone: an event arrived no earlier than the one before it.
-        let floor = rec.content_event_lower_ns.last().copied().unwrap_or(0);
-        rec.content_event_lower_ns.push(lower.max(floor).min(t));
+        let floor = rec
+            .content_event_ns
+            .len()
+            .checked_sub(2)
+            .and_then(|i| rec.content_event_lower(i))
+            .unwrap_or(0);
+        rec.content_event_width_ns.push(t - lower.max(floor).min(t));
     }
     if let Some(u) = chunk.usage.filter(|u| !u.is_null()) {
         st.usage.push(u);
@@ -751,11 +756,8 @@ fn confirm_tail(candidate: Option<(ReadStamp, usize)>, rec: &mut RequestRecord) 
         return;
     };
     if read.ends_exactly_with(b"\n\n") || read.ends_exactly_with(b"\n\n\r\n") {
-        if let (Some(&hi), Some(lo)) = (
-            rec.content_event_ns.get(idx),
-            rec.content_event_lower_ns.get_mut(idx),
-        ) {
-            *lo = hi;
+        if let Some(w) = rec.content_event_width_ns.get_mut(idx) {
+            *w = 0;
             rec.content_events_exact += 1;
         }
     }
@@ -981,16 +983,16 @@ async fn read_whole(
             if !st.content.is_empty() || !st.reasoning.is_empty() {
                 // The whole response is the one content event, at the end of the body.
                 let read = last_read.expect("a body with content was read");
-                rec.content_event_ns
-                    .push(read.arrival().saturating_duration_since(epoch).as_nanos() as u64);
-                rec.content_event_lower_ns
-                    .push(bound_below(&read, epoch, rec.send_ns));
-                if read.ends_exactly_with(b"}") || read.ends_exactly_with(b"}\r\n") {
-                    // The body's last JSON byte ended a read that drained the queue.
-                    rec.content_events_exact += 1;
-                    let i = rec.content_event_ns.len() - 1;
-                    rec.content_event_lower_ns[i] = rec.content_event_ns[i];
-                }
+                let t = read.arrival().saturating_duration_since(epoch).as_nanos() as u64;
+                rec.content_event_ns.push(t);
+                // Exact when the body's last JSON byte ended a read that drained the queue.
+                let exact = read.ends_exactly_with(b"}") || read.ends_exactly_with(b"}\r\n");
+                rec.content_events_exact += u64::from(exact);
+                rec.content_event_width_ns.push(if exact {
+                    0
+                } else {
+                    t - bound_below(&read, epoch, rec.send_ns)
+                });
                 rec.clock_source = Some(match read.lag_ns {
                     Some(lag) => {
                         rec.content_read_lag_ns.push(lag);

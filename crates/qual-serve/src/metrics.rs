@@ -28,7 +28,8 @@
 //!   kept in each record (`connected_ns`, `first_attempt_send_ns`).
 //!
 //! * error bounds: every content event's arrival is known to lie in an interval
-//!   (`content_event_lower_ns` ..= `content_event_ns`, from [`crate::rxclock`]); each
+//!   (`content_event_ns − content_event_width_ns` ..= `content_event_ns`, from
+//!   [`crate::rxclock`]); each
 //!   sample (TTFT, E2E, ITL, TPOT, decode rate) carries the interval those arrivals allow and
 //!   is reported at the interval's midpoint; each percentile and mean carries the same
 //!   statistic of the lower and of the upper ends ([`Distribution::bounded`]: these
@@ -274,7 +275,7 @@ pub fn percentile_type7(sorted: &[f64], p: f64) -> f64 {
 impl Distribution {
     /// Summarises `samples` (any order).
     pub fn of(mut samples: Vec<f64>) -> Distribution {
-        samples.sort_by(|a, b| a.total_cmp(b));
+        samples.sort_unstable_by(|a, b| a.total_cmp(b));
         let n = samples.len();
         let percentiles = PERCENTILES
             .iter()
@@ -321,6 +322,19 @@ impl Distribution {
     /// inside their intervals are.
     pub fn bounded(samples: &[BoundedSample]) -> Distribution {
         let mut d = Distribution::of(samples.iter().map(|s| s.value).collect());
+        if samples
+            .iter()
+            .all(|s| s.lower == s.value && s.upper == s.value)
+        {
+            // Every sample exact: each statistic is its own bound (no second and third sort).
+            for p in &mut d.percentiles {
+                p.bound = p.value.map(Bound::point);
+            }
+            d.mean_bound = d.mean.map(Bound::point);
+            d.min_bound = d.min.map(Bound::point);
+            d.max_bound = d.max.map(Bound::point);
+            return d;
+        }
         let lo = Distribution::of(samples.iter().map(|s| s.lower).collect());
         let hi = Distribution::of(samples.iter().map(|s| s.upper).collect());
         let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -603,15 +617,10 @@ pub const DEFAULT_GATED: [&str; 6] = [
 ];
 
 /// The arrival interval of content event `i` of `r`, in ns on the record's clock: the
-/// recorded lower end (the stamp itself for records without one).
+/// stamp less its recorded width (none: a point).
 fn event_interval(r: &RequestRecord, i: usize) -> (f64, f64) {
     let hi = r.content_event_ns[i];
-    let lo = r
-        .content_event_lower_ns
-        .get(i)
-        .copied()
-        .unwrap_or(hi)
-        .min(hi);
+    let lo = r.content_event_lower(i).unwrap_or(hi);
     (lo as f64, hi as f64)
 }
 
@@ -1349,7 +1358,7 @@ mod tests {
         let upper: Vec<u64> = events.iter().map(|e| e.1).collect();
         let end = upper.last().copied().unwrap_or(send) + MS;
         let mut r = rec(index, send, &upper, end, tokens);
-        r.content_event_lower_ns = events.iter().map(|e| e.0).collect();
+        r.content_event_width_ns = events.iter().map(|e| e.1 - e.0).collect();
         r.end_lower_ns = Some(end);
         r
     }

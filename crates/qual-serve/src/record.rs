@@ -120,11 +120,10 @@ pub struct RequestRecord {
     /// `delta.reasoning` or completions `text`), in order. First = first content event, last =
     /// last content event.
     pub content_event_ns: Vec<u64>,
-    /// The earliest each content event can have arrived (same length and order as
-    /// `content_event_ns`, each ≤ its counterpart): the lower end of the interval the client
-    /// knows the arrival to lie in ([`crate::rxclock`]); equal to it where the read was
-    /// uniform (one kernel timestamp for all its bytes).
-    pub content_event_lower_ns: Vec<u64>,
+    /// How much earlier than its stamp each content event may have arrived (same length and
+    /// order as `content_event_ns`): event `i` arrived in `[content_event_ns[i] − w,
+    /// content_event_ns[i]]` ([`crate::rxclock`]); 0 where it is known exactly.
+    pub content_event_width_ns: Vec<u64>,
     /// Arrival of `data: [DONE]`.
     pub done_ns: Option<u64>,
     /// When the body ended (after `[DONE]`, or when the stream closed or failed).
@@ -183,6 +182,12 @@ pub struct OutputText {
 }
 
 impl RequestRecord {
+    /// The lower end of content event `i`'s arrival interval (its stamp without a width).
+    pub fn content_event_lower(&self, i: usize) -> Option<u64> {
+        let hi = *self.content_event_ns.get(i)?;
+        Some(hi.saturating_sub(self.content_event_width_ns.get(i).copied().unwrap_or(0)))
+    }
+
     /// A record for a request that has been scheduled but not yet sent.
     pub fn scheduled(
         index: u64,
@@ -203,7 +208,7 @@ impl RequestRecord {
             response_head_ns: None,
             first_byte_ns: None,
             content_event_ns: Vec::new(),
-            content_event_lower_ns: Vec::new(),
+            content_event_width_ns: Vec::new(),
             done_ns: None,
             end_ns: None,
             end_lower_ns: None,
