@@ -17,8 +17,9 @@
 //! # How (the invariants)
 //!
 //! Every invocation ([`command`]):
-//! - runs the `git` found on `PATH` with a cleared environment rebuilt from
-//!   [`command::ENVIRONMENT`] (`LC_ALL=C`, no system or global config, no system attributes,
+//! - runs the `git` that `qual-trusted` resolved on `PATH` before any case ran (an absolute
+//!   path only root can change, re-checked before each start) with a cleared environment
+//!   rebuilt from [`command::ENVIRONMENT`] (`LC_ALL=C`, no system or global config, no system attributes,
 //!   no prompts, no optional locks, no replace objects, no lazy fetch, `cat` as
 //!   pager), `PATH` kept and `HOME` pointing below `/dev/null` (cannot exist); no
 //!   inherited `GIT_*` variable reaches git;
@@ -88,6 +89,16 @@ pub use status::{blob_id, Change, ChangeKind, ObjectFormat};
 /// Why a git query failed. Messages are lowercase and read after "failed to …: ".
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
+    /// No `git` qualifies to be run (see `qual-trusted`: resolved before any case ran, only
+    /// root can change it, unchanged since).
+    #[error("cannot run git {args}: {source}")]
+    Program {
+        /// The arguments after the fixed options.
+        args: String,
+        /// Why no program qualifies.
+        #[source]
+        source: qual_trusted::TrustError,
+    },
     /// `git` could not be started.
     #[error("cannot run git {args}: {source}")]
     Spawn {

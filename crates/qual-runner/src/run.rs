@@ -425,6 +425,9 @@ fn execute_run(
     };
     let mut config_verified = !model_failed;
     let mut run_config_cases = Vec::new();
+    // Every program the runner starts from here on (git for the drift checks) was resolved
+    // before the first case could plant one on PATH.
+    qual_trusted::seal();
     let mut results: Vec<CaseResultEntry> = Vec::new();
     if model_failed {
         results = crate::aggregate::unexecuted_results(
