@@ -129,7 +129,7 @@ pub use exec::{execute, execute_observed, execute_watched, Observer, OutputStrea
 #[doc(hidden)]
 pub use group::force_full_proc_scan;
 pub use owned::{OwnedProcess, OwnedSpec, Shutdown};
-pub use sandbox::{Sandbox, SandboxRecord, SeccompRecord};
+pub use sandbox::{HostFiles, Sandbox, SandboxRecord, SeccompRecord};
 pub use spawn::{probe_containment, probe_loopback_only};
 pub use sys::signal_name;
 

@@ -435,6 +435,37 @@ pub fn parse_ls_files_stage(out: &[u8]) -> Result<Vec<IndexEntry>, GitError> {
     Ok(entries)
 }
 
+/// The directories git keeps the state of the worktree at `top` in, read from the files
+/// themselves (no git is run): `top/.git`; for a linked worktree (`.git` is a file) also the
+/// directory its `gitdir:` line names (`.git/worktrees/<name>` of the main repository) and
+/// the common git directory that one's `commondir` names (the main repository's `.git`,
+/// which holds its config, hooks and objects). Canonical paths of what exists; `top/.git`
+/// always comes first. Everything here must be read-only to a case.
+pub fn state_dirs(top: &Path) -> Vec<PathBuf> {
+    let dot_git = top.join(".git");
+    let mut out = vec![dot_git.clone()];
+    let Ok(text) = std::fs::read_to_string(&dot_git) else {
+        return out;
+    };
+    let Some(dir) = text.lines().find_map(|l| l.strip_prefix("gitdir: ")) else {
+        return out;
+    };
+    let Ok(gitdir) = std::fs::canonicalize(top.join(dir.trim())) else {
+        return out;
+    };
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
+        if let Ok(common) = std::fs::canonicalize(gitdir.join(common.trim())) {
+            if !out.contains(&common) {
+                out.push(common);
+            }
+        }
+    }
+    if !out.iter().any(|d| gitdir.starts_with(d)) {
+        out.push(gitdir);
+    }
+    out
+}
+
 /// Whether `s` is 40 lowercase hex digits (a SHA-1 commit id).
 pub fn is_commit_id(s: &str) -> bool {
     s.len() == 40 && is_lower_hex(s)

@@ -266,11 +266,21 @@ pub fn run_execution(
     let cwd = std::fs::canonicalize(&wd)
         .ok()
         .filter(|p| p.starts_with(ctx.root) && p.is_dir());
-    if cwd.is_none() {
-        failures.push(format!(
+    match &cwd {
+        None => failures.push(format!(
             "case {} working directory is not a directory",
             qual_json::show::quote(&case.id)
-        ));
+        )),
+        Some(c) => {
+            if let Some(p) = crate::case_box::protected_working_directory(c, ctx.read_only) {
+                failures.push(format!(
+                    "case {} working directory {} is at or below {}, which is read-only to cases",
+                    qual_json::show::quote(&case.id),
+                    qual_json::show::quote(&case.working_directory),
+                    p.display()
+                ));
+            }
+        }
     }
 
     let half = (ctx.per_stream_limit / 2).max(1) as usize;
@@ -289,10 +299,7 @@ pub fn run_execution(
                 tail_bytes: (ctx.per_stream_limit as usize).saturating_sub(half).max(1),
             },
             network: NetworkPolicy::LoopbackOnly,
-            sandbox: qual_exec::Sandbox {
-                read_only: ctx.read_only.to_vec(),
-                writable: vec![case_dir.clone()],
-            },
+            sandbox: crate::case_box::sandbox(ctx.root, ctx.read_only, Some(&case_dir)),
         };
         let rp = result_path.clone();
         let mut watch = move || {

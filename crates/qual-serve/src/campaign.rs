@@ -273,8 +273,9 @@ fn create_new(path: &Path, bytes: &[u8]) -> Result<(), ServeError> {
     Ok(())
 }
 
-/// What the server must not write: the directory of the case result and evidence, and the
-/// git directory and `.qualification/` of the repository around the working directory.
+/// What the server must not write: the directory of the case result and evidence, and git's
+/// state (`qual_git::state_dirs`: `.git`, and for a linked worktree its gitdir and the common
+/// git directory) and `.qualification/` of the repository around the working directory.
 /// (Public for the paired campaign, whose servers get the same protection.)
 pub fn protected_paths(result: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -283,7 +284,7 @@ pub fn protected_paths(result: &Path) -> Vec<PathBuf> {
     }
     if let Ok(cwd) = std::env::current_dir() {
         if let Some(top) = cwd.ancestors().find(|d| d.join(".git").exists()) {
-            out.push(top.join(".git"));
+            out.extend(qual_git::state_dirs(top));
             if top.join(".qualification").is_dir() {
                 out.push(top.join(".qualification"));
             }
