@@ -206,6 +206,9 @@ fn sandbox_value(b: &qual_exec::SandboxRecord) -> Value {
     o.insert("seccomp", Value::Object(sc));
     o.insert("read_only_paths", strings(&b.read_only_paths));
     o.insert("writable_paths", strings(&b.writable_paths));
+    o.insert("host_files", Value::from(b.host_files.as_str()));
+    o.insert("private_mounts", strings(&b.private_mounts));
+    o.insert("devices", strings(&b.devices));
     o.insert("fresh_proc", Value::Bool(b.fresh_proc));
     o.insert("descriptors", Value::from(b.descriptors.as_str()));
     o.insert(
