@@ -631,6 +631,8 @@ fn missing_mechanisms_are_refused_with_exit_3_naming_them() {
     cases.push((User::Invoker, deny("unshare"), "namespaces"));
     cases.push((User::Invoker, deny("seccomp"), "seccomp filters"));
     cases.push((User::Invoker, deny("mount_setattr"), "mount_setattr"));
+    // The read-only host: the detached copies of the writable places.
+    cases.push((User::Invoker, deny("open_tree"), "open_tree"));
     if nobody_available() {
         cases.push((
             User::Nobody,
