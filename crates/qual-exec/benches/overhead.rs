@@ -57,6 +57,23 @@ fn main() {
         println!("with NetworkPolicy::LoopbackOnly:");
         let (ours, mechanism) = measure(&isolated);
         report(baseline, ours, mechanism);
+        // The whole box of a runner case: the host read-only, a worktree writable with its
+        // `.git` and `.qualification/` read-only and the case directory writable again, a
+        // private /tmp and /dev.
+        let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("worktree");
+        let case_dir = work.path().join(".qualification/runs/r/cases/001");
+        std::fs::create_dir_all(&case_dir).expect("case dir");
+        std::fs::create_dir_all(work.path().join(".git")).expect(".git");
+        let mut case = isolated.clone();
+        case.cwd = work.path().to_path_buf();
+        case.sandbox = qual_exec::Sandbox {
+            read_only: vec![work.path().join(".git"), work.path().join(".qualification")],
+            writable: vec![work.path().to_path_buf(), case_dir],
+            host: qual_exec::HostFiles::ReadOnly,
+        };
+        println!("with NetworkPolicy::LoopbackOnly and HostFiles::ReadOnly (a runner case):");
+        let (ours, mechanism) = measure(&case);
+        report(baseline, ours, mechanism);
     }
     if mechanism == Some(Mechanism::CgroupV2) {
         qual_exec::set_cgroup_policy(qual_exec::CgroupPolicy::Never);

@@ -165,8 +165,8 @@ impl OwnedServer {
     /// Checks the port and launches the server. On `Err` the record says why and nothing runs.
     /// `protect`: paths the server must not write (read-only inside its box). The server gets
     /// the box of a case: the host read-only but the worktree around its working directory
-    /// (or that directory, outside a repository), a private `/tmp`; a working directory at or
-    /// below a protected path is refused.
+    /// (or that directory, outside a repository), a private `/tmp`; it enters its working
+    /// directory inside the box, so one at or below a protected path is read-only to it.
     pub fn launch(
         recipe: &LaunchRecipe,
         epoch: Instant,
@@ -222,24 +222,16 @@ impl OwnedServer {
             );
             return Err(Box::new(s));
         }
+        // The worktree around the working directory is writable, the protected paths in it
+        // are not (they are attached on top, read-only); outside a repository the working
+        // directory itself is writable unless it is protected.
         let cwd = std::fs::canonicalize(&recipe.working_directory)
             .unwrap_or_else(|_| recipe.working_directory.clone());
-        if let Some(p) = protect.iter().find(|p| cwd.starts_with(p)) {
-            s.fail(
-                "launch_failed",
-                format!(
-                    "server working directory {} is at or below {}, which is read-only to servers",
-                    cwd.display(),
-                    p.display()
-                ),
-            );
-            return Err(Box::new(s));
-        }
-        let writable = cwd
-            .ancestors()
-            .find(|d| d.join(".git").exists())
-            .unwrap_or(&cwd)
-            .to_path_buf();
+        let writable: Vec<PathBuf> = match cwd.ancestors().find(|d| d.join(".git").exists()) {
+            Some(top) => vec![top.to_path_buf()],
+            None if protect.iter().any(|p| cwd.starts_with(p)) => Vec::new(),
+            None => vec![cwd],
+        };
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis())
@@ -261,7 +253,7 @@ impl OwnedServer {
             network: NetworkPolicy::Inherit,
             sandbox: qual_exec::Sandbox {
                 read_only: protect.to_vec(),
-                writable: vec![writable],
+                writable,
                 host: qual_exec::HostFiles::ReadOnly,
             },
         };
