@@ -67,6 +67,20 @@ pub(crate) fn start(
             reason: format!("working directory {} is not a directory", cwd.display()),
         });
     }
+    // The box enters the working directory itself, after its mounts: it needs it absolute
+    // (a relative one is relative to this process's working directory, as for `std`).
+    let absolute;
+    let cwd = if cwd.is_absolute() {
+        cwd
+    } else {
+        absolute = std::env::current_dir()
+            .map_err(|e| ExecError::Io {
+                context: "read the current directory".into(),
+                source: e,
+            })?
+            .join(cwd);
+        absolute.as_path()
+    };
     let program = spawn::resolve_program(&argv[0], cwd, env)?;
     sys::ensure_subreaper();
     let net_used = spawn::network_isolation(network);
