@@ -16,11 +16,15 @@
 //!   *is* the program. C ignores SIGTERM/SIGINT/SIGHUP, so the group signals of the caller's
 //!   termination schedule reach P while C stays until P has ended.
 //! - **G** is the namespace's init. It is not dumpable (a case cannot read its memory or
-//!   environment, which are a copy of the runner's), makes every mount a slave, binds the
-//!   read-only paths over themselves and marks them read-only (`mount_setattr`, recursive),
-//!   re-opens the writable exceptions beneath them, makes the cgroup file systems read-only
-//!   and mounts a fresh `/proc` for the namespace. Then it forks P and reaps: every process of
-//!   the namespace is its descendant or, once orphaned, its child. When the namespace is
+//!   environment, which are a copy of the runner's) and makes every mount a slave. With
+//!   [`HostFiles::ReadOnly`] (cases) it then seals the host (`seal_host`: every mount and a
+//!   fresh `/proc` read-only, a private `/tmp` and `/dev`, the writable and read-only paths
+//!   attached at their places from copies taken first); with [`HostFiles::Shared`] it binds
+//!   the read-only paths over themselves and marks them read-only (`mount_setattr`,
+//!   recursive), re-opens the writable exceptions beneath them, makes the cgroup file systems
+//!   read-only and mounts a fresh `/proc`. Only then does it enter the program's working
+//!   directory (so one below a read-only path is read-only too). Then it forks P and reaps:
+//!   every process of the namespace is its descendant or, once orphaned, its child. When the namespace is
 //!   empty it exits; when the runner process dies (the *death pipe*, whose only write end
 //!   the runner holds, reports end-of-file) it kills everything in the namespace and exits.
 //!   Either way the kernel kills whatever is left in a PID namespace whose init has ended —
