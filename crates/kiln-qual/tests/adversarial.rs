@@ -937,3 +937,53 @@ fn kiln_qual_cargo_runs_in_the_box() {
     assert_eq!(std::fs::read(&h.file).unwrap(), b"host\n");
     assert_eq!(l.accepted.load(Ordering::SeqCst), 0);
 }
+
+/// A `latency run` fixture command runs in a case's box: it cannot write outside the worktree
+/// nor reach a host listener, and the worktree itself stays writable to it.
+#[test]
+fn latency_fixture_commands_run_in_the_box() {
+    let l = listeners();
+    let h = host_place();
+    let dir = common::latency_repo("bench-results/out.json");
+    let root = dir.path();
+    let script = format!(
+        "echo built > built.log || exit 6\n\
+         echo pwned > {file} && echo 'KILN_LATENCY_METRIC latency_ms 1 ms'\n\
+         python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)' && echo 'KILN_LATENCY_METRIC latency_ms 2 ms'\n\
+         exit 5\n",
+        file = h.file.display(),
+        port = l.tcp_port
+    );
+    std::fs::write(root.join("attack.sh"), script).unwrap();
+    let manifest_path = root.join(common::LATENCY_MANIFEST);
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    manifest["fixtures"][0]["command"] = serde_json::json!("sh attack.sh");
+    std::fs::write(
+        &manifest_path,
+        serde_json::to_string_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "attack"]);
+    let out = Command::new(BIN)
+        .args([
+            "latency",
+            "run",
+            common::LATENCY_MANIFEST,
+            "echo_fixture",
+            "--log-dir",
+            "raw.log.d",
+            "--timeout",
+            "60",
+        ])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert_eq!(std::fs::read(root.join("built.log")).unwrap(), b"built\n");
+    assert_eq!(std::fs::read(&h.file).unwrap(), b"host\n");
+    assert_eq!(l.accepted.load(Ordering::SeqCst), 0);
+}

@@ -74,6 +74,16 @@ fn main() {
         println!("with NetworkPolicy::LoopbackOnly and HostFiles::ReadOnly (a runner case):");
         let (ours, mechanism) = measure(&case);
         report(baseline, ours, mechanism);
+        // On a shared, busy host the blocks above drift apart; interleaving one of each per
+        // round and taking medians compares them under the same load.
+        interleaved(
+            &program,
+            &[
+                ("boxed", &spec),
+                ("boxed + loopback-only network", &isolated),
+                ("runner case (+ read-only host)", &case),
+            ],
+        );
     }
     if mechanism == Some(Mechanism::CgroupV2) {
         qual_exec::set_cgroup_policy(qual_exec::CgroupPolicy::Never);
@@ -118,6 +128,49 @@ fn report(baseline: Duration, ours: Duration, mechanism: Option<Mechanism>) {
         "  ratio execute/baseline         {:>9.2}x",
         ours.as_secs_f64() / baseline.as_secs_f64()
     );
+}
+
+/// `N` rounds of: one bare spawn, then one execution of each spec; medians per path.
+fn interleaved(program: &str, specs: &[(&str, &ExecSpec)]) {
+    let mut bare = Vec::new();
+    let mut boxed: Vec<Vec<Duration>> = vec![Vec::new(); specs.len()];
+    for _ in 0..N {
+        let t = Instant::now();
+        let out = std::process::Command::new(program)
+            .env_clear()
+            .output()
+            .expect("spawn true");
+        assert!(out.status.success());
+        bare.push(t.elapsed());
+        for (i, (_, spec)) in specs.iter().enumerate() {
+            let t = Instant::now();
+            let e = execute(spec).expect("execute true");
+            assert!(e.termination.success() && e.containment.clean);
+            boxed[i].push(t.elapsed());
+        }
+    }
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let base = median(&mut bare);
+    println!("interleaved, {N} rounds (medians):");
+    println!("  {:<34} {:>9.3} ms/case", "bare spawn", ms(base));
+    for (i, (name, _)) in specs.iter().enumerate() {
+        let m = median(&mut boxed[i]);
+        let overhead = m.saturating_sub(base);
+        println!(
+            "  {:<34} {:>9.3} ms/case, overhead {:.3} ms {}",
+            name,
+            ms(m),
+            ms(overhead),
+            if overhead < Duration::from_millis(5) {
+                "ok"
+            } else {
+                "MISSED"
+            }
+        );
+    }
 }
 
 fn ms(d: Duration) -> f64 {
