@@ -987,3 +987,76 @@ fn latency_fixture_commands_run_in_the_box() {
     assert_eq!(std::fs::read(&h.file).unwrap(), b"host\n");
     assert_eq!(l.accepted.load(Ordering::SeqCst), 0);
 }
+
+/// A server `kiln-qual serve` owns runs in a case's box: it cannot write the host outside the
+/// worktree, nor the result's directory it was started in, and its lifecycle record says so.
+#[test]
+fn serve_servers_run_in_the_box() {
+    let h = host_place();
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let attack = format!(
+        "echo pwned > {file}; echo pwned > pwned.txt; exec \"$0\" mock-server --port {port} --ttft-ms 1 --itl-ms 0.5",
+        file = h.file.display()
+    );
+    let recipe = serde_json::json!({
+        "schema": "kiln-qual.serve-launch.v1",
+        "id": "adv-serve",
+        "command": ["/bin/sh", "-c", attack, BIN],
+        "working_directory": ".",
+        "port": port,
+        "log_directory": "logs",
+        "readiness_poll_interval_ms": 10,
+        "startup_timeout_seconds": 10,
+        "shutdown_timeout_seconds": 5,
+        "acceptable_exit_codes": [0],
+    });
+    std::fs::write(dir.path().join("launch.json"), recipe.to_string()).unwrap();
+    let mut corpus = String::new();
+    for i in 0..4 {
+        corpus.push_str(&format!(
+            "{{\"id\":\"c{i}\",\"endpoint\":\"chat\",\"prompt\":\"hello {i}\",\"max_tokens\":4}}\n"
+        ));
+    }
+    std::fs::write(dir.path().join("corpus.jsonl"), corpus).unwrap();
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .args([
+            "serve",
+            "--launch",
+            "launch.json",
+            "--corpus",
+            "corpus.jsonl",
+            "--seed",
+            "1",
+            "--max-disturbed-fraction",
+            "1",
+            "--result",
+            "r.json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(std::fs::read(&h.file).unwrap(), b"host\n", "{out:?}");
+    assert!(
+        !dir.path().join("pwned.txt").exists(),
+        "the server wrote into the result's directory"
+    );
+    let log = tree(&dir.path().join("logs"))
+        .into_iter()
+        .filter(|(k, _)| k.ends_with(".stderr.log"))
+        .map(|(_, v)| String::from_utf8_lossy(&v).into_owned())
+        .collect::<String>();
+    assert!(log.contains("Read-only file system"), "{log} {out:?}");
+    let ev: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.serve-evidence.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        ev["lifecycle"]["box"]["host_files"], "read_only",
+        "{}",
+        ev["lifecycle"]
+    );
+}

@@ -279,7 +279,12 @@ fn create_new(path: &Path, bytes: &[u8]) -> Result<(), ServeError> {
 /// (Public for the paired campaign, whose servers get the same protection.)
 pub fn protected_paths(result: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    if let Some(dir) = result.parent().and_then(|d| std::fs::canonicalize(d).ok()) {
+    // A bare file name (`--result r.json`) has an empty parent: the current directory.
+    let parent = result
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if let Ok(dir) = std::fs::canonicalize(parent) {
         out.push(dir);
     }
     if let Ok(cwd) = std::env::current_dir() {
