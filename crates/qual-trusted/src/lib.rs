@@ -46,6 +46,14 @@ pub enum TrustError {
         /// What was searched and which candidates were refused.
         reason: String,
     },
+    /// Candidates exist, and each fails the rule of the crate docs.
+    #[error("resolve {name}: every candidate was refused (only programs that only root can change are run): {candidates}")]
+    Refused {
+        /// The name asked for.
+        name: String,
+        /// Each candidate with the reason.
+        candidates: String,
+    },
     /// Cases already ran ([`seal`]) and the name was not resolved before.
     #[error(
         "resolve {name}: it was not resolved before the cases ran, so it is not looked up now"
@@ -67,7 +75,7 @@ pub enum TrustError {
 impl TrustError {
     /// Whether the program simply does not exist (as opposed to being refused).
     pub fn is_not_found(&self) -> bool {
-        matches!(self, TrustError::NotFound { reason, .. } if !reason.contains("refused"))
+        matches!(self, TrustError::NotFound { .. })
     }
 }
 
@@ -235,17 +243,16 @@ pub fn resolve_on(name: &str, path: &str) -> Result<Program, TrustError> {
             Err(why) => refused.push(format!("{} ({why})", c.display())),
         }
     }
-    Err(not_found(if refused.is_empty() {
-        if name.contains('/') {
-            "no executable file there".into()
-        } else {
-            "not found in an absolute directory of PATH".into()
-        }
+    if !refused.is_empty() {
+        return Err(TrustError::Refused {
+            name: name.to_string(),
+            candidates: refused.join(", "),
+        });
+    }
+    Err(not_found(if name.contains('/') {
+        "no executable file there".into()
     } else {
-        format!(
-            "every candidate was refused: {} (only programs only root can change are run)",
-            refused.join(", ")
-        )
+        "not found in an absolute directory of PATH".into()
     }))
 }
 
