@@ -803,6 +803,37 @@ fn a_git_planted_on_the_runner_path_never_runs() {
         });
         assert!(bin_dir.join("git").exists(), "{user:?}: the plant failed");
         assert!(!flag.exists(), "{user:?}: the planted git ran");
+        // A later kiln-qual process with the same PATH resolves afresh: a directory inside a
+        // git worktree is refused, so the planted git does not run then either.
+        let mut check = if user == User::Nobody {
+            let mut c = Command::new("/usr/bin/setpriv");
+            c.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+                BIN,
+            ]);
+            c
+        } else {
+            Command::new(BIN)
+        };
+        let path = std::env::var("PATH").unwrap_or_default();
+        let _ = check
+            .args([
+                "receipt",
+                "check",
+                "--require-current-source",
+                ".qualification/receipts/attack.json",
+            ])
+            .env("PATH", format!("{}:{path}", bin_dir.display()))
+            .current_dir(&o.root)
+            .output()
+            .unwrap();
+        assert!(
+            !flag.exists(),
+            "{user:?}: the planted git ran in a later check"
+        );
         // The planted file makes the worktree dirty: the run fails, judged by the real git.
         assert_eq!(o.code, 1, "{user:?}: {}", o.stderr);
         assert!(o.details().contains("dirty"), "{user:?}: {}", o.details());

@@ -12,8 +12,9 @@
 //!   absolute directories only (a relative entry, `.` or an empty one is skipped), the first
 //!   executable regular file whose directory on `PATH`, real directory and real file (after
 //!   following symlinks) only root can change — owned by root, not writable by group or
-//!   others ([`trusted_by_owner`]); a candidate that fails the rule is skipped and named in
-//!   the error when nothing qualifies;
+//!   others ([`trusted_by_owner`]) — and that lie in no git worktree (a case writes its
+//!   worktree, whoever owns it); a candidate that fails the rule is skipped and named in the
+//!   error when nothing qualifies;
 //! - records the file's identity (device, inode, size, mode, owner, modification and change
 //!   times) and re-checks it, and the rule, before every start: a replaced or modified
 //!   program is refused ([`TrustError::Changed`]), never run;
@@ -267,6 +268,13 @@ fn check_file_and_dir(real: &Path) -> Result<(), String> {
 
 fn check(p: &Path, what: &str) -> Result<(), String> {
     let meta = std::fs::metadata(p).map_err(|e| format!("{what} {}: {e}", p.display()))?;
+    if let Some(top) = p.ancestors().find(|a| a.join(".git").exists()) {
+        return Err(format!(
+            "{what} {} lies in the git worktree {}, which a case may write",
+            p.display(),
+            top.display()
+        ));
+    }
     if trusted_by_owner(meta.uid(), meta.mode()) {
         Ok(())
     } else {
@@ -359,6 +367,11 @@ mod tests {
         std::fs::write(&tool, "#!/bin/sh\necho two\n").unwrap();
         let e = p.command().unwrap_err();
         assert!(matches!(e, TrustError::Changed { .. }), "{e}");
+
+        // A directory inside a git worktree is refused, whoever owns it.
+        std::fs::create_dir(own.path().join(".git")).unwrap();
+        let e = resolve_on("kq-tool", &own.path().display().to_string()).unwrap_err();
+        assert!(e.to_string().contains("git worktree"), "{e}");
     }
 
     #[test]
