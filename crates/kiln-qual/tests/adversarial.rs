@@ -147,13 +147,13 @@ impl Outcome {
     }
 }
 
-fn workload(marker: &str) -> String {
+fn workload(marker: &str, working_directory: &str) -> String {
     let case = serde_json::json!({
         "id": "attack",
         "description": "a hostile case",
         "required": true,
         "command": ["/bin/sh", "attack.sh"],
-        "working_directory": ".",
+        "working_directory": working_directory,
         "environment": {"KQ_TEST_MARKER": marker},
         "timeout_seconds": 60,
         "expected_exit_codes": [0],
@@ -199,13 +199,42 @@ fn run_wrapped(
     wrapper: &[String],
     prepare: impl FnOnce(&mut Command),
 ) -> Outcome {
+    run_general(user, marker, script, wrapper, &Layout::default(), prepare)
+}
+
+/// How the repository of an attack is laid out.
+#[derive(Default)]
+struct Layout {
+    /// The case's working directory (`.` unless set).
+    working_directory: Option<&'static str>,
+    /// Run in a linked worktree of the repository (`git worktree add`) instead of the main
+    /// one; the main repository's `.git` is then the common git directory.
+    linked: bool,
+    /// Symlinks (name, target), committed unless ignored.
+    symlinks: Vec<(&'static str, &'static str)>,
+    /// Committed empty directories (a `.keep` file in each).
+    dirs: Vec<&'static str>,
+}
+
+fn run_general(
+    user: User,
+    marker: &str,
+    script: &str,
+    wrapper: &[String],
+    layout: &Layout,
+    prepare: impl FnOnce(&mut Command),
+) -> Outcome {
     let repo = tempfile::tempdir().unwrap();
-    let root = repo.path().to_path_buf();
+    let main_root = repo.path().join("main");
+    std::fs::create_dir(&main_root).unwrap();
+    let root = main_root.clone();
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
     git(&root, &["init", "-q"]);
     std::fs::write(
         root.join(".gitignore"),
-        ".qualification/\ntarget/\nCargo.lock\n",
+        // `target` without a slash: also an ignored symlink of that name (see the working
+        // directory test).
+        ".qualification/\ntarget\nCargo.lock\n",
     )
     .unwrap();
     // A tiny crate, for the honest case that builds with cargo.
@@ -223,13 +252,30 @@ fn run_wrapped(
     std::fs::create_dir_all(root.join("qualification/workloads")).unwrap();
     std::fs::write(
         root.join("qualification/workloads/attack-v1.json"),
-        workload(marker),
+        workload(marker, layout.working_directory.unwrap_or(".")),
     )
     .unwrap();
     // The attack itself is a committed script (the contract refuses `sh -c` strings).
     std::fs::write(root.join("attack.sh"), format!("{script}\n")).unwrap();
+    for (name, target) in &layout.symlinks {
+        std::os::unix::fs::symlink(target, root.join(name)).unwrap();
+    }
+    for d in &layout.dirs {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+        std::fs::write(root.join(d).join(".keep"), "").unwrap();
+    }
     git(&root, &["add", "-A"]);
     git(&root, &["commit", "-q", "-m", "init"]);
+    let root = if layout.linked {
+        let linked = repo.path().join("linked");
+        git(
+            &main_root,
+            &["worktree", "add", "-q", linked.to_str().unwrap()],
+        );
+        linked
+    } else {
+        root
+    };
     let mut cmd = match wrapper.first() {
         Some(w) => {
             let mut c = Command::new(w);
@@ -242,7 +288,7 @@ fn run_wrapped(
     if user == User::Nobody {
         let st = Command::new("chown")
             .args(["-R", "65534:65534"])
-            .arg(&root)
+            .arg(repo.path())
             .status()
             .unwrap();
         assert!(st.success());
@@ -256,7 +302,8 @@ fn run_wrapped(
     } else {
         _cg = None;
     }
-    let git_before = tree(&root.join(".git"));
+    // The main repository's git directory: the common one of a linked worktree.
+    let git_before = tree(&main_root.join(".git"));
     cmd.args([
         "run",
         "qualification/workloads/attack-v1.json",
@@ -284,9 +331,9 @@ fn run_wrapped(
     );
     // .git is byte-identical; .qualification holds only this run's evidence and receipt.
     assert_eq!(
-        tree(&root.join(".git")),
+        tree(&main_root.join(".git")),
         git_before,
-        "a file under .git changed"
+        "a file under .git (the common git directory) changed"
     );
     let q = tree(&root.join(".qualification"));
     for k in q.keys() {
@@ -584,6 +631,8 @@ fn missing_mechanisms_are_refused_with_exit_3_naming_them() {
     cases.push((User::Invoker, deny("unshare"), "namespaces"));
     cases.push((User::Invoker, deny("seccomp"), "seccomp filters"));
     cases.push((User::Invoker, deny("mount_setattr"), "mount_setattr"));
+    // The read-only host: the detached copies of the writable places.
+    cases.push((User::Invoker, deny("open_tree"), "open_tree"));
     if nobody_available() {
         cases.push((
             User::Nobody,
@@ -657,6 +706,390 @@ fn a_cargo_build_into_target_works_in_the_box() {
     );
     assert_eq!(o.code, 0, "{} {}", o.stderr, o.details());
     assert!(o.root.join("target/debug/boxed").exists());
+}
+
+/// A place on the host outside the repository and outside `/tmp` (which is private to a
+/// case): below this package's target directory, writable by everyone, with one existing
+/// file writable by everyone.
+struct HostPlace {
+    dir: tempfile::TempDir,
+    file: PathBuf,
+}
+
+fn host_place() -> HostPlace {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let file = dir.path().join("host-file");
+    std::fs::write(&file, "host\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    HostPlace { dir, file }
+}
+
+/// The host is read-only to a case: kernel settings (`/proc/sys`, probed for writing by
+/// opening without writing, never by writing a value), `/etc`, and files and directories
+/// outside the worktree, even ones every user may write.
+#[test]
+fn the_host_outside_the_worktree_is_read_only() {
+    let core_pattern = std::fs::read("/proc/sys/kernel/core_pattern").unwrap();
+    for user in users() {
+        let m = marker();
+        let h = host_place();
+        let planted = h.dir.path().join("planted");
+        let etc = PathBuf::from(format!("/etc/{m}"));
+        // Each attempt that works makes the case pass (exit 0), failing the test.
+        let script = format!(
+            "if python3 -c 'import os; os.close(os.open(\"/proc/sys/kernel/core_pattern\", os.O_WRONLY))'; then echo core_pattern-openable; exit 0; fi; \
+             echo pwned > {file} && exit 0; \
+             touch {planted} && exit 0; \
+             touch {etc} && exit 0; \
+             touch /usr/bin/{m} && exit 0; \
+             exit 5",
+            file = h.file.display(),
+            planted = planted.display(),
+            etc = etc.display(),
+        );
+        let o = run_attack(user, &m, &script, |_| {});
+        let leftover = etc.exists() || Path::new(&format!("/usr/bin/{m}")).exists();
+        let _ = std::fs::remove_file(&etc);
+        let _ = std::fs::remove_file(format!("/usr/bin/{m}"));
+        assert!(
+            !leftover,
+            "{user:?}: the case created a file in /etc or /usr/bin"
+        );
+        assert_case_failed(&o, user, &["Read-only file system"]);
+        assert_eq!(std::fs::read(&h.file).unwrap(), b"host\n", "{user:?}");
+        assert!(
+            !planted.exists(),
+            "{user:?}: the case wrote outside the worktree"
+        );
+        assert_eq!(
+            std::fs::read("/proc/sys/kernel/core_pattern").unwrap(),
+            core_pattern,
+            "{user:?}: kernel.core_pattern changed"
+        );
+        // The box evidence says so.
+        let cfg = tree(&o.root.join(".qualification/runs"))
+            .into_iter()
+            .find(|(k, _)| k.ends_with("run-config.json"))
+            .map(|(_, v)| String::from_utf8(v).unwrap())
+            .unwrap();
+        assert!(cfg.contains("\"host_files\": \"read_only\""), "{cfg}");
+        assert!(cfg.contains("\"/tmp\""), "{cfg}");
+    }
+}
+
+/// A `git` the case plants in a `PATH` directory it can write (here one inside the worktree,
+/// ahead of the system's) never runs: the runner resolved git before the cases.
+#[test]
+fn a_git_planted_on_the_runner_path_never_runs() {
+    for user in users() {
+        let m = marker();
+        let h = host_place();
+        let flag = h.dir.path().join("planted-git-ran");
+        let script = format!(
+            "printf '#!/bin/sh\\ntouch {flag}\\nKQ_TEST_MARKER={m} setsid sleep 300 > /dev/null 2>&1 &\\nexec /usr/bin/git \"$@\"\\n' > bin/git && chmod 755 bin/git && exit 0",
+            flag = flag.display()
+        );
+        let layout = Layout {
+            dirs: vec!["bin"],
+            ..Layout::default()
+        };
+        let mut bin_dir = PathBuf::new();
+        let o = run_general(user, &m, &script, &[], &layout, |cmd| {
+            let dir = cmd.get_current_dir().unwrap().join("bin");
+            bin_dir = dir.clone();
+            let path = std::env::var("PATH").unwrap_or_default();
+            cmd.env("PATH", format!("{}:{path}", dir.display()));
+        });
+        assert!(bin_dir.join("git").exists(), "{user:?}: the plant failed");
+        assert!(!flag.exists(), "{user:?}: the planted git ran");
+        // A later kiln-qual process with the same PATH resolves afresh: a directory inside a
+        // git worktree is refused, so the planted git does not run then either.
+        let mut check = if user == User::Nobody {
+            let mut c = Command::new("/usr/bin/setpriv");
+            c.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+                BIN,
+            ]);
+            c
+        } else {
+            Command::new(BIN)
+        };
+        let path = std::env::var("PATH").unwrap_or_default();
+        let _ = check
+            .args([
+                "receipt",
+                "check",
+                "--require-current-source",
+                ".qualification/receipts/attack.json",
+            ])
+            .env("PATH", format!("{}:{path}", bin_dir.display()))
+            .current_dir(&o.root)
+            .output()
+            .unwrap();
+        assert!(
+            !flag.exists(),
+            "{user:?}: the planted git ran in a later check"
+        );
+        // The planted file makes the worktree dirty: the run fails, judged by the real git.
+        assert_eq!(o.code, 1, "{user:?}: {}", o.stderr);
+        assert!(o.details().contains("dirty"), "{user:?}: {}", o.details());
+    }
+}
+
+/// A working directory inside what judges the case is refused: by `workload check` (the run
+/// is refused before anything exists) and, through a symlink the contract cannot see, by the
+/// runner; `.git` stays unchanged either way.
+#[test]
+fn working_directories_inside_protected_paths_are_refused() {
+    for user in users() {
+        let m = marker();
+        let layout = Layout {
+            working_directory: Some(".git"),
+            ..Layout::default()
+        };
+        let o = run_general(user, &m, "echo pwned >> config", &[], &layout, |_| {});
+        assert_eq!(o.code, 3, "{user:?}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(
+                "cases[0].working_directory must not be at or below .git, which is read-only to cases"
+            ),
+            "{user:?}: {}",
+            o.stderr
+        );
+        // An ignored symlink (the contract sees only the name; the worktree stays clean).
+        let layout = Layout {
+            working_directory: Some("target"),
+            symlinks: vec![("target", ".git")],
+            ..Layout::default()
+        };
+        let o = run_general(user, &m, "echo pwned >> config", &[], &layout, |_| {});
+        assert_case_failed(&o, user, &["is at or below"]);
+    }
+}
+
+/// In a linked worktree the common git directory (the main repository's `.git`, named by
+/// `.git/worktrees/<name>/commondir`) is as read-only as the worktree's own git directory:
+/// no `core.fsmonitor` can be planted for the operator's next `git status`.
+#[test]
+fn the_common_git_directory_of_a_linked_worktree_is_read_only() {
+    for user in users() {
+        let m = marker();
+        let layout = Layout {
+            linked: true,
+            ..Layout::default()
+        };
+        let script =
+            "gd=$(sed -n 's/^gitdir: //p' .git) && cd \"$gd\" && cd \"$(cat commondir)\" && \
+                      printf '[core]\\n\\tfsmonitor = /bin/false\\n' >> config && exit 0; exit 5";
+        // run_general compares the main repository's .git before and after.
+        let o = run_general(user, &m, script, &[], &layout, |_| {});
+        assert_case_failed(&o, user, &["Read-only file system"]);
+    }
+}
+
+/// The operator's terminal is out of reach: the box's `/dev` has no `pts`, `tty` or
+/// `console`, so escape sequences written "to the terminal" go nowhere.
+#[test]
+fn the_operator_terminal_is_unreachable() {
+    for user in users() {
+        let m = marker();
+        // A real terminal of this test, writable by everyone.
+        // SAFETY: posix_openpt family on a descriptor we own.
+        let (master, slave) = unsafe {
+            let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_NONBLOCK);
+            assert!(fd >= 0);
+            assert_eq!(libc::grantpt(fd), 0);
+            assert_eq!(libc::unlockpt(fd), 0);
+            let name = std::ffi::CStr::from_ptr(libc::ptsname(fd))
+                .to_string_lossy()
+                .into_owned();
+            (fd, name)
+        };
+        std::fs::set_permissions(&slave, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let script = format!(
+            "for t in {slave} /dev/tty /dev/console /dev/tty1 /dev/ptmx; do printf '\\033]0;pwned\\007' > $t && exit 0; done; exit 5"
+        );
+        let o = run_attack(user, &m, &script, |_| {});
+        // Nothing to open: no such node in the box's read-only /dev (dash names the missing
+        // /dev/pts "Directory nonexistent", a missing /dev/tty is not creatable).
+        assert_case_failed(
+            &o,
+            user,
+            &["Directory nonexistent", "No such file or directory"],
+        );
+        let mut buf = [0u8; 256];
+        // SAFETY: non-blocking read into a local buffer.
+        let n = unsafe { libc::read(master, buf.as_mut_ptr().cast(), buf.len()) };
+        // SAFETY: closing our descriptor.
+        unsafe { libc::close(master) };
+        assert!(
+            n <= 0,
+            "{user:?}: the case wrote to the terminal: {:?}",
+            &buf[..n as usize]
+        );
+    }
+}
+
+/// `kiln-qual cargo` runs its program in a case's box: the host read-only but the worktree,
+/// and no network but loopback.
+#[test]
+fn kiln_qual_cargo_runs_in_the_box() {
+    let l = listeners();
+    let h = host_place();
+    let repo = tempfile::tempdir().unwrap();
+    git(repo.path(), &["init", "-q"]);
+    let script = format!(
+        "echo built > built.txt || exit 6; echo pwned > {file} && exit 0; \
+         python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)' && exit 0; exit 5",
+        file = h.file.display(),
+        port = l.tcp_port
+    );
+    let out = Command::new(BIN)
+        .args(["cargo", "--cargo", "/bin/sh", "--", "-c", &script])
+        .current_dir(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert_eq!(
+        std::fs::read(repo.path().join("built.txt")).unwrap(),
+        b"built\n"
+    );
+    assert_eq!(std::fs::read(&h.file).unwrap(), b"host\n");
+    assert_eq!(l.accepted.load(Ordering::SeqCst), 0);
+}
+
+/// A `latency run` fixture command runs in a case's box: it cannot write outside the worktree
+/// nor reach a host listener, and the worktree itself stays writable to it.
+#[test]
+fn latency_fixture_commands_run_in_the_box() {
+    let l = listeners();
+    let h = host_place();
+    let dir = common::latency_repo("bench-results/out.json");
+    let root = dir.path();
+    let script = format!(
+        "echo built > built.log || exit 6\n\
+         echo pwned > {file} && echo 'KILN_LATENCY_METRIC latency_ms 1 ms'\n\
+         python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)' && echo 'KILN_LATENCY_METRIC latency_ms 2 ms'\n\
+         exit 5\n",
+        file = h.file.display(),
+        port = l.tcp_port
+    );
+    std::fs::write(root.join("attack.sh"), script).unwrap();
+    let manifest_path = root.join(common::LATENCY_MANIFEST);
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    manifest["fixtures"][0]["command"] = serde_json::json!("sh attack.sh");
+    std::fs::write(
+        &manifest_path,
+        serde_json::to_string_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "attack"]);
+    let out = Command::new(BIN)
+        .args([
+            "latency",
+            "run",
+            common::LATENCY_MANIFEST,
+            "echo_fixture",
+            "--log-dir",
+            "raw.log.d",
+            "--timeout",
+            "60",
+        ])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert_eq!(std::fs::read(root.join("built.log")).unwrap(), b"built\n");
+    assert_eq!(std::fs::read(&h.file).unwrap(), b"host\n");
+    assert_eq!(l.accepted.load(Ordering::SeqCst), 0);
+}
+
+/// A server `kiln-qual serve` owns runs in a case's box: it cannot write the host outside the
+/// worktree, nor the result's directory it was started in, and its lifecycle record says so.
+#[test]
+fn serve_servers_run_in_the_box() {
+    let h = host_place();
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let attack = format!(
+        "echo pwned > {file}; echo pwned > pwned.txt; exec \"$0\" mock-server --port {port} --ttft-ms 1 --itl-ms 0.5",
+        file = h.file.display()
+    );
+    let recipe = serde_json::json!({
+        "schema": "kiln-qual.serve-launch.v1",
+        "id": "adv-serve",
+        "command": ["/bin/sh", "-c", attack, BIN],
+        "working_directory": ".",
+        "port": port,
+        "log_directory": "logs",
+        "readiness_poll_interval_ms": 10,
+        "startup_timeout_seconds": 10,
+        "shutdown_timeout_seconds": 5,
+        "acceptable_exit_codes": [0],
+    });
+    std::fs::write(dir.path().join("launch.json"), recipe.to_string()).unwrap();
+    let mut corpus = String::new();
+    for i in 0..4 {
+        corpus.push_str(&format!(
+            "{{\"id\":\"c{i}\",\"endpoint\":\"chat\",\"prompt\":\"hello {i}\",\"max_tokens\":4}}\n"
+        ));
+    }
+    std::fs::write(dir.path().join("corpus.jsonl"), corpus).unwrap();
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .args([
+            "serve",
+            "--launch",
+            "launch.json",
+            "--corpus",
+            "corpus.jsonl",
+            "--seed",
+            "1",
+            "--max-disturbed-fraction",
+            "1",
+            "--result",
+            "r.json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(std::fs::read(&h.file).unwrap(), b"host\n", "{out:?}");
+    assert!(
+        !dir.path().join("pwned.txt").exists(),
+        "the server wrote into the result's directory"
+    );
+    let log = tree(&dir.path().join("logs"))
+        .into_iter()
+        .filter(|(k, _)| k.ends_with(".stderr.log"))
+        .map(|(_, v)| String::from_utf8_lossy(&v).into_owned())
+        .collect::<String>();
+    assert!(log.contains("Read-only file system"), "{log} {out:?}");
+    let ev: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.serve-evidence.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        ev["lifecycle"]["box"]["host_files"], "read_only",
+        "{}",
+        ev["lifecycle"]
+    );
 }
 
 /// Runs kiln-qual under `timeout --signal=KILL`: a run that hangs ends with 137 and fails the

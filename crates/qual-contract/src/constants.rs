@@ -88,6 +88,11 @@ pub const METRIC_CLASSES: [&str; 2] = ["correctness", "performance"];
 /// Comparison operators.
 pub const OPERATORS: [&str; 3] = ["equal", "not_greater", "not_less"];
 
+/// Top-level repository directories that judge a case and are read-only inside its box: a
+/// case's working directory may not be at or below them (the runner also refuses the
+/// receipt's directory and, for a linked worktree, the git directories its `.git` names).
+pub const PROTECTED_TOP_LEVEL: [&str; 2] = [".git", ".qualification"];
+
 /// Shell executables (lowercased basenames).
 pub const SHELLS: [&str; 9] = [
     "sh",

@@ -1061,6 +1061,15 @@ fn validate_case(
             );
         } else if wd.starts_with('/') || wd.split('/').any(|p| p == "..") {
             r.at(&c.f("working_directory"), "must stay within the repository");
+        } else if let Some(top) = wd
+            .split('/')
+            .find(|p| !p.is_empty() && *p != ".")
+            .filter(|p| PROTECTED_TOP_LEVEL.contains(p))
+        {
+            r.at(
+                &c.f("working_directory"),
+                format!("must not be at or below {top}, which is read-only to cases"),
+            );
         }
     }
 

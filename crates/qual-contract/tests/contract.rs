@@ -573,6 +573,15 @@ fn suggested_additional_cases() {
     for (wd, msg) in [
         ("a/../b", "stay within the repository"),
         ("a\\b", "POSIX syntax"),
+        (
+            ".git",
+            "must not be at or below .git, which is read-only to cases",
+        ),
+        ("./.git/hooks", "must not be at or below .git"),
+        (
+            ".qualification/runs",
+            "must not be at or below .qualification",
+        ),
     ] {
         let mut d = base();
         case0(&mut d)["working_directory"] = json!(wd);

@@ -67,6 +67,20 @@ pub(crate) fn start(
             reason: format!("working directory {} is not a directory", cwd.display()),
         });
     }
+    // The box enters the working directory itself, after its mounts: it needs it absolute
+    // (a relative one is relative to this process's working directory, as for `std`).
+    let absolute;
+    let cwd = if cwd.is_absolute() {
+        cwd
+    } else {
+        absolute = std::env::current_dir()
+            .map_err(|e| ExecError::Io {
+                context: "read the current directory".into(),
+                source: e,
+            })?
+            .join(cwd);
+        absolute.as_path()
+    };
     let program = spawn::resolve_program(&argv[0], cwd, env)?;
     sys::ensure_subreaper();
     let net_used = spawn::network_isolation(network);
@@ -84,13 +98,14 @@ pub(crate) fn start(
             network == NetworkPolicy::LoopbackOnly,
             cg.as_ref().map(|c| c.procs_fds()).unwrap_or_default(),
             supervised || on_main_thread(),
+            cwd,
         )?;
         let (pid_limit, pid_limit_source) = cg
             .as_ref()
             .map(|c| c.pid_limit())
             .unwrap_or((None, "no cgroup (process group + subreaper tracking)"));
         let record = plan.record(pid_limit, pid_limit_source);
-        let mut cmd = spawn::build_command(&program, argv, cwd, env, plan);
+        let mut cmd = spawn::build_command(&program, argv, env, plan);
         let started_at = SystemTime::now();
         let t0 = Instant::now();
         match cmd.spawn() {
@@ -132,6 +147,16 @@ pub(crate) fn start(
                             program: argv[0].clone(),
                             reason: format!(
                                 "setsid: {}",
+                                std::io::Error::from_raw_os_error(f.errno)
+                            ),
+                        })
+                    }
+                    Some(f) if f.step == Step::Chdir => {
+                        return Err(ExecError::Spawn {
+                            program: argv[0].clone(),
+                            reason: format!(
+                                "enter working directory {} inside the box: {}",
+                                cwd.display(),
                                 std::io::Error::from_raw_os_error(f.errno)
                             ),
                         })

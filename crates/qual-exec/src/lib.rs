@@ -86,7 +86,10 @@
 //!   program of a three-process chain — the leader we wait for (it reproduces the program's
 //!   end), the init of a new PID namespace tied to this process (a death pipe: even when we
 //!   are SIGKILLed, the namespace dies), and the program — in its own mount namespace
-//!   ([`Sandbox::read_only`] paths and the cgroup file systems read-only, a fresh `/proc`),
+//!   ([`Sandbox::read_only`] paths and the cgroup file systems read-only, a fresh `/proc`;
+//!   with [`HostFiles::ReadOnly`] every mount read-only but [`Sandbox::writable`], a private
+//!   `/tmp` and a private `/dev` without a terminal; the working directory entered after the
+//!   mounts),
 //!   with no capabilities, `no_new_privs`, the seccomp filters of `seccomp.rs` and only
 //!   stdio. A cgroup is required ([`CgroupPolicy::Required`], the default): its file system is
 //!   read-only inside the box, so no case can leave it; `pids.max` bounds the tree. The
@@ -129,7 +132,7 @@ pub use exec::{execute, execute_observed, execute_watched, Observer, OutputStrea
 #[doc(hidden)]
 pub use group::force_full_proc_scan;
 pub use owned::{OwnedProcess, OwnedSpec, Shutdown};
-pub use sandbox::{Sandbox, SandboxRecord, SeccompRecord};
+pub use sandbox::{HostFiles, Sandbox, SandboxRecord, SeccompRecord};
 pub use spawn::{probe_containment, probe_loopback_only};
 pub use sys::signal_name;
 

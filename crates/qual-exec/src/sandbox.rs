@@ -16,11 +16,15 @@
 //!   *is* the program. C ignores SIGTERM/SIGINT/SIGHUP, so the group signals of the caller's
 //!   termination schedule reach P while C stays until P has ended.
 //! - **G** is the namespace's init. It is not dumpable (a case cannot read its memory or
-//!   environment, which are a copy of the runner's), makes every mount a slave, binds the
-//!   read-only paths over themselves and marks them read-only (`mount_setattr`, recursive),
-//!   re-opens the writable exceptions beneath them, makes the cgroup file systems read-only
-//!   and mounts a fresh `/proc` for the namespace. Then it forks P and reaps: every process of
-//!   the namespace is its descendant or, once orphaned, its child. When the namespace is
+//!   environment, which are a copy of the runner's) and makes every mount a slave. With
+//!   [`HostFiles::ReadOnly`] (cases) it then seals the host (`seal_host`: every mount and a
+//!   fresh `/proc` read-only, a private `/tmp` and `/dev`, the writable and read-only paths
+//!   attached at their places from copies taken first); with [`HostFiles::Shared`] it binds
+//!   the read-only paths over themselves and marks them read-only (`mount_setattr`,
+//!   recursive), re-opens the writable exceptions beneath them, makes the cgroup file systems
+//!   read-only and mounts a fresh `/proc`. Only then does it enter the program's working
+//!   directory (so one below a read-only path is read-only too). Then it forks P and reaps:
+//!   every process of the namespace is its descendant or, once orphaned, its child. When the namespace is
 //!   empty it exits; when the runner process dies (the *death pipe*, whose only write end
 //!   the runner holds, reports end-of-file) it kills everything in the namespace and exits.
 //!   Either way the kernel kills whatever is left in a PID namespace whose init has ended —
@@ -38,7 +42,7 @@
 
 use crate::seccomp::Filters;
 use serde::{Deserialize, Serialize};
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -51,9 +55,28 @@ pub struct Sandbox {
     /// Paths that are read-only inside the box (bound over themselves; recursive). Paths
     /// that do not exist when the child starts are skipped; give existing ancestors.
     pub read_only: Vec<PathBuf>,
-    /// Paths below a read-only path that stay writable (e.g. the case's own result
-    /// directory). Must exist when the child starts.
+    /// Paths that stay writable: below a read-only path (e.g. the case's own result
+    /// directory) or, with [`HostFiles::ReadOnly`], anywhere (the worktree). Must exist when
+    /// the child starts.
     pub writable: Vec<PathBuf>,
+    /// What the child may write of the rest of the host's file system.
+    pub host: HostFiles,
+}
+
+/// How much of the host's file system a child may write, beyond [`Sandbox::writable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HostFiles {
+    /// The host's mounts as they are; only [`Sandbox::read_only`] (and the cgroup file
+    /// systems) are protected. For trusted helpers, never for cases.
+    #[default]
+    Shared,
+    /// Every mount is read-only (recursive `mount_setattr` on `/`, the fresh `/proc` with its
+    /// `/proc/sys` included) except [`Sandbox::writable`], a private tmpfs `/tmp` and a
+    /// private `/dev` (a read-only tmpfs holding only `null`, `zero`, `full`, `random`,
+    /// `urandom`, the accelerator nodes, the `fd`/`std*` links and a private tmpfs `shm`;
+    /// no terminal). Paths of [`Sandbox::read_only`] and [`Sandbox::writable`] below `/tmp`
+    /// are bound into the private `/tmp` at their place.
+    ReadOnly,
 }
 
 /// The box actually in force for one execution: the evidence a receipt reader needs to see
@@ -75,6 +98,15 @@ pub struct SandboxRecord {
     pub read_only_paths: Vec<String>,
     /// Writable exceptions below them.
     pub writable_paths: Vec<String>,
+    /// The rest of the host's file system: `read_only` (only `writable_paths` and the
+    /// `private_mounts` can be written) or `shared`.
+    pub host_files: String,
+    /// File systems of the box's own (empty when created, gone with it): `/tmp`, `/dev`,
+    /// `/dev/shm` for a read-only host.
+    pub private_mounts: Vec<String>,
+    /// The device nodes of the private `/dev` (bound from the host's); empty for a shared
+    /// host.
+    pub devices: Vec<String>,
     /// A fresh `/proc` of the PID namespace is mounted.
     pub fresh_proc: bool,
     /// Descriptors the program starts with.
@@ -152,6 +184,12 @@ pub(crate) enum Step {
     Dumpable = 17,
     ProbeInterfaces = 18,
     ProbeTcp = 19,
+    Clone = 20,
+    HostReadOnly = 21,
+    PrivateTmp = 22,
+    PrivateDev = 23,
+    Chdir = 24,
+    ProbeHostReadOnly = 25,
 }
 
 impl Step {
@@ -177,6 +215,12 @@ impl Step {
             17 => Dumpable,
             18 => ProbeInterfaces,
             19 => ProbeTcp,
+            20 => Clone,
+            21 => HostReadOnly,
+            22 => PrivateTmp,
+            23 => PrivateDev,
+            24 => Chdir,
+            25 => ProbeHostReadOnly,
             _ => return None,
         })
     }
@@ -207,6 +251,16 @@ impl Step {
             Step::Dumpable => "PR_SET_DUMPABLE",
             Step::ProbeInterfaces => "a network namespace containing only lo",
             Step::ProbeTcp => "loopback TCP inside the network namespace",
+            Step::Clone => "detached copies of mounts (open_tree OPEN_TREE_CLONE, Linux 5.2)",
+            Step::HostReadOnly => {
+                "a read-only host file system (recursive mount_setattr MOUNT_ATTR_RDONLY on /)"
+            }
+            Step::PrivateTmp => "a private /tmp (mount tmpfs)",
+            Step::PrivateDev => "a private /dev (mount tmpfs, device node binds)",
+            Step::Chdir => "entering the working directory inside the box (chdir)",
+            Step::ProbeHostReadOnly => {
+                "a read-only host inside the box (/ and /proc/sys/kernel/core_pattern must not be writable)"
+            }
         }
     }
 }
@@ -263,6 +317,13 @@ fn death_pipe() -> Option<(RawFd, RawFd)> {
 // ---------------------------------------------------------------------------------------
 // The plan: everything the three processes need, prepared before the fork.
 
+/// At most this many paths of each kind ([`Sandbox::read_only`], [`Sandbox::writable`]).
+const MAX_PATHS: usize = 15;
+/// At most this many device nodes in a private `/dev`.
+const MAX_DEVICES: usize = 32;
+/// Mount copies G holds at once: every path and device.
+const MAX_CLONES: usize = 2 * MAX_PATHS + MAX_DEVICES;
+
 /// Prepared before the fork; moved into the `pre_exec` closure.
 pub(crate) struct Plan {
     /// `cgroup.procs` descriptors the child writes `0` to.
@@ -275,13 +336,28 @@ pub(crate) struct Plan {
     pub new_net: bool,
     read_only: Vec<CString>,
     writable: Vec<CString>,
+    /// [`HostFiles::ReadOnly`]: every path of both lists, parents first.
+    sealed: Option<Vec<Entry>>,
+    /// The device nodes of a private `/dev` ([`HostFiles::ReadOnly`]).
+    devices: Vec<Entry>,
     cgroup_fs: Vec<CString>,
+    /// The program's working directory, entered once the mounts exist.
+    cwd: CString,
     filters: &'static Filters,
     death_read: RawFd,
     /// For the probe: P `_exit(0)`s instead of returning to `std` for `exec`.
     probe: bool,
     /// Inside an enclosing box: no new namespaces, init or filters (see [`enclosed`]).
     nested: bool,
+}
+
+/// One path put in place inside a read-only host.
+struct Entry {
+    path: CString,
+    dir: bool,
+    writable: bool,
+    /// Its index in [`Sandbox::read_only`] or [`Sandbox::writable`] (for error reports).
+    index: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -334,13 +410,52 @@ fn cgroup_mounts() -> Vec<PathBuf> {
     out
 }
 
+/// The host's device nodes a private `/dev` holds: the harmless character devices and the
+/// accelerators (`nvidia*`, `dri/`, `kfd`, `accel/`) a qualification case may need. Never a
+/// terminal, a disk or the console.
+fn device_nodes() -> &'static [(PathBuf, bool)] {
+    static NODES: OnceLock<Vec<(PathBuf, bool)>> = OnceLock::new();
+    NODES.get_or_init(|| {
+        let mut names: Vec<String> = ["null", "zero", "full", "random", "urandom"]
+            .map(String::from)
+            .to_vec();
+        let mut accel: Vec<String> = std::fs::read_dir("/dev")
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| n.starts_with("nvidia") || n == "dri" || n == "kfd" || n == "accel")
+                    .collect()
+            })
+            .unwrap_or_default();
+        accel.sort();
+        names.extend(accel);
+        names
+            .into_iter()
+            .filter_map(|n| {
+                let p = Path::new("/dev").join(n);
+                let meta = std::fs::metadata(&p).ok()?;
+                use std::os::unix::fs::FileTypeExt;
+                let t = meta.file_type();
+                (t.is_dir() || t.is_char_device()).then_some((p, t.is_dir()))
+            })
+            .take(MAX_DEVICES)
+            .collect()
+    })
+}
+
+/// Number of components of an absolute path (`/` is 0).
+fn depth(p: &CString) -> usize {
+    p.as_bytes().iter().filter(|b| **b == b'/').count()
+}
+
 impl Plan {
-    /// Prepares the box for one spawn.
+    /// Prepares the box for one spawn whose program starts in `cwd`.
     pub(crate) fn new(
         sandbox: &Sandbox,
         new_net: bool,
         cgroup_procs: Vec<RawFd>,
         die_with_parent: bool,
+        cwd: &Path,
     ) -> Result<Plan, crate::ExecError> {
         // SAFETY: trivial getters.
         let (euid, egid, pid) = unsafe { (libc::geteuid(), libc::getegid(), libc::getpid()) };
@@ -355,21 +470,21 @@ impl Plan {
             }
         });
         let mut bad = Vec::new();
-        let mut paths = |list: &[PathBuf], must_exist: bool| -> Vec<CString> {
+        let mut paths = |list: &[PathBuf], must_exist: bool| -> Vec<(CString, bool, usize)> {
             let mut out = Vec::new();
-            for p in list {
+            for (i, p) in list.iter().enumerate() {
                 if !p.is_absolute() {
                     bad.push(format!("sandbox path {} is not absolute", p.display()));
                     continue;
                 }
-                if std::fs::symlink_metadata(p).is_err() {
+                let Ok(meta) = std::fs::symlink_metadata(p) else {
                     if must_exist {
                         bad.push(format!("sandbox path {} does not exist", p.display()));
                     }
                     continue;
-                }
+                };
                 match cstring(p) {
-                    Some(c) => out.push(c),
+                    Some(c) => out.push((c, meta.is_dir(), i)),
                     None => bad.push(format!("sandbox path {} contains a NUL byte", p.display())),
                 }
             }
@@ -378,9 +493,28 @@ impl Plan {
         let read_only = paths(&sandbox.read_only, false);
         let writable = paths(&sandbox.writable, true);
         static CGROUP_MOUNTS: OnceLock<Vec<PathBuf>> = OnceLock::new();
-        let cgroup_fs = paths(CGROUP_MOUNTS.get_or_init(cgroup_mounts), false);
-        if read_only.len() > 15 || writable.len() > 15 {
-            bad.push("at most 15 read-only and 15 writable sandbox paths".into());
+        let cgroup_fs: Vec<CString> = paths(CGROUP_MOUNTS.get_or_init(cgroup_mounts), false)
+            .into_iter()
+            .map(|(c, _, _)| c)
+            .collect();
+        if read_only.len() > MAX_PATHS || writable.len() > MAX_PATHS {
+            bad.push(format!(
+                "at most {MAX_PATHS} read-only and {MAX_PATHS} writable sandbox paths"
+            ));
+        }
+        let cwd = match cstring(cwd) {
+            Some(c) if cwd.is_absolute() => c,
+            _ => {
+                bad.push(format!(
+                    "working directory {} is not an absolute path without NUL bytes",
+                    cwd.display()
+                ));
+                CString::default()
+            }
+        };
+        let sealed = sandbox.host == HostFiles::ReadOnly;
+        if sealed && writable.iter().any(|(c, _, _)| c.as_bytes() == b"/") {
+            bad.push("a read-only host cannot have / writable".into());
         }
         if !bad.is_empty() {
             return Err(crate::ExecError::InvalidSpec {
@@ -391,14 +525,51 @@ impl Plan {
             context: "create the runner death pipe".into(),
             source: io::Error::last_os_error(),
         })?;
+        let (sealed, devices) = if sealed {
+            let mut order: Vec<Entry> = read_only
+                .iter()
+                .map(|(c, dir, i)| Entry {
+                    path: c.clone(),
+                    dir: *dir,
+                    writable: false,
+                    index: *i,
+                })
+                .chain(writable.iter().map(|(c, dir, i)| Entry {
+                    path: c.clone(),
+                    dir: *dir,
+                    writable: true,
+                    index: *i,
+                }))
+                .collect();
+            // Parents before their children: each is attached on top of what holds it.
+            order.sort_by_key(|e| depth(&e.path));
+            let devices = device_nodes()
+                .iter()
+                .filter_map(|(p, dir)| {
+                    Some(Entry {
+                        path: cstring(p)?,
+                        dir: *dir,
+                        writable: true,
+                        index: 0,
+                    })
+                })
+                .collect();
+            (Some(order), devices)
+        } else {
+            (None, Vec::new())
+        };
+        let strip = |v: Vec<(CString, bool, usize)>| v.into_iter().map(|(c, _, _)| c).collect();
         Ok(Plan {
             cgroup_procs,
             die_with_parent: die_with_parent.then_some(pid),
             userns,
             new_net,
-            read_only,
-            writable,
+            read_only: strip(read_only),
+            writable: strip(writable),
+            sealed,
+            devices,
             cgroup_fs,
+            cwd,
             filters: crate::seccomp::filters(new_net),
             death_read,
             probe: false,
@@ -420,6 +591,9 @@ impl Plan {
                 },
                 read_only_paths: Vec::new(),
                 writable_paths: Vec::new(),
+                host_files: "the enclosing box's".into(),
+                private_mounts: Vec::new(),
+                devices: Vec::new(),
                 fresh_proc: false,
                 descriptors: "stdin, stdout, stderr only".into(),
                 pid_limit,
@@ -441,7 +615,19 @@ impl Plan {
                 .collect()
         };
         let mut read_only = show(&self.read_only);
-        read_only.extend(show(&self.cgroup_fs));
+        let (host_files, private_mounts) = match self.sealed {
+            Some(_) => {
+                read_only.insert(0, "/".into());
+                (
+                    "read_only",
+                    ["/tmp", "/dev", "/dev/shm"].map(String::from).to_vec(),
+                )
+            }
+            None => {
+                read_only.extend(show(&self.cgroup_fs));
+                ("shared", Vec::new())
+            }
+        };
         SandboxRecord {
             namespaces,
             pid_namespace_init: "kiln-qual-pidns-init".into(),
@@ -451,6 +637,13 @@ impl Plan {
             seccomp: crate::seccomp::record(self.new_net),
             read_only_paths: read_only,
             writable_paths: show(&self.writable),
+            host_files: host_files.into(),
+            private_mounts,
+            devices: self
+                .devices
+                .iter()
+                .map(|d| String::from_utf8_lossy(d.path.as_bytes()).into_owned())
+                .collect(),
             fresh_proc: true,
             descriptors: "stdin, stdout, stderr only".into(),
             pid_limit,
@@ -492,6 +685,9 @@ pub(crate) unsafe fn run_chain(plan: &Plan) -> io::Result<()> {
         // The enclosing box already holds everything; only the descriptors remain ours.
         if !cloexec_above_stdio() {
             return Err(tagged(Step::Descriptors, 0));
+        }
+        if libc::chdir(plan.cwd.as_ptr()) != 0 {
+            return Err(tagged(Step::Chdir, 0));
         }
         if plan.probe {
             libc::_exit(0);
@@ -611,7 +807,15 @@ unsafe fn init_main(plan: &Plan, status_w: RawFd) -> io::Result<()> {
     }
     let name = b"kq-pidns-init\0"; // INIT_NAME
     libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0);
-    setup_mounts(plan)?;
+    match &plan.sealed {
+        Some(order) => seal_host(plan, order)?,
+        None => setup_mounts(plan)?,
+    }
+    // Entered only now: a directory below a read-only path is read-only from here on (a
+    // working directory entered before the mounts would keep the host's writable mount).
+    if libc::chdir(plan.cwd.as_ptr()) != 0 {
+        return Err(tagged(Step::Chdir, 0));
+    }
     // SIGCHLD is consumed through a signalfd; block it before P exists.
     let mut chld: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut chld);
@@ -760,10 +964,19 @@ const MOUNT_ATTR_RDONLY: u64 = 0x1;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 
 /// `mount_setattr(path, AT_RECURSIVE, {set|clear RDONLY})`.
-unsafe fn set_read_only(path: &CString, on: bool) -> bool {
+unsafe fn set_read_only(path: &CStr, on: bool) -> bool {
+    if on {
+        set_attr(path, MOUNT_ATTR_RDONLY, 0, AT_RECURSIVE)
+    } else {
+        set_attr(path, 0, MOUNT_ATTR_RDONLY, AT_RECURSIVE)
+    }
+}
+
+/// `mount_setattr(path, flags, {set, clear})`.
+unsafe fn set_attr(path: &CStr, set: u64, clear: u64, flags: libc::c_uint) -> bool {
     let attr = MountAttr {
-        attr_set: if on { MOUNT_ATTR_RDONLY } else { 0 },
-        attr_clr: if on { 0 } else { MOUNT_ATTR_RDONLY },
+        attr_set: set,
+        attr_clr: clear,
         propagation: 0,
         userns_fd: 0,
     };
@@ -771,10 +984,212 @@ unsafe fn set_read_only(path: &CString, on: bool) -> bool {
         libc::SYS_mount_setattr,
         libc::AT_FDCWD,
         path.as_ptr(),
-        AT_RECURSIVE,
+        flags,
         &attr as *const MountAttr,
         std::mem::size_of::<MountAttr>(),
     ) == 0
+}
+
+const ROOT: &CStr = c"/";
+
+const OPEN_TREE_CLONE: libc::c_uint = 0x1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+
+/// `open_tree(path, OPEN_TREE_CLONE | AT_RECURSIVE)`: a detached copy of the mounts at
+/// `path`, with the attributes they have now.
+unsafe fn clone_tree(path: &CString) -> RawFd {
+    libc::syscall(
+        libc::SYS_open_tree,
+        libc::AT_FDCWD,
+        path.as_ptr(),
+        OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as libc::c_uint,
+    ) as RawFd
+}
+
+/// `move_mount(tree, path)`: attaches a detached copy at `path` (and closes it).
+unsafe fn attach(tree: RawFd, path: &CString) -> bool {
+    let ok = libc::syscall(
+        libc::SYS_move_mount,
+        tree,
+        c"".as_ptr(),
+        libc::AT_FDCWD,
+        path.as_ptr(),
+        MOVE_MOUNT_F_EMPTY_PATH,
+    ) == 0;
+    let saved = *libc::__errno_location();
+    libc::close(tree);
+    *libc::__errno_location() = saved;
+    ok
+}
+
+/// Creates what is missing of `path` (its parents and, as a directory or an empty file, the
+/// path itself), as a place to attach a mount on. Only the box's own tmpfs is writable at
+/// this point, so only places there can be missing.
+unsafe fn make_place(path: &CString, dir: bool) -> bool {
+    let bytes = path.as_bytes();
+    let mut buf = [0u8; 4096];
+    if bytes.len() >= buf.len() {
+        *libc::__errno_location() = libc::ENAMETOOLONG;
+        return false;
+    }
+    buf[..bytes.len()].copy_from_slice(bytes);
+    let exists = |p: *const libc::c_char| libc::access(p, libc::F_OK) == 0;
+    for i in 1..bytes.len() {
+        if buf[i] != b'/' {
+            continue;
+        }
+        buf[i] = 0;
+        let p = buf.as_ptr().cast();
+        if !exists(p) && libc::mkdir(p, 0o755) != 0 {
+            return false;
+        }
+        buf[i] = b'/';
+    }
+    if exists(path.as_ptr()) {
+        return true;
+    }
+    if dir {
+        return libc::mkdir(path.as_ptr(), 0o755) == 0;
+    }
+    let fd = libc::open(
+        path.as_ptr(),
+        libc::O_RDONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        0o644,
+    );
+    if fd < 0 {
+        return false;
+    }
+    libc::close(fd);
+    true
+}
+
+/// `mount -t tmpfs` at `path` with `options`.
+unsafe fn tmpfs(path: &CStr, flags: libc::c_ulong, options: &CStr) -> bool {
+    libc::mount(
+        c"tmpfs".as_ptr(),
+        path.as_ptr(),
+        c"tmpfs".as_ptr(),
+        flags,
+        options.as_ptr().cast(),
+    ) == 0
+}
+
+/// The mounts of a read-only host ([`HostFiles::ReadOnly`]), in G:
+/// 1. every mount becomes a slave (nothing propagates back to the host);
+/// 2. detached copies are taken of every path of the plan and every device node, as the host
+///    has them (writable where the host's are);
+/// 3. a fresh `/proc` is mounted, then every mount of the namespace — `/proc` and its
+///    `/proc/sys` included — is made read-only (`mount_setattr(/, AT_RECURSIVE, RDONLY)`);
+/// 4. a private tmpfs `/tmp` and a private `/dev` (tmpfs: the device copies, the `fd`/`std*`
+///    links, a tmpfs `shm`; then read-only itself) are mounted;
+/// 5. the copies are attached at their places, parents first; read-only paths are made
+///    read-only again with whatever they hold, and the writable ones below them attached
+///    later stay writable.
+unsafe fn seal_host(plan: &Plan, order: &[Entry]) -> io::Result<()> {
+    let none = std::ptr::null::<libc::c_char>();
+    if libc::mount(
+        none,
+        c"/".as_ptr(),
+        none,
+        libc::MS_REC | libc::MS_SLAVE,
+        std::ptr::null(),
+    ) != 0
+    {
+        return Err(tagged(Step::MountPrivate, 0));
+    }
+    let mut clones = [-1 as RawFd; MAX_CLONES];
+    let n = order.len().min(2 * MAX_PATHS);
+    for (i, e) in order[..n].iter().enumerate() {
+        clones[i] = clone_tree(&e.path);
+        if clones[i] < 0 {
+            return Err(tagged(Step::Clone, e.index));
+        }
+    }
+    let devices = &plan.devices[..plan.devices.len().min(MAX_DEVICES)];
+    for (j, d) in devices.iter().enumerate() {
+        clones[n + j] = clone_tree(&d.path);
+        if clones[n + j] < 0 {
+            return Err(tagged(Step::PrivateDev, j));
+        }
+    }
+    if libc::mount(
+        c"proc".as_ptr(),
+        c"/proc".as_ptr(),
+        c"proc".as_ptr(),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        std::ptr::null(),
+    ) != 0
+    {
+        return Err(tagged(Step::ProcMount, 0));
+    }
+    if !set_read_only(ROOT, true) {
+        return Err(tagged(Step::HostReadOnly, 0));
+    }
+    if !tmpfs(c"/tmp", libc::MS_NOSUID | libc::MS_NODEV, c"mode=1777") {
+        return Err(tagged(Step::PrivateTmp, 0));
+    }
+    if !tmpfs(
+        c"/dev",
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        c"mode=755,size=64k",
+    ) {
+        return Err(tagged(Step::PrivateDev, 0));
+    }
+    for (j, d) in devices.iter().enumerate() {
+        if !make_place(&d.path, d.dir) || !attach(clones[n + j], &d.path) {
+            return Err(tagged(Step::PrivateDev, j));
+        }
+    }
+    for (target, link) in [
+        (c"/proc/self/fd", c"/dev/fd"),
+        (c"/proc/self/fd/0", c"/dev/stdin"),
+        (c"/proc/self/fd/1", c"/dev/stdout"),
+        (c"/proc/self/fd/2", c"/dev/stderr"),
+    ] {
+        if libc::symlink(target.as_ptr(), link.as_ptr()) != 0 {
+            return Err(tagged(Step::PrivateDev, 0));
+        }
+    }
+    if libc::mkdir(c"/dev/shm".as_ptr(), 0o755) != 0
+        || !tmpfs(c"/dev/shm", libc::MS_NOSUID | libc::MS_NODEV, c"mode=1777")
+        || !set_attr(c"/dev", MOUNT_ATTR_RDONLY, 0, 0)
+    {
+        return Err(tagged(Step::PrivateDev, 0));
+    }
+    for (i, e) in order[..n].iter().enumerate() {
+        let step = if e.writable {
+            Step::BindWritable
+        } else {
+            Step::BindReadOnly
+        };
+        if !make_place(&e.path, e.dir) || !attach(clones[i], &e.path) {
+            return Err(tagged(step, e.index));
+        }
+        if !e.writable && !set_read_only(&e.path, true) {
+            return Err(tagged(Step::SetReadOnly, e.index));
+        }
+    }
+    Ok(())
+}
+
+/// In P, for the probe: the host is read-only inside the box and no terminal is reachable.
+/// Writability is asked with `faccessat` (never by opening or writing anything): `EROFS` or
+/// `EACCES` for `/` and `/proc/sys/kernel/core_pattern`; `/dev/tty`, `/dev/console` and
+/// `/dev/pts` do not exist.
+unsafe fn host_read_only() -> bool {
+    let refused = |p: &CStr| {
+        libc::syscall(libc::SYS_faccessat, libc::AT_FDCWD, p.as_ptr(), libc::W_OK) != 0
+            && matches!(*libc::__errno_location(), libc::EROFS | libc::EACCES)
+    };
+    let absent = |p: &CStr| {
+        libc::syscall(libc::SYS_faccessat, libc::AT_FDCWD, p.as_ptr(), libc::F_OK) != 0
+            && *libc::__errno_location() == libc::ENOENT
+    };
+    refused(c"/")
+        && refused(c"/proc/sys/kernel/core_pattern")
+        && absent(c"/dev/tty")
+        && absent(c"/dev/console")
+        && absent(c"/dev/pts")
 }
 
 /// P: the program's own process, right before `exec`.
@@ -807,6 +1222,9 @@ unsafe fn program_main(plan: &Plan) -> io::Result<()> {
     if plan.probe {
         if plan.new_net {
             crate::spawn::check_loopback_only().map_err(|step| tagged(step, 0))?;
+        }
+        if plan.sealed.is_some() && !host_read_only() {
+            return Err(tagged(Step::ProbeHostReadOnly, 0));
         }
         libc::_exit(0);
     }

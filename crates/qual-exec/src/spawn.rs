@@ -127,18 +127,18 @@ pub(crate) fn validate(argv: &[String], env: &[(String, String)]) -> Result<(), 
     }
 }
 
-/// Builds the command: closed environment, null stdin, stdout/stderr piped, and the box.
+/// Builds the command: closed environment, null stdin, stdout/stderr piped, and the box. The
+/// working directory is the plan's, entered inside the box once its mounts exist (never by
+/// `std` before them).
 pub(crate) fn build_command(
     program: &Path,
     argv: &[String],
-    cwd: &Path,
     env: &[(String, String)],
     plan: Plan,
 ) -> Command {
     let mut cmd = Command::new(program);
     cmd.arg0(OsStr::from_bytes(argv[0].as_bytes()))
         .args(&argv[1..])
-        .current_dir(cwd)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
@@ -171,7 +171,7 @@ pub fn probe_containment(
             None => return Err(crate::cgroup::unavailable_error()),
         }
     }
-    let plan = Plan::new(sandbox, new_net, Vec::new(), false)?;
+    let plan = Plan::new(sandbox, new_net, Vec::new(), false, Path::new("/"))?;
     sandbox::probe(plan).map_err(|f| isolation_error(f, sandbox))?;
     Ok(network_isolation(policy))
 }

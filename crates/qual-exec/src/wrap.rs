@@ -6,11 +6,12 @@
 //!   else reaches the tool;
 //! - `CARGO_NET_OFFLINE=true` is always set (the `--offline` semantics), overriding the host;
 //! - the tool runs under [`crate::execute_observed`]: own session and group, deadline, TERM →
-//!   grace → KILL, descendants settled and killed;
+//!   grace → KILL, descendants settled and killed; in the box the caller gives (a case's:
+//!   the host read-only but the worktree) with a loopback-only network;
 //! - the exit code passes through; [`exit_code`] maps the other outcomes to the conventions of
 //!   `timeout(1)` and shells.
 
-use crate::{CaptureLimits, ExecSpec, NetworkPolicy, Termination};
+use crate::{CaptureLimits, ExecSpec, NetworkPolicy, Sandbox, Termination};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -93,8 +94,10 @@ pub fn exit_code(t: &Termination) -> i32 {
 }
 
 /// The spec of a bounded `cargo` run: `program` (normally `cargo`) with `args`, the filtered
-/// environment with `CARGO_NET_OFFLINE=true`, the deadline and grace, network inherited
-/// (offline mode already forbids fetching; crates may still need loopback services).
+/// environment with `CARGO_NET_OFFLINE=true`, the deadline and grace, a private network with
+/// only loopback (offline mode forbids fetching; tests may still use loopback services) and
+/// the caller's `sandbox` (the box of a case: the host read-only but the worktree).
+#[allow(clippy::too_many_arguments)]
 pub fn cargo_spec(
     program: &str,
     args: &[String],
@@ -103,6 +106,7 @@ pub fn cargo_spec(
     extra_allow: &[String],
     timeout: Duration,
     term_grace: Duration,
+    sandbox: Sandbox,
 ) -> ExecSpec {
     let mut argv = vec![program.to_string()];
     argv.extend(args.iter().cloned());
@@ -121,8 +125,8 @@ pub fn cargo_spec(
             head_bytes: 16 * 1024,
             tail_bytes: 16 * 1024,
         },
-        network: NetworkPolicy::Inherit,
-        sandbox: Default::default(),
+        network: NetworkPolicy::LoopbackOnly,
+        sandbox,
     }
 }
 

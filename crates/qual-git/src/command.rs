@@ -88,6 +88,10 @@ pub(crate) fn run(dir: &Path, args: &[&str], deadline: Duration) -> Result<Finis
     let until = started + deadline;
     let shown = args.join(" ");
     let mut child = command(dir, args)
+        .map_err(|source| GitError::Program {
+            args: shown.clone(),
+            source,
+        })?
         .spawn()
         .map_err(|source| GitError::Spawn {
             args: shown.clone(),
@@ -189,9 +193,10 @@ fn timeout(args: String, deadline: Duration) -> GitError {
     }
 }
 
-/// The command: closed environment, overrides, no pager, null stdin, piped output.
-fn command(dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new("git");
+/// The command: the trusted `git`, closed environment, overrides, no pager, null stdin,
+/// piped output.
+fn command(dir: &Path, args: &[&str]) -> Result<Command, qual_trusted::TrustError> {
+    let mut cmd = qual_trusted::command("git")?;
     cmd.env_clear();
     if let Some(path) = std::env::var_os("PATH") {
         cmd.env("PATH", path);
@@ -210,7 +215,7 @@ fn command(dir: &Path, args: &[&str]) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    cmd
+    Ok(cmd)
 }
 
 fn kill(child: &mut Child) {

@@ -17,8 +17,9 @@
 //! # How (the invariants)
 //!
 //! Every invocation ([`command`]):
-//! - runs the `git` found on `PATH` with a cleared environment rebuilt from
-//!   [`command::ENVIRONMENT`] (`LC_ALL=C`, no system or global config, no system attributes,
+//! - runs the `git` that `qual-trusted` resolved on `PATH` before any case ran (an absolute
+//!   path only root can change, re-checked before each start) with a cleared environment
+//!   rebuilt from [`command::ENVIRONMENT`] (`LC_ALL=C`, no system or global config, no system attributes,
 //!   no prompts, no optional locks, no replace objects, no lazy fetch, `cat` as
 //!   pager), `PATH` kept and `HOME` pointing below `/dev/null` (cannot exist); no
 //!   inherited `GIT_*` variable reaches git;
@@ -90,6 +91,16 @@ pub use status::{blob_id, Change, ChangeKind, ObjectFormat};
 /// Why a git query failed. Messages are lowercase and read after "failed to …: ".
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
+    /// No `git` qualifies to be run (see `qual-trusted`: resolved before any case ran, only
+    /// root can change it, unchanged since).
+    #[error("cannot run git {args}: {source}")]
+    Program {
+        /// The arguments after the fixed options.
+        args: String,
+        /// Why no program qualifies.
+        #[source]
+        source: qual_trusted::TrustError,
+    },
     /// `git` could not be started.
     #[error("cannot run git {args}: {source}")]
     Spawn {
@@ -425,6 +436,37 @@ pub fn parse_ls_files_stage(out: &[u8]) -> Result<Vec<IndexEntry>, GitError> {
         });
     }
     Ok(entries)
+}
+
+/// The directories git keeps the state of the worktree at `top` in, read from the files
+/// themselves (no git is run): `top/.git`; for a linked worktree (`.git` is a file) also the
+/// directory its `gitdir:` line names (`.git/worktrees/<name>` of the main repository) and
+/// the common git directory that one's `commondir` names (the main repository's `.git`,
+/// which holds its config, hooks and objects). Canonical paths of what exists; `top/.git`
+/// always comes first. Everything here must be read-only to a case.
+pub fn state_dirs(top: &Path) -> Vec<PathBuf> {
+    let dot_git = top.join(".git");
+    let mut out = vec![dot_git.clone()];
+    let Ok(text) = std::fs::read_to_string(&dot_git) else {
+        return out;
+    };
+    let Some(dir) = text.lines().find_map(|l| l.strip_prefix("gitdir: ")) else {
+        return out;
+    };
+    let Ok(gitdir) = std::fs::canonicalize(top.join(dir.trim())) else {
+        return out;
+    };
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
+        if let Ok(common) = std::fs::canonicalize(gitdir.join(common.trim())) {
+            if !out.contains(&common) {
+                out.push(common);
+            }
+        }
+    }
+    if !out.iter().any(|d| gitdir.starts_with(d)) {
+        out.push(gitdir);
+    }
+    out
 }
 
 /// Whether `s` is 40 lowercase hex digits (a SHA-1 commit id).

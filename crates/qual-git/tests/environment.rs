@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use common::{repo, write, Trap};
@@ -53,22 +52,23 @@ fn inherited_git_variables_are_ignored_and_the_deadline_kills_git() {
         std::env::remove_var(k);
     }
 
-    // A `git` on PATH that never answers is killed at the deadline.
-    let bin = tempfile::tempdir().unwrap();
-    let fake = bin.path().join("git");
-    std::fs::write(&fake, "#!/bin/sh\nexec sleep 30\n").unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![bin.path().to_path_buf()];
-    dirs.extend(std::env::split_paths(&path));
-    std::env::set_var("PATH", std::env::join_paths(dirs).unwrap());
+    // A git that never answers is killed at the deadline. (The binding runs the git it
+    // resolved once, so a slow one is made from repository state: `HEAD` as a FIFO blocks
+    // git's repository discovery forever.)
+    let slow = common::repo();
+    let head = slow.path().join(".git/HEAD");
+    std::fs::remove_file(&head).unwrap();
+    let st = std::process::Command::new("mkfifo")
+        .arg(&head)
+        .status()
+        .unwrap();
+    assert!(st.success());
     let started = Instant::now();
-    let e = Repo::new(r)
+    let e = Repo::new(slow.path())
         .with_deadline(Duration::from_millis(500))
         .head_commit()
         .unwrap_err();
     let took = started.elapsed();
-    std::env::set_var("PATH", path);
     assert!(matches!(e, GitError::Timeout { .. }), "{e}");
     assert_eq!(
         e.to_string(),

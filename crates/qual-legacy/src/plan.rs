@@ -66,7 +66,15 @@ impl Default for GhCli {
 
 impl RunnerInventory for GhCli {
     fn list_runners(&self, repo: &str) -> std::result::Result<Value, String> {
-        let out = std::process::Command::new(&self.program)
+        // The trusted `gh` (qual-trusted: resolved once, only root can change it).
+        let mut cmd = match qual_trusted::command(&self.program) {
+            Ok(c) => c,
+            Err(e) if e.is_not_found() => {
+                return Err("gh CLI is required for --check-runners".into())
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        let out = cmd
             .args([
                 "api",
                 &format!("repos/{repo}/actions/runners"),

@@ -233,16 +233,18 @@ pub fn run_bounded(
     log: &Path,
     limits: RunLimits,
 ) -> Result<Execution> {
-    run_bounded_echo(cmd, cwd, log, limits, false)
+    run_bounded_echo(cmd, cwd, log, limits, false, Default::default())
 }
 
-/// [`run_bounded`], echoing the output live to stderr when `echo` is set.
+/// [`run_bounded`], echoing the output live to stderr when `echo` is set, in `sandbox` with
+/// a loopback-only network.
 pub fn run_bounded_echo(
     cmd: &ParsedCommand,
     cwd: &Path,
     log: &Path,
     limits: RunLimits,
     echo: bool,
+    sandbox: qual_exec::Sandbox,
 ) -> Result<Execution> {
     let file = OpenOptions::new()
         .create(true)
@@ -266,8 +268,8 @@ pub fn run_bounded_echo(
             head_bytes: 4096,
             tail_bytes: 4096,
         },
-        network: qual_exec::NetworkPolicy::Inherit,
-        sandbox: Default::default(),
+        network: qual_exec::NetworkPolicy::LoopbackOnly,
+        sandbox,
     };
     let mut sink = LogSink {
         file,
@@ -338,6 +340,9 @@ pub struct RunRequest<'a> {
     pub limits: RunLimits,
     /// Echo the command's output live to stderr.
     pub echo: bool,
+    /// The box the fixture command runs in (the caller's: a case's, the host read-only but
+    /// the worktree).
+    pub sandbox: qual_exec::Sandbox,
 }
 
 /// What `latency run` produced.
@@ -421,7 +426,14 @@ pub fn run_fixture(repo: &Repo, req: &RunRequest<'_>) -> Result<RunReport> {
         }
         Err(e) => return Err(LegacyError::Refused(e.to_string())),
     }
-    let execution = run_bounded_echo(&parsed, repo.root(), &log_path, req.limits, req.echo)?;
+    let execution = run_bounded_echo(
+        &parsed,
+        repo.root(),
+        &log_path,
+        req.limits,
+        req.echo,
+        req.sandbox.clone(),
+    )?;
     let tail = || log_tail(&log_path, 20);
     let shown = log_path.display();
     match &execution.termination {

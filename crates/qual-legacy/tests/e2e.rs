@@ -25,6 +25,13 @@ fn run(repo: &Repo) -> qual_legacy::Result<qual_legacy::run::RunReport> {
             status: "passed",
             limits: RunLimits::default(),
             echo: false,
+            // The box `latency run` gives fixture commands: the worktree writable, `.git`
+            // read-only, the rest of the host read-only.
+            sandbox: qual_exec::Sandbox {
+                read_only: vec![repo.join(".git")],
+                writable: vec![repo.root().to_path_buf()],
+                host: qual_exec::HostFiles::ReadOnly,
+            },
         },
     )
 }

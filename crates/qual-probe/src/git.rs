@@ -13,6 +13,6 @@
 //! unmerged, deleted and untracked files are dirty; ignored files are not.
 
 pub use qual_git::{
-    blob_id, is_commit_id, is_object_id, parse_ls_files_stage, Change, ChangeKind, GitError,
-    IndexEntry, ObjectFormat, Repo,
+    blob_id, is_commit_id, is_object_id, parse_ls_files_stage, state_dirs, Change, ChangeKind,
+    GitError, IndexEntry, ObjectFormat, Repo,
 };

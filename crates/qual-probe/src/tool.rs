@@ -3,11 +3,13 @@
 //! A probe tool runs with stdin null, in its own process group, with a deadline; on the
 //! deadline the whole group is killed with SIGKILL. Output is kept up to [`OUTPUT_LIMIT`]
 //! bytes per stream (the rest is drained and counted). A missing executable is reported as
-//! [`ToolStatus::NotFound`], never as an invented value.
+//! [`ToolStatus::NotFound`], never as an invented value. The executable is the one
+//! `qual-trusted` resolved (before any case ran, only root can change it, re-checked); a
+//! refused one is [`ToolStatus::SpawnFailed`] with the reason.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// Bytes kept per stream.
@@ -108,7 +110,21 @@ fn drain(mut r: impl Read) -> Vec<u8> {
 /// Runs `argv` with a deadline and the given environment additions (the rest is inherited).
 pub fn run_tool(argv: &[&str], timeout: Duration) -> ToolOutput {
     let start = Instant::now();
-    let mut cmd = Command::new(argv[0]);
+    let mut cmd = match qual_trusted::command(argv[0]) {
+        Ok(c) => c,
+        Err(e) => {
+            return ToolOutput {
+                status: if e.is_not_found() {
+                    ToolStatus::NotFound
+                } else {
+                    ToolStatus::SpawnFailed(e.to_string())
+                },
+                stdout: String::new(),
+                stderr: String::new(),
+                duration: start.elapsed(),
+            }
+        }
+    };
     cmd.args(&argv[1..])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -212,6 +212,9 @@ fn sandbox_value(b: &qual_exec::SandboxRecord) -> Value {
     o.insert("seccomp", Value::Object(sc));
     o.insert("read_only_paths", strings(&b.read_only_paths));
     o.insert("writable_paths", strings(&b.writable_paths));
+    o.insert("host_files", Value::from(b.host_files.as_str()));
+    o.insert("private_mounts", strings(&b.private_mounts));
+    o.insert("devices", strings(&b.devices));
     o.insert("fresh_proc", Value::Bool(b.fresh_proc));
     o.insert("descriptors", Value::from(b.descriptors.as_str()));
     o.insert(
@@ -278,11 +281,21 @@ pub fn run_execution(
     let cwd = std::fs::canonicalize(&wd)
         .ok()
         .filter(|p| p.starts_with(ctx.root) && p.is_dir());
-    if cwd.is_none() {
-        failures.push(format!(
+    match &cwd {
+        None => failures.push(format!(
             "case {} working directory is not a directory",
             qual_json::show::quote(&case.id)
-        ));
+        )),
+        Some(c) => {
+            if let Some(p) = crate::case_box::protected_working_directory(c, ctx.read_only) {
+                failures.push(format!(
+                    "case {} working directory {} is at or below {}, which is read-only to cases",
+                    qual_json::show::quote(&case.id),
+                    qual_json::show::quote(&case.working_directory),
+                    p.display()
+                ));
+            }
+        }
     }
 
     let half = (ctx.per_stream_limit / 2).max(1) as usize;
@@ -301,10 +314,9 @@ pub fn run_execution(
                 tail_bytes: (ctx.per_stream_limit as usize).saturating_sub(half).max(1),
             },
             network: NetworkPolicy::LoopbackOnly,
-            sandbox: qual_exec::Sandbox {
-                read_only: ctx.read_only.to_vec(),
-                writable: vec![scratch.clone()],
-            },
+            // The worktree and the case's scratch are writable; the case directory around
+            // the scratch (the runner's logs and result copies) is not.
+            sandbox: crate::case_box::sandbox(ctx.root, ctx.read_only, Some(&scratch)),
         };
         let rp = result_path.clone();
         let mut watch = move || {

@@ -13,6 +13,7 @@
 //! the run started (run data removed, no receipt), 130 interrupted by SIGINT/SIGTERM (owned
 //! processes terminated, run data removed).
 
+pub mod case_box;
 pub mod case_result;
 pub mod environment;
 pub mod error;

@@ -106,11 +106,15 @@ fn parse_assignments(raw: &[String]) -> Result<Vec<(String, String)>, Refusal> {
     }
 }
 
-/// Probes loopback-only network isolation (`qual_exec::probe_loopback_only`: a forked child
-/// brings up a private namespace with only `lo` and does a loopback round trip; nothing runs
-/// and nothing is written). Returns the mechanism id exported to cases.
-pub fn probe_network_isolation() -> Result<String, Refusal> {
-    match qual_exec::probe_loopback_only() {
+/// Probes the case box of a run at `root` (`qual_exec::probe_containment`: a forked child
+/// sets up the whole box — a private network namespace with only `lo` and a loopback round
+/// trip, the read-only host with the worktree writable and `.git` read-only — and checks that
+/// the host is not writable; nothing runs and nothing is written). Returns the mechanism id
+/// exported to cases.
+pub fn probe_network_isolation(root: &Path) -> Result<String, Refusal> {
+    let protected = crate::case_box::protected_paths(root, None);
+    let sandbox = crate::case_box::sandbox(root, &protected, None);
+    match qual_exec::probe_containment(qual_exec::NetworkPolicy::LoopbackOnly, &sandbox) {
         // The whole box is probed: namespaces, init, mounts, capabilities, seccomp, cgroup.
         Ok(n) => Ok(n.mechanism_id().to_string()),
         Err(e @ ExecError::IsolationUnavailable { .. }) => Err(Refusal::Isolation(e.to_string())),
@@ -257,7 +261,7 @@ pub fn preflight(req: &RunRequest) -> Result<Prepared, Refusal> {
         ),
     };
 
-    let network_mechanism = probe_network_isolation()?;
+    let network_mechanism = probe_network_isolation(&root)?;
 
     // Re-verify the source binding.
     let again = source_tree::compute(&root, policy.source_tree_profile)

@@ -425,6 +425,9 @@ fn execute_run(
     };
     let mut config_verified = !model_failed;
     let mut run_config_cases = Vec::new();
+    // Every program the runner starts from here on (git for the drift checks) was resolved
+    // before the first case could plant one on PATH.
+    qual_trusted::seal();
     let mut results: Vec<CaseResultEntry> = Vec::new();
     if model_failed {
         results = crate::aggregate::unexecuted_results(
@@ -749,31 +752,12 @@ fn execute_run(
     Ok(receipt)
 }
 
-/// What judges a case and must be read-only inside its box: the repository's git directory
-/// (and, for a linked worktree, the directory its `.git` file points to), `.qualification/`
-/// (runs and receipts; each execution's own case directory is re-opened writable) and the
-/// receipt's directory, created now so that it can be bound.
+/// What judges a case and must be read-only inside its box (see [`crate::case_box`]), with
+/// the receipt's directory created now so that it can be bound.
 fn judged_paths(root: &Path, receipt_path: &Path) -> Result<Vec<std::path::PathBuf>, String> {
-    let mut out = Vec::new();
-    let dot_git = root.join(".git");
-    if dot_git.is_file() {
-        let text = std::fs::read_to_string(&dot_git)
-            .map_err(|e| format!("cannot read {}: {e}", dot_git.display()))?;
-        if let Some(dir) = text.lines().find_map(|l| l.strip_prefix("gitdir: ")) {
-            let dir = root.join(dir.trim());
-            if let Ok(dir) = std::fs::canonicalize(dir) {
-                out.push(dir);
-            }
-        }
-    }
-    out.push(dot_git);
-    out.push(root.join(".qualification"));
     let parent = receipt_path.parent().expect("receipt parent");
     std::fs::create_dir_all(parent).map_err(|e| format!("cannot create receipt directory: {e}"))?;
-    if !parent.starts_with(root.join(".qualification")) {
-        out.push(parent.to_path_buf());
-    }
-    Ok(out)
+    Ok(crate::case_box::protected_paths(root, Some(parent)))
 }
 
 /// `syncfs(2)` on the file system holding `dir`.

@@ -115,12 +115,11 @@ fn a_sleeper_past_its_deadline_gets_sigterm_and_a_failed_receipt() {
 
 #[test]
 fn an_escaped_setsid_grandchild_is_found_killed_and_recorded() {
-    let repo_dir_probe = tempfile::tempdir().unwrap();
-    let pidfile = repo_dir_probe.path().join("pid");
+    // Relative to the case's working directory (the worktree, writable in the box).
     let m = marker();
     let cases = vec![case(
         "escape-case",
-        &[FIXTURE, "escape", pidfile.to_str().unwrap(), "60"],
+        &[FIXTURE, "escape", "scratch/pid", "60"],
         &marker_env(&m, ""),
         "",
         runner_protocol(),
@@ -137,7 +136,7 @@ fn an_escaped_setsid_grandchild_is_found_killed_and_recorded() {
         "{}",
         details(&v, 0)
     );
-    let pid: i32 = std::fs::read_to_string(&pidfile)
+    let pid: i32 = std::fs::read_to_string(repo.root().join("scratch/pid"))
         .unwrap()
         .trim()
         .parse()

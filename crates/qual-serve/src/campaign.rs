@@ -275,17 +275,23 @@ fn create_new(path: &Path, bytes: &[u8]) -> Result<(), ServeError> {
     Ok(())
 }
 
-/// What the server must not write: the directory of the case result and evidence, and the
-/// git directory and `.qualification/` of the repository around the working directory.
+/// What the server must not write: the directory of the case result and evidence, and git's
+/// state (`qual_git::state_dirs`: `.git`, and for a linked worktree its gitdir and the common
+/// git directory) and `.qualification/` of the repository around the working directory.
 /// (Public for the paired campaign, whose servers get the same protection.)
 pub fn protected_paths(result: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    if let Some(dir) = result.parent().and_then(|d| std::fs::canonicalize(d).ok()) {
+    // A bare file name (`--result r.json`) has an empty parent: the current directory.
+    let parent = result
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if let Ok(dir) = std::fs::canonicalize(parent) {
         out.push(dir);
     }
     if let Ok(cwd) = std::env::current_dir() {
         if let Some(top) = cwd.ancestors().find(|d| d.join(".git").exists()) {
-            out.push(top.join(".git"));
+            out.extend(qual_git::state_dirs(top));
             if top.join(".qualification").is_dir() {
                 out.push(top.join(".qualification"));
             }

@@ -163,7 +163,10 @@ impl OwnedServer {
     }
 
     /// Checks the port and launches the server. On `Err` the record says why and nothing runs.
-    /// `protect`: paths the server must not write (read-only inside its box).
+    /// `protect`: paths the server must not write (read-only inside its box). The server gets
+    /// the box of a case: the host read-only but the worktree around its working directory
+    /// (or that directory, outside a repository), a private `/tmp`; it enters its working
+    /// directory inside the box, so one at or below a protected path is read-only to it.
     pub fn launch(
         recipe: &LaunchRecipe,
         epoch: Instant,
@@ -209,6 +212,16 @@ impl OwnedServer {
             "port_checked",
             Some(format!("no listener on port {}", recipe.port)),
         );
+        // The worktree around the working directory is writable, the protected paths in it
+        // are not (they are attached on top, read-only); outside a repository the working
+        // directory itself is writable unless it is protected.
+        let cwd = std::fs::canonicalize(&recipe.working_directory)
+            .unwrap_or_else(|_| recipe.working_directory.clone());
+        let writable: Vec<PathBuf> = match cwd.ancestors().find(|d| d.join(".git").exists()) {
+            Some(top) => vec![top.to_path_buf()],
+            None if protect.iter().any(|p| cwd.starts_with(p)) => Vec::new(),
+            None => vec![cwd],
+        };
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis())
@@ -237,7 +250,8 @@ impl OwnedServer {
             network: NetworkPolicy::Inherit,
             sandbox: qual_exec::Sandbox {
                 read_only: protect.to_vec(),
-                writable: Vec::new(),
+                writable,
+                host: qual_exec::HostFiles::ReadOnly,
             },
         };
         match OwnedProcess::spawn(&spec) {

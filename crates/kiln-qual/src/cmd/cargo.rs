@@ -59,6 +59,13 @@ pub fn run(a: CargoArgs) -> i32 {
             return 1;
         }
     };
+    let sandbox = match qual_runner::case_box::for_directory(&cwd) {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("kiln-qual cargo: refused: {}", esc(&e));
+            return 2;
+        }
+    };
     let host_env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
@@ -70,6 +77,7 @@ pub fn run(a: CargoArgs) -> i32 {
         &a.allow_env,
         Duration::from_secs_f64(a.timeout_seconds),
         Duration::from_secs_f64(a.term_grace_seconds),
+        sandbox,
     );
     let exec = match qual_exec::execute_observed(&spec, &mut PassThrough) {
         Ok(e) => e,

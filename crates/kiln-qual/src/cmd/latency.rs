@@ -309,7 +309,12 @@ fn run_fixture(a: RunArgs) -> i32 {
         Err(code) => return code,
     };
     let manifest = repo.root().join(&a.manifest);
+    let sandbox = match qual_runner::case_box::for_directory(repo.root()) {
+        Ok(s) => s,
+        Err(e) => return fail(&what, a.json, &LegacyError::Refused(e)),
+    };
     let req = qual_legacy::run::RunRequest {
+        sandbox,
         manifest_path: &manifest,
         fixture_id: &a.fixture_id,
         log_dir: &a.log_dir,

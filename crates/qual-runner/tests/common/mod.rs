@@ -32,8 +32,10 @@ pub fn git(root: &Path, args: &[&str]) {
 }
 
 impl Repo {
-    /// A repository with `.gitignore` (`.qualification/`, `models/`, `scratch/`), a tracked
-    /// `src/lib.rs`, and the given workloads committed under `qualification/workloads/`.
+    /// A repository with `.gitignore` (`.qualification/`, `models/`, `scratch/`), an empty
+    /// `scratch/` (where cases may leave files for a test: the rest of the host is read-only
+    /// to them), a tracked `src/lib.rs`, and the given workloads committed under
+    /// `qualification/workloads/`.
     pub fn new(workloads: &[(&str, String)]) -> Repo {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path();
@@ -44,6 +46,7 @@ impl Repo {
         )
         .unwrap();
         std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir_all(root.join("scratch")).unwrap();
         std::fs::write(root.join("src/lib.rs"), "pub fn v() -> u32 { 1 }\n").unwrap();
         std::fs::create_dir_all(root.join("qualification/workloads")).unwrap();
         for (name, text) in workloads {

@@ -1,5 +1,5 @@
-//! `qual-exec-run [--timeout S] [--grace S] [--loopback-only] [--read-only PATH]...
-//! [--writable PATH]... -- ARGV...`: runs one command
+//! `qual-exec-run [--timeout S] [--grace S] [--loopback-only] [--read-only-host]
+//! [--read-only PATH]... [--writable PATH]... -- ARGV...`: runs one command
 //! through `qual_exec::execute` with the inherited environment and prints the `Execution`
 //! evidence as JSON on stdout. A minimal runner process for tests that must kill the runner
 //! itself (e.g. with SIGKILL) and for manual experiments. Exit 0 when the evidence was
@@ -41,6 +41,7 @@ fn main() {
                 i += 1;
             }
             "--loopback-only" => network = NetworkPolicy::LoopbackOnly,
+            "--read-only-host" => sandbox.host = qual_exec::HostFiles::ReadOnly,
             "--read-only" | "--writable" => {
                 let p = opts
                     .get(i + 1)

@@ -429,7 +429,8 @@ fn write_case_result(args: &[String]) {
 }
 
 /// `deny-syscalls NAME[,NAME...] -- CMD...`: installs a seccomp filter that makes the named
-/// system calls fail with `EPERM` (`unshare`, `seccomp`, `mount_setattr`, `mount`), then
+/// system calls fail with `EPERM` (`unshare`, `seccomp`, `mount_setattr`, `mount`,
+/// `open_tree`), then
 /// executes CMD — a kernel that lacks (or forbids) those mechanisms, for refusal tests.
 fn deny_syscalls(args: &[String]) {
     use std::os::unix::process::CommandExt;
@@ -451,6 +452,7 @@ fn deny_syscalls(args: &[String]) {
             "seccomp" => libc::SYS_seccomp,
             "mount_setattr" => libc::SYS_mount_setattr,
             "mount" => libc::SYS_mount,
+            "open_tree" => libc::SYS_open_tree,
             other => usage(&format!("deny-syscalls: unknown system call {other}")),
         };
         rules.insert(nr, Vec::new());
