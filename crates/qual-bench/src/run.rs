@@ -274,7 +274,19 @@ fn summarize(
     // A closed loop has no schedule to keep: its send lag is recorded, not gated.
     let mut limits = cfg.validity;
     limits.gate_late_sends &= !closed_loop;
-    let m = metrics::compute(&records, cfg.slo, limits);
+    // Non-streamed requests define only E2E and throughput: those are what is gated.
+    let unary: Option<Vec<String>> = (!cfg.engine.stream).then(|| {
+        let mut g = vec![
+            "e2e_ms.p50".to_string(),
+            "output_tokens_per_second".to_string(),
+            "requests_per_second".to_string(),
+        ];
+        if cfg.slo.is_declared() {
+            g.push("slo_attainment".into());
+        }
+        g
+    });
+    let m = metrics::compute_gated(&records, cfg.slo, limits, unary.as_deref());
     let ps = &cfg.percentiles;
     let measured: Vec<&RequestRecord> = records
         .iter()

@@ -763,6 +763,18 @@ fn confirm_tail(candidate: Option<(ReadStamp, usize)>, rec: &mut RequestRecord) 
     }
 }
 
+/// The lower end of the arrival of a body's end, delivered by `read`: the read's own
+/// timestamp where it was kernel-stamped and drained the queue (its newest segment holds the
+/// body's last byte: nothing follows a response on an HTTP/1.1 connection before the next
+/// request), else [`bound_below`].
+fn body_end_lower(read: &ReadStamp, epoch: Instant, send_ns: Option<u64>) -> u64 {
+    if read.lag_ns.is_some() && read.drained {
+        read.arrival().saturating_duration_since(epoch).as_nanos() as u64
+    } else {
+        bound_below(read, epoch, send_ns)
+    }
+}
+
 /// Reads an SSE body event by event.
 async fn read_stream(
     conn: &mut Connection,
@@ -851,11 +863,8 @@ async fn read_stream(
         }
     }
     rec.end_ns = Some(ns(epoch));
-    rec.end_lower_ns = Some(bound_below(
-        &conn.reads.lock().expect("read log"),
-        epoch,
-        rec.send_ns,
-    ));
+    let end_read = *conn.reads.lock().expect("read log");
+    rec.end_lower_ns = Some(body_end_lower(&end_read, epoch, rec.send_ns));
     if !rec.content_event_ns.is_empty() {
         rec.clock_source = Some(if read_clock_events == 0 {
             ClockSource::KernelRxTimestamp
@@ -942,7 +951,6 @@ async fn read_whole(
     let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
     let mut bytes = Vec::new();
     let mut failure = None;
-    let mut last_read = None;
     while let Some(f) = next_frame(&mut body).await {
         match f {
             Ok(f) => {
@@ -952,7 +960,6 @@ async fn read_whole(
                         rec.first_byte_ns =
                             Some(read.arrival().saturating_duration_since(epoch).as_nanos() as u64);
                     }
-                    last_read = Some(read);
                     bytes.extend_from_slice(&d);
                     if let Err(e) = within(bytes.len() as u64, limits.max_bytes, "bytes") {
                         failure = Some(e);
@@ -967,11 +974,8 @@ async fn read_whole(
         }
     }
     rec.end_ns = Some(ns(epoch));
-    rec.end_lower_ns = Some(bound_below(
-        &conn.reads.lock().expect("read log"),
-        epoch,
-        rec.send_ns,
-    ));
+    let end_read = *conn.reads.lock().expect("read log");
+    rec.end_lower_ns = Some(body_end_lower(&end_read, epoch, rec.send_ns));
     let reusable = failure.is_none();
     let mut st = StreamState {
         done: true,
@@ -982,17 +986,13 @@ async fn read_whole(
         None => whole_response(&bytes, &mut st).and_then(|()| {
             if !st.content.is_empty() || !st.reasoning.is_empty() {
                 // The whole response is the one content event, at the end of the body.
-                let read = last_read.expect("a body with content was read");
+                // The read that ended the body (its last byte ends the only content event).
+                let read = end_read;
                 let t = read.arrival().saturating_duration_since(epoch).as_nanos() as u64;
                 rec.content_event_ns.push(t);
-                // Exact when the body's last JSON byte ended a read that drained the queue.
-                let exact = read.ends_exactly_with(b"}") || read.ends_exactly_with(b"}\r\n");
-                rec.content_events_exact += u64::from(exact);
-                rec.content_event_width_ns.push(if exact {
-                    0
-                } else {
-                    t - bound_below(&read, epoch, rec.send_ns)
-                });
+                let lower = body_end_lower(&read, epoch, rec.send_ns);
+                rec.content_events_exact += u64::from(lower == t);
+                rec.content_event_width_ns.push(t - lower);
                 rec.clock_source = Some(match read.lag_ns {
                     Some(lag) => {
                         rec.content_read_lag_ns.push(lag);

@@ -1011,6 +1011,8 @@ pub fn run_plan(
     progress: Option<Arc<dyn ProgressSink>>,
 ) -> Result<RunOutcome, LoadError> {
     check_plan(plan, spec, opts)?;
+    // Stamped reads from the first measured request on (a no-op once the kernel stamps).
+    crate::rxclock::warm_kernel_timestamps(Duration::from_secs(1));
     let ctx = Arc::new(build_ctx(plan, spec, opts, epoch, progress));
     let worker = ctx.clone();
     let handle = std::thread::Builder::new()

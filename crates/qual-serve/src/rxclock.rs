@@ -166,6 +166,45 @@ impl StampedStream {
     }
 }
 
+/// Makes sure the kernel stamps received segments before any measured read: Linux switches
+/// receive timestamping on system-wide through deferred work when the first socket asks, so
+/// segments arriving in the first moments after carry no stamp (and their events only the
+/// wide interval of a read-time stamp). A loopback TCP pair asks and sends one byte at a
+/// time until a segment comes back stamped, for at most `limit`; returns whether one did.
+pub fn warm_kernel_timestamps(limit: Duration) -> bool {
+    let attempt = || -> std::io::Result<bool> {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let mut tx = std::net::TcpStream::connect(l.local_addr()?)?;
+        let (rx, _) = l.accept()?;
+        let on: libc::c_int = 1;
+        // SAFETY: a valid socket descriptor and a c_int option value of the stated size.
+        let ok = unsafe {
+            libc::setsockopt(
+                rx.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        } == 0;
+        if !ok {
+            return Ok(false);
+        }
+        rx.set_read_timeout(Some(Duration::from_millis(100)))?;
+        let start = Instant::now();
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8];
+        while start.elapsed() < limit {
+            std::io::Write::write_all(&mut tx, b"t")?;
+            if let (1.., Some(_)) = recv_stamped(rx.as_raw_fd(), &mut buf, 0)? {
+                return Ok(true);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(false)
+    };
+    attempt().unwrap_or(false)
+}
+
 /// `t` on the system's `CLOCK_MONOTONIC` in ns (what `Instant` reads on Linux), so evidence
 /// times relative to an epoch can be laid beside another process's monotonic trace.
 pub fn monotonic_ns_of(t: Instant) -> u64 {

@@ -370,7 +370,14 @@ fn compact_summary(rows: &[MetricRow]) -> String {
         rate("goodput_requests_per_second")
     ));
     if let Some(a) = val("slo_attainment") {
-        s.push_str(&format!("slo attainment: {:.1}%\n", a * 100.0));
+        let err = get("slo_attainment")
+            .and_then(|r| r.bound)
+            .map_or(0.0, |b| b.error(a));
+        s.push_str(&format!(
+            "slo attainment: {:.1}% ±{:.1}\n",
+            a * 100.0,
+            err * 100.0
+        ));
     }
     s.push_str("(--verbose prints every metric; the evidence file holds the definitions)\n");
     s
