@@ -124,7 +124,7 @@ fn serving_mock_workload_passes_and_its_receipt_validates() {
             found |= case
                 .unwrap()
                 .path()
-                .join("command-result.serve-evidence.json")
+                .join("scratch/command-result.serve-evidence.json")
                 .is_file();
         }
     }

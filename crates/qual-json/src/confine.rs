@@ -377,11 +377,17 @@ mod tests {
             create_file(&root, Path::new("real/dangling"), 0o644),
             Err(ConfineError::Exists { .. })
         ));
-        // Replacing swaps the symlink itself out, writing nothing through it.
-        replace_file(&root, Path::new("real/dangling"), b"new", 0o644).unwrap();
-        assert_eq!(std::fs::read(root.join("real/dangling")).unwrap(), b"new");
-        replace_file(&root, Path::new("real/dangling"), b"newer", 0o644).unwrap();
-        assert_eq!(std::fs::read(root.join("real/dangling")).unwrap(), b"newer");
+        // Replacing is refused too (symlinks are refused by name, never replaced or
+        // followed), and nothing appears where the link points.
+        assert!(matches!(
+            replace_file(&root, Path::new("real/dangling"), b"new", 0o644),
+            Err(ConfineError::Symlink { .. })
+        ));
+        assert!(!outside.join("made").exists());
+        // A regular file is replaced whole.
+        replace_file(&root, Path::new("real/plain"), b"new", 0o644).unwrap();
+        replace_file(&root, Path::new("real/plain"), b"newer", 0o644).unwrap();
+        assert_eq!(std::fs::read(root.join("real/plain")).unwrap(), b"newer");
         assert!(replace_file(&root, Path::new("q/x.json"), b"x", 0o644).is_err());
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
         std::fs::remove_dir_all(&d).unwrap();

@@ -634,11 +634,18 @@ fn read_case_result(file: &Path, a: &CaseArtifact<'_>) -> Result<Repetition, Str
 }
 
 fn read_serve_evidence(case_dir: &Path) -> Result<Option<ServeView>, String> {
-    let Ok(entries) = std::fs::read_dir(case_dir) else {
+    // The case's own files (the serve evidence beside its result) are in its `scratch/`,
+    // the one directory a case can write; older runs kept them in the case directory.
+    let entries: Vec<std::fs::DirEntry> = [case_dir.join("scratch"), case_dir.to_path_buf()]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|rd| rd.flatten())
+        .collect();
+    if entries.is_empty() {
         return Ok(None);
-    };
+    }
     let mut names: Vec<PathBuf> = entries
-        .flatten()
+        .into_iter()
         .map(|e| e.path())
         .filter(|p| {
             p.file_name()
