@@ -408,7 +408,13 @@ fn execute_run(
     };
     let effective_config =
         Value::from_serde(&serde_json::Value::Object(variant.effective_config.clone()));
-    let read_only = judged_paths(root, receipt_path).map_err(aborted)?;
+    let mut read_only = judged_paths(root, receipt_path).map_err(aborted)?;
+    // The model is judged too (fingerprinted before and after): read-only in the box, and
+    // visible there wherever it lives (a model below the host's `/tmp` is bound into the
+    // box's private `/tmp` at its place).
+    if let Some(mp) = &p.model_path {
+        read_only.push(std::fs::canonicalize(mp).unwrap_or_else(|_| mp.clone()));
+    }
     let ctx = ExecContext {
         read_only: &read_only,
         root,

@@ -249,7 +249,7 @@ impl OwnedServer {
             log_limit_bytes: recipe.log_limit_bytes,
             network: NetworkPolicy::Inherit,
             sandbox: qual_exec::Sandbox {
-                read_only: protect.to_vec(),
+                read_only: [protect.to_vec(), tmp_inputs(&recipe.command, &writable)].concat(),
                 writable,
                 host: qual_exec::HostFiles::ReadOnly,
             },
@@ -631,6 +631,35 @@ pub fn group_members_by_pgrp(pgid: u32) -> Vec<u32> {
                 })
         })
         .collect()
+}
+
+/// What the server's argv names below the host's `/tmp` (a model in a temporary directory):
+/// the box's `/tmp` is private, so each such file's directory (or such a directory) outside
+/// the writable paths is bound into it read-only at its place; the rest of the host is
+/// visible (read-only) already.
+fn tmp_inputs(argv: &[String], writable: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for a in argv {
+        let Ok(p) = std::fs::canonicalize(a) else {
+            continue;
+        };
+        if !Path::new(a).is_absolute() || !p.starts_with("/tmp") {
+            continue;
+        }
+        let dir = if p.is_dir() {
+            p
+        } else {
+            match p.parent() {
+                Some(d) => d.to_path_buf(),
+                None => continue,
+            }
+        };
+        if writable.iter().any(|w| dir.starts_with(w)) || out.contains(&dir) {
+            continue;
+        }
+        out.push(dir);
+    }
+    out
 }
 
 /// Creates this launch's own log directory `<log_directory>/<stem>/`, fresh (it must not
