@@ -546,6 +546,16 @@ fn serve_under_sigstop(
     (out.status.code(), v, ev)
 }
 
+/// The evidence's failure reasons, each on its own.
+fn evidence_reasons(ev: &serde_json::Value) -> Vec<&str> {
+    ev["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect()
+}
+
 /// The row `name` of the evidence: (value, lower, upper).
 fn bounded_row(ev: &serde_json::Value, name: &str) -> (f64, f64, f64) {
     let row = ev["metric_rows"]
@@ -595,12 +605,7 @@ fn a_briefly_stopped_load_generator_keeps_bounded_medians() {
         assert_eq!(v["status"], "passed");
     } else {
         assert_eq!(code, Some(1), "{v}");
-        let reasons: Vec<&str> = ev["reasons"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r.as_str().unwrap())
-            .collect();
+        let reasons = evidence_reasons(&ev);
         assert!(
             !reasons.is_empty() && reasons.iter().all(|r| r.contains("is known only to ±")),
             "{reasons:?}"
@@ -616,12 +621,7 @@ fn a_mostly_stopped_load_generator_is_an_invalid_run_naming_the_statistic() {
     let (code, v, ev) = serve_under_sigstop(180, 200);
     assert_eq!(code, Some(1), "{v}");
     assert_eq!(v["status"], "failed");
-    let reasons: Vec<&str> = ev["reasons"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap())
-        .collect();
+    let reasons = evidence_reasons(&ev);
     assert!(
         !reasons.is_empty() && reasons.iter().all(|r| r.starts_with("invalid run: ")),
         "{reasons:?}"

@@ -409,11 +409,15 @@ fn execute_run(
     let effective_config =
         Value::from_serde(&serde_json::Value::Object(variant.effective_config.clone()));
     let mut read_only = judged_paths(root, receipt_path).map_err(aborted)?;
-    // The model is judged too (fingerprinted before and after): read-only in the box, and
-    // visible there wherever it lives (a model below the host's `/tmp` is bound into the
-    // box's private `/tmp` at its place).
+    // A model outside the worktree is visible in the box, read-only, wherever it lives (one
+    // below the host's `/tmp` is bound into the box's private `/tmp` at its place); one in
+    // the worktree stays as writable as the worktree, its drift caught by the fingerprints.
     if let Some(mp) = &p.model_path {
-        read_only.push(std::fs::canonicalize(mp).unwrap_or_else(|_| mp.clone()));
+        let mp = std::fs::canonicalize(mp).unwrap_or_else(|_| mp.clone());
+        let top = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        if !mp.starts_with(&top) {
+            read_only.push(mp);
+        }
     }
     let ctx = ExecContext {
         read_only: &read_only,
