@@ -135,17 +135,7 @@ impl StampedStream {
     /// Wraps `stream`, asking the kernel for receive timestamps (returned: whether it agreed),
     /// stamping `write_stamp` at the first write after each reset (see [`TokioIo`]).
     pub fn new(stream: TcpStream, write_stamp: Arc<AtomicU64>) -> (StampedStream, ReadLog, bool) {
-        let on: libc::c_int = 1;
-        // SAFETY: a valid socket descriptor and a c_int option value of the stated size.
-        let kernel = unsafe {
-            libc::setsockopt(
-                stream.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        } == 0;
+        let kernel = ask_rx_timestamps(stream.as_raw_fd());
         let log = Arc::new(Mutex::new(ReadStamp {
             seq: 0,
             read_at: Instant::now(),
@@ -166,6 +156,22 @@ impl StampedStream {
     }
 }
 
+/// Asks the kernel for software receive timestamps on socket `fd` (`SO_TIMESTAMPNS`);
+/// returns whether it agreed.
+fn ask_rx_timestamps(fd: libc::c_int) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket descriptor and a c_int option value of the stated size.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
 /// Makes sure the kernel stamps received segments before any measured read: Linux switches
 /// receive timestamping on system-wide through deferred work when the first socket asks, so
 /// segments arriving in the first moments after carry no stamp (and their events only the
@@ -176,18 +182,7 @@ pub fn warm_kernel_timestamps(limit: Duration) -> bool {
         let l = std::net::TcpListener::bind("127.0.0.1:0")?;
         let mut tx = std::net::TcpStream::connect(l.local_addr()?)?;
         let (rx, _) = l.accept()?;
-        let on: libc::c_int = 1;
-        // SAFETY: a valid socket descriptor and a c_int option value of the stated size.
-        let ok = unsafe {
-            libc::setsockopt(
-                rx.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPNS,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        } == 0;
-        if !ok {
+        if !ask_rx_timestamps(rx.as_raw_fd()) {
             return Ok(false);
         }
         rx.set_read_timeout(Some(Duration::from_millis(100)))?;
