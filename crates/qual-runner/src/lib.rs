@@ -15,8 +15,10 @@
 
 pub mod case_box;
 pub mod case_result;
+pub mod document;
 pub mod environment;
 pub mod error;
+pub mod evidence;
 pub mod execute;
 pub mod paths;
 pub mod preflight;
