@@ -47,8 +47,9 @@ use serde::Serialize;
 use crate::aggregate::{runner_metric, ExecutionOutcome};
 use crate::case_result::{self, CommandResult, LoadFailure};
 use crate::details::join_details;
-use crate::document::{raw, to_value};
+use crate::document::to_value;
 use crate::environment::{process_environment_sha256, CASE_RESULT_VAR, NETWORK_VAR, VARIANT_VAR};
+use crate::evidence::{CaseResultDoc, ContainmentDoc, RunConfigCase};
 
 /// Run-wide settings shared by every execution.
 pub struct ExecContext<'a> {
@@ -150,156 +151,6 @@ fn log_bytes(c: &Captured) -> Vec<u8> {
 fn exit_codes_text(codes: &[u8]) -> String {
     let inner: Vec<String> = codes.iter().map(u8::to_string).collect();
     format!("[{}]", inner.join(", "))
-}
-
-/// How the command ended, as containment evidence records it.
-#[derive(Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-enum TerminationDoc {
-    Exited { code: i64 },
-    Signaled { signal: i64 },
-    TimedOut { signal_used: i64 },
-    Interrupted { signal_used: i64 },
-    Aborted { signal_used: i64 },
-}
-
-impl TerminationDoc {
-    fn of(t: &Termination) -> TerminationDoc {
-        match t {
-            Termination::Exited { code } => TerminationDoc::Exited {
-                code: i64::from(*code),
-            },
-            Termination::Signaled { signal } => TerminationDoc::Signaled {
-                signal: i64::from(*signal),
-            },
-            Termination::TimedOut { signal_used } => TerminationDoc::TimedOut {
-                signal_used: i64::from(*signal_used),
-            },
-            Termination::Interrupted { signal_used } => TerminationDoc::Interrupted {
-                signal_used: i64::from(*signal_used),
-            },
-            Termination::Aborted { signal_used, .. } => TerminationDoc::Aborted {
-                signal_used: i64::from(*signal_used),
-            },
-        }
-    }
-}
-
-/// A process that outlived the command.
-#[derive(Serialize)]
-struct ResidueDoc<'a> {
-    pid: u64,
-    box_pid: Option<u64>,
-    session: u64,
-    cmdline: &'a str,
-    signal: i64,
-}
-
-/// What was captured of one output stream.
-#[derive(Serialize)]
-struct StreamDoc {
-    total_bytes: u64,
-    truncated: bool,
-}
-
-/// The seccomp part of the box evidence.
-#[derive(Serialize)]
-struct SeccompDoc<'a> {
-    filter: &'a str,
-    refused: &'a [String],
-}
-
-/// The box evidence of one execution (what contained the case).
-#[derive(Serialize)]
-struct SandboxDoc<'a> {
-    namespaces: &'a [String],
-    pid_namespace_init: &'a str,
-    capabilities: &'a str,
-    no_new_privs: bool,
-    seccomp: SeccompDoc<'a>,
-    read_only_paths: &'a [String],
-    writable_paths: &'a [String],
-    host_files: &'a str,
-    private_mounts: &'a [String],
-    devices: &'a [String],
-    fresh_proc: bool,
-    descriptors: &'a str,
-    pid_limit: Option<u64>,
-    pid_limit_source: &'a str,
-    enclosing_box: bool,
-}
-
-impl<'a> SandboxDoc<'a> {
-    fn of(b: &'a qual_exec::SandboxRecord) -> SandboxDoc<'a> {
-        SandboxDoc {
-            namespaces: &b.namespaces,
-            pid_namespace_init: &b.pid_namespace_init,
-            capabilities: &b.capabilities,
-            no_new_privs: b.no_new_privs,
-            seccomp: SeccompDoc {
-                filter: &b.seccomp.filter,
-                refused: &b.seccomp.refused,
-            },
-            read_only_paths: &b.read_only_paths,
-            writable_paths: &b.writable_paths,
-            host_files: &b.host_files,
-            private_mounts: &b.private_mounts,
-            devices: &b.devices,
-            fresh_proc: b.fresh_proc,
-            descriptors: &b.descriptors,
-            pid_limit: b.pid_limit,
-            pid_limit_source: &b.pid_limit_source,
-            enclosing_box: b.enclosing_box,
-        }
-    }
-}
-
-/// The containment evidence of one execution (the run config's `containment`).
-#[derive(Serialize)]
-struct ContainmentDoc<'a> {
-    mechanism: &'a str,
-    network: &'a str,
-    #[serde(rename = "box")]
-    sandbox: SandboxDoc<'a>,
-    group_killed: bool,
-    pipes_closed: bool,
-    clean: bool,
-    residue: Vec<ResidueDoc<'a>>,
-    termination: TerminationDoc,
-    stdout: StreamDoc,
-    stderr: StreamDoc,
-}
-
-impl<'a> ContainmentDoc<'a> {
-    fn of(e: &'a Execution) -> ContainmentDoc<'a> {
-        let c = &e.containment;
-        let stream = |s: &Captured| StreamDoc {
-            total_bytes: s.total_bytes,
-            truncated: s.truncated,
-        };
-        ContainmentDoc {
-            mechanism: c.mechanism.as_str(),
-            network: c.network.mechanism_id(),
-            sandbox: SandboxDoc::of(&c.sandbox),
-            group_killed: c.group_killed,
-            pipes_closed: c.pipes_closed,
-            clean: c.clean,
-            residue: c
-                .residue
-                .iter()
-                .map(|r| ResidueDoc {
-                    pid: u64::from(r.pid),
-                    box_pid: r.box_pid.map(u64::from),
-                    session: u64::from(r.session),
-                    cmdline: &r.cmdline,
-                    signal: i64::from(r.signal),
-                })
-                .collect(),
-            termination: TerminationDoc::of(&e.termination),
-            stdout: stream(&e.stdout),
-            stderr: stream(&e.stderr),
-        }
-    }
 }
 
 /// The directory layout of one execution (see the module docs).
@@ -702,22 +553,6 @@ fn runner_metrics(declared: &[String], status: ResultStatus, facts: &ContractFac
     m
 }
 
-/// `case-result.json`: the normalized record of one execution.
-#[derive(Serialize)]
-struct CaseResultDoc<'a> {
-    schema_version: u64,
-    case_id: &'a str,
-    status: &'a str,
-    duration_seconds: f64,
-    #[serde(serialize_with = "raw")]
-    effective_config: &'a Value,
-    #[serde(serialize_with = "raw")]
-    metrics: &'a Value,
-    #[serde(serialize_with = "raw")]
-    tolerances: &'a Value,
-    details: Option<&'a str>,
-}
-
 /// The pretty text of a normalized record.
 fn case_result_text(
     case_id: &str,
@@ -786,26 +621,6 @@ fn bounded_record(
         ));
     }
     Ok((outcome, text))
-}
-
-/// One execution's entry in `run-config.json`'s `cases`.
-#[derive(Serialize)]
-struct RunConfigCase<'a> {
-    case_id: &'a str,
-    repetition: u64,
-    argv: &'a [String],
-    executed_argv: &'a [String],
-    working_directory: &'a str,
-    environment_overrides: &'a BTreeMap<String, String>,
-    runner_environment: BTreeMap<&'static str, &'a str>,
-    case_result_path: String,
-    process_environment_sha256: String,
-    timeout_seconds: u64,
-    expected_exit_codes: &'a [u8],
-    output_assertions: &'a [qual_contract::OutputAssertion],
-    result_protocol: &'a qual_contract::ResultProtocol,
-    #[serde(serialize_with = "raw")]
-    containment: &'a Value,
 }
 
 /// The run-config entry of one execution.
