@@ -181,7 +181,7 @@ struct Executed {
     effective_config: Value,
 }
 
-/// Runs one variant and writes its receipt: preflight, place, then [`execute_run`]; the run
+/// Runs one variant and writes its receipt: preflight, place, then `execute_run`; the run
 /// directory is removed unless the receipt was written.
 pub fn run(req: &RunRequest) -> Result<RunOutcome, RunError> {
     // Forwarding makes SIGINT/SIGTERM observable; failing to install it is not fatal.
