@@ -1,5 +1,5 @@
 //! The checked-in JSON Schema is generated from the typed contract and must be current.
-//! Regenerate with `KILN_QUAL_UPDATE_SCHEMAS=1 cargo test -p qual-contract --test schema`.
+//! Regenerate with `KILN_QUAL_UPDATE_SCHEMAS=1 cargo test -p qual-contract --test it schema`.
 
 use std::path::PathBuf;
 
