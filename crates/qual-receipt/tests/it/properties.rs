@@ -2,7 +2,7 @@
 //! totality (any edit of a valid receipt yields a verdict, never a panic, and a re-serialised
 //! valid receipt stays valid).
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use qual_receipt::decimal::Decimal;

@@ -1,7 +1,7 @@
 //! The comparator: every comparison mode and every refusal class, on hand-written receipts
 //! bound to small workloads committed in throw-away git repositories.
 
-mod common;
+use crate::common;
 
 use qual_receipt::compare::{
     self, CompareError, ComparisonReport, LoadedManifest, LoadedReceipt, Mode,

@@ -1,6 +1,6 @@
 //! One test per rule class of the receipt validator, on hand-written receipts.
 
-mod common;
+use crate::common;
 
 use common::*;
 use qual_receipt::validate::{self, check_file, FileOutcome, StrictChecks, Violation};
