@@ -3,7 +3,7 @@
 //! second of the kill nothing of the running case is alive (its box's init sees the runner's
 //! death pipe close and takes the PID namespace with it).
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -85,7 +85,7 @@ fn killed_runners_never_leave_partial_receipts() {
             .args([
                 "--ignored",
                 "--exact",
-                "kill9_child_run",
+                "kill9::kill9_child_run",
                 "--nocapture",
                 "--test-threads=1",
             ])
@@ -163,7 +163,7 @@ fn sigint_terminates_the_case_and_removes_the_run_directory() {
         .args([
             "--ignored",
             "--exact",
-            "kill9_child_run",
+            "kill9::kill9_child_run",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -1,7 +1,7 @@
 //! Adversarial cases through the whole runner: each asserts the receipt's evidence and that no
 //! process of the case is alive afterwards.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Every preflight refusal leaves the repository exactly as it was.
 
-mod common;
+use crate::common;
 
 use common::*;
 use qual_runner::{exit_code, run, Refusal, RunError, RunRequest};

@@ -1,6 +1,6 @@
 //! End-to-end runs in a real temporary git repository.
 
-mod common;
+use crate::common;
 
 use common::*;
 use qual_receipt::model::Verdict;
