@@ -2,7 +2,7 @@
 //! Every binding operation must still give the right answer, and the marker must never appear.
 //! A control command with plain git then proves the configuration was live.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};

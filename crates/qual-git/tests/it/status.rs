@@ -2,7 +2,7 @@
 //! reported with its path, and "clean" agrees with `git status --porcelain
 //! --untracked-files=all` wherever no filter or conversion is involved.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
