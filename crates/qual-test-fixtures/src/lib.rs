@@ -24,7 +24,9 @@
 //! | `deny-syscalls NAMES -- CMD...` | installs a seccomp filter making the named system calls (`unshare`, `seccomp`, `mount_setattr`, `mount`) fail with `EPERM`, then executes CMD: a kernel without those mechanisms |
 //! | `send-stdout SOCKET` | passes its stdout descriptor to the listener on UNIX socket SOCKET (SCM_RIGHTS), prints `sent`, exits 0 |
 //!
-//! [`harness`] is the loud-skip test runner for targets whose tests need something real.
+//! [`harness`] is the loud-skip test runner for targets whose tests need something real;
+//! [`synth`] writes generated receipt sets (with run and serving evidence) for the report's
+//! tests and benchmarks.
 //!
 //! Invariant: fixtures only ever address 127.0.0.1.
 //!
@@ -33,6 +35,7 @@
 //! `cargo build -p qual-test-fixtures --bins`, or put their integration tests here.
 
 pub mod harness;
+pub mod synth;
 
 use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 //! runner's death pipe close and takes the whole namespace with it, including a descendant
 //! that escaped into its own session and ignores SIGTERM.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! `OwnedProcess`: a long-lived contained process (server-like) with bounded log files and a
 //! staged shutdown; asserts the evidence and that nothing is left in `/proc`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use qual_exec::{NetworkPolicy, OwnedProcess, OwnedSpec, Termination};

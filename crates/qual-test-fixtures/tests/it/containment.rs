@@ -2,7 +2,7 @@
 //! where writable here, else process group + subreaper): each test asserts the evidence and
 //! that no process of the case is alive afterwards.
 
-mod common;
+use crate::common;
 
 use common::*;
 use qual_exec::{execute, ExecError, NetworkPolicy, Termination};
@@ -529,7 +529,7 @@ fn skip_unless_ci(why: &str) {
     eprintln!("skipped: {why}");
 }
 
-/// Re-runs this whole suite as an unprivileged user (uid/gid 65534) when we are root and
+/// Re-runs this module's tests as an unprivileged user (uid/gid 65534) when we are root and
 /// `setpriv` exists: no writable cgroup (process group + subreaper tracking) and a user
 /// namespace for the loopback-only network. Skips, saying why, elsewhere.
 #[test]
@@ -562,6 +562,8 @@ fn whole_suite_passes_unprivileged() {
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(&me)
         .args([
+            // This module's tests only: the binary also holds the other modules of `tests/it`.
+            "containment::",
             "--skip",
             "whole_suite_passes_unprivileged",
             "--test-threads",
