@@ -8,7 +8,7 @@
 //! for CI to upload. Chromium comes from the distribution (`scripts/setup-browser`); without
 //! it the test is skipped loudly, and fails under `CI=true`.
 
-use qual_report::synth::{self, Options};
+use qual_test_fixtures::synth::{self, Options};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -3,7 +3,7 @@
 //! the JUnit validated against `schemas/junit.xsd` with `xmllint` (skipped loudly when it is
 //! absent, failing under `CI=true`), the CSV's shape, and the HTML's self-containment.
 
-use qual_report::synth::{self, Options};
+use qual_test_fixtures::synth::{self, Options};
 use std::path::Path;
 use std::process::Command;
 
