@@ -4,7 +4,7 @@
 //! or — on a host too busy to measure — is declared `invalid run: …` by the product's
 //! validity gate; nothing else is accepted.
 
-mod common;
+use crate::common;
 
 use common::{copy_dir, git, repo_root};
 

@@ -3,7 +3,7 @@
 //! (a user's clone) both tests are reported ignored, and fail under `CI=true`
 //! (`qual_test_fixtures::harness`).
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use qual_test_fixtures::harness::{self, Trial};
@@ -101,9 +101,10 @@ fn labelled_mutants_agree() {
     common::assert_verdicts("workload-mutants", &verdicts);
 }
 
-fn main() {
-    harness::run(vec![
+/// This module's trials (run by `main.rs`).
+pub fn trials() -> Vec<Trial> {
+    vec![
         Trial::new("real_workloads_are_valid", real_workloads_are_valid).needs(corpus_present()),
         Trial::new("labelled_mutants_agree", labelled_mutants_agree).needs(corpus_present()),
-    ]);
+    ]
 }

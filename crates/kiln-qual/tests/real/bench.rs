@@ -10,6 +10,7 @@
 //! outputs); any other failure fails the test. The real-server trials need what
 //! `scripts/setup-real-server` installs (loud skip; under CI=true missing = failure).
 
+use crate::common::free_port;
 use qual_test_fixtures::harness::{self, Trial};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -25,14 +26,6 @@ fn repo_root() -> PathBuf {
 
 fn kq() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kiln-qual"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A child killed (and reaped) on drop.
@@ -980,8 +973,9 @@ fn llama_server_attached_bench_workloads() {
     assert!(doc["search"]["conclusion"].is_string());
 }
 
-fn main() {
-    harness::run(vec![
+/// This module's trials (run by `main.rs`).
+pub fn trials() -> Vec<Trial> {
+    vec![
         Trial::new(
             "mock_load_shapes_measure_the_injected_timing",
             mock_load_shapes_measure_the_injected_timing,
@@ -1017,5 +1011,5 @@ fn main() {
             llama_server_attached_bench_workloads,
         )
         .needs(real_server_present()),
-    ]);
+    ]
 }

@@ -5,18 +5,11 @@
 //! JUnit pinned by snapshots (temporary paths and timing-dependent numbers redacted) — and a
 //! tampered receipt is refused, never rendered.
 
+use crate::common::free_port;
 use assert_cmd::Command;
 use std::path::Path;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kiln-qual");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn recipe(path: &Path, extra: &[&str]) {
     let port = free_port();

@@ -186,8 +186,9 @@ fn labelled_receipt_mutants_agree() {
     assert_agreement("receipt-mutants", &ours, &labels);
 }
 
-fn main() {
-    harness::run(vec![
+/// This module's trials (run by `main.rs`).
+pub fn trials() -> Vec<Trial> {
+    vec![
         Trial::new(
             "real_receipts_get_their_labelled_verdicts",
             real_receipts_get_their_labelled_verdicts,
@@ -198,5 +199,5 @@ fn main() {
             labelled_receipt_mutants_agree,
         )
         .needs(corpus_present()),
-    ]);
+    ]
 }

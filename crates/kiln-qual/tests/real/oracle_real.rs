@@ -9,7 +9,7 @@
 //! `scripts/setup-reference-python` (torch, transformers, gguf). Without them the trials are
 //! reported ignored with the reason, and under `CI=true` they fail.
 
-mod common;
+use crate::common;
 
 use common::repo_root;
 
@@ -323,8 +323,9 @@ fn top_10_views_and_f32_vs_q4_1_attribution() {
     );
 }
 
-fn main() {
-    harness::run(vec![
+/// This module's trials (run by `main.rs`).
+pub fn trials() -> Vec<Trial> {
+    vec![
         Trial::new(
             "q4_1_variant_passes_within_its_tolerances",
             q4_1_variant_passes_within_its_tolerances,
@@ -337,5 +338,5 @@ fn main() {
             top_10_views_and_f32_vs_q4_1_attribution,
         )
         .needs(needs_parts()),
-    ])
+    ]
 }

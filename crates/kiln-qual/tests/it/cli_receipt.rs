@@ -654,7 +654,7 @@ fn ab_variant(id: &str, batch: i64, tps: &str) -> Value {
     json!({"id": id, "description": "scheduler batch", "backend": "cpu", "device_requirement": "none",
         "skip_policy": "fail", "effective_config": {"scheduler": {"max_batch": batch}},
         "cases": [{"id": "main-case", "description": "measured", "required": true,
-            "command": ["target/driver", "ab_case_driver", "--exact", "--ignored", "--quiet",
+            "command": ["target/driver", "cli_receipt::ab_case_driver", "--exact", "--ignored", "--quiet",
                         "${seed}", "${model_path}"],
             "working_directory": ".",
             "environment": {"DRIVER_MAX_BATCH": batch.to_string(), "DRIVER_THROUGHPUT": tps},

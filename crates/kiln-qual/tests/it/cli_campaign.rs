@@ -1,18 +1,11 @@
 //! `kiln-qual campaign`, `campaign verify`, `receipt check` on campaign receipts and
 //! `runtime-manifest`, end to end through the binary against an owned `kiln-qual mock-server`.
 
+use crate::common::free_port;
 use assert_cmd::Command;
 use std::path::Path;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kiln-qual");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn recipe(dir: &Path, port: u16) {
     let recipe = serde_json::json!({

@@ -9,7 +9,7 @@
 //! fails (`qual_test_fixtures::harness`): it is a real third-party server, not something a mock
 //! can stand in for.
 
-mod common;
+use crate::common;
 
 use common::repo_root;
 use qual_test_fixtures::harness::{self, Trial};
@@ -102,10 +102,11 @@ fn llama_server_workload_passes_and_its_receipt_validates() {
     assert!(leftover.is_empty(), "leftover: {leftover:?}");
 }
 
-fn main() {
-    harness::run(vec![Trial::new(
+/// This module's trials (run by `main.rs`).
+pub fn trials() -> Vec<Trial> {
+    vec![Trial::new(
         "llama_server_workload_passes_and_its_receipt_validates",
         llama_server_workload_passes_and_its_receipt_validates,
     )
-    .needs(real_server_present())]);
+    .needs(real_server_present())]
 }

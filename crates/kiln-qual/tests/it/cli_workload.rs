@@ -1,7 +1,7 @@
 //! `kiln-qual workload check|show` as a user sees it: exit codes, messages and snapshots
 //! (paths and digests redacted), and bad input that must never panic.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use std::io::Write;

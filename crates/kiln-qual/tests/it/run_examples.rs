@@ -1,7 +1,7 @@
 //! The bundled CPU example workloads run end to end through the `kiln-qual` binary in a fresh
 //! git repository, and the binding commands print what the runner binds.
 
-mod common;
+use crate::common;
 
 use common::{copy_dir, git, repo_root};
 

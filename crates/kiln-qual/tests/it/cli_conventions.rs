@@ -58,8 +58,8 @@ fn no_colour_without_a_terminal_or_with_no_color() {
 #[test]
 fn report_writes_every_format_and_refuses_invalid_files() {
     let tmp = tempfile::tempdir().unwrap();
-    let opts = qual_report::synth::Options::default();
-    let n = qual_report::synth::write_set(tmp.path(), &opts).unwrap();
+    let opts = qual_test_fixtures::synth::Options::default();
+    let n = qual_test_fixtures::synth::write_set(tmp.path(), &opts).unwrap();
     let out_dir = tmp.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
     let out = kq()

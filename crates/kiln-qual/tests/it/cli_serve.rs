@@ -5,18 +5,11 @@
 //! (SIGSTOP/SIGCONT) keeps bounded medians or, stopped most of the time, is declared
 //! `invalid run: …` naming the statistic.
 
+use crate::common::free_port;
 use assert_cmd::Command;
 use std::path::Path;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kiln-qual");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn write_case(dir: &Path, port: u16, extra: &[&str]) {
     let mut cmd = vec![

@@ -5,7 +5,7 @@
 //! git repository. Without the corpus the corpus tests are reported ignored (failed under
 //! `CI=true`) by `qual_test_fixtures::harness`.
 
-mod common;
+use crate::common;
 
 use common::git;
 
@@ -495,8 +495,9 @@ fn cli_pipeline_run_lock_check_and_tampering() {
     );
 }
 
-fn main() {
-    harness::run(vec![
+/// This module's trials (run by `main.rs`).
+pub fn trials() -> Vec<Trial> {
+    vec![
         Trial::new(
             "artifact_digests_raw_logs_and_metrics_agree",
             artifact_digests_raw_logs_and_metrics_agree,
@@ -513,5 +514,5 @@ fn main() {
             "cli_pipeline_run_lock_check_and_tampering",
             cli_pipeline_run_lock_check_and_tampering,
         ),
-    ]);
+    ]
 }
