@@ -32,7 +32,7 @@ fn deadline_and_ignored_sigterm_end_in_a_failed_receipt() {
     let cases = vec![with_timeout(
         case(
             "stubborn",
-            &[FIXTURE, "ignore-term", "60"],
+            &[fixture(), "ignore-term", "60"],
             &marker_env(&m, ""),
             "",
             runner_protocol(),
@@ -71,7 +71,7 @@ fn a_sleeper_past_its_deadline_gets_sigterm_and_a_failed_receipt() {
     let cases = vec![with_timeout(
         case(
             "sleeper",
-            &[FIXTURE, "sleep", "60"],
+            &[fixture(), "sleep", "60"],
             &marker_env(&m, ""),
             "",
             runner_protocol(),
@@ -119,7 +119,7 @@ fn an_escaped_setsid_grandchild_is_found_killed_and_recorded() {
     let m = marker();
     let cases = vec![case(
         "escape-case",
-        &[FIXTURE, "escape", "scratch/pid", "60"],
+        &[fixture(), "escape", "scratch/pid", "60"],
         &marker_env(&m, ""),
         "",
         runner_protocol(),
@@ -165,7 +165,7 @@ fn a_one_gib_stdout_flood_is_bounded_and_drained() {
     let m = marker();
     let cases = vec![case(
         "flood-case",
-        &[FIXTURE, "flood", "1073741824"],
+        &[fixture(), "flood", "1073741824"],
         &marker_env(&m, ""),
         "",
         runner_protocol(),
@@ -205,7 +205,7 @@ fn forbidden_network_reaches_only_its_own_loopback() {
     let m = marker();
     let cases = vec![case(
         "net-case",
-        &[FIXTURE, "net", &port],
+        &[fixture(), "net", &port],
         &marker_env(&m, ""),
         r#"{"stream":"stdout","match":"required","pattern":"^outside: unreachable$"},{"stream":"stdout","match":"required","pattern":"^inside: round-trip$"}"#,
         runner_protocol(),
@@ -247,7 +247,7 @@ fn a_hundred_megabyte_case_result_is_refused_and_discarded() {
     let m = marker();
     let cases = vec![case(
         "big-case",
-        &[FIXTURE, "big-result", "100000000"],
+        &[fixture(), "big-result", "100000000"],
         &marker_env(&m, ""),
         "",
         &command_protocol(&["lat"]),
@@ -284,7 +284,7 @@ fn death_by_signal_is_a_failed_exit_code() {
     let m = marker();
     let cases = vec![case(
         "signal-case",
-        &[FIXTURE, "raise", "9"],
+        &[fixture(), "raise", "9"],
         &marker_env(&m, ""),
         "",
         runner_protocol(),
@@ -309,7 +309,7 @@ fn two_hundred_lingering_children_are_killed_and_recorded() {
     let m = marker();
     let cases = vec![case(
         "fork-case",
-        &[FIXTURE, "fork-children", "200", "60"],
+        &[fixture(), "fork-children", "200", "60"],
         &marker_env(&m, ""),
         "",
         runner_protocol(),
@@ -357,7 +357,7 @@ fn two_hundred_lingering_children_are_killed_and_recorded() {
 fn a_file_appearing_at_the_receipt_path_fails_the_run_loudly() {
     let cases = vec![case(
         "slow",
-        &[FIXTURE, "sleep", "1.5"],
+        &[fixture(), "sleep", "1.5"],
         "{}",
         "",
         runner_protocol(),

@@ -60,7 +60,7 @@ fn killed_runners_never_leave_partial_receipts() {
         .map(|i| {
             case(
                 &format!("step-{i}"),
-                &[FIXTURE, "sleep", "0.05"],
+                &[fixture(), "sleep", "0.05"],
                 &env,
                 "",
                 runner_protocol(),
@@ -141,14 +141,14 @@ fn sigint_terminates_the_case_and_removes_the_run_directory() {
     let cases = vec![
         case(
             "quick-case",
-            &[FIXTURE, "print", "x"],
+            &[fixture(), "print", "x"],
             "{}",
             "",
             runner_protocol(),
         ),
         case(
             "sleep-case",
-            &[FIXTURE, "sleep", "60"],
+            &[fixture(), "sleep", "60"],
             &marker_env(&m, ""),
             "",
             runner_protocol(),

@@ -16,21 +16,21 @@ fn variables() -> &'static str {
 fn repo() -> Repo {
     let cases = vec![case(
         "var-case",
-        &[FIXTURE, "print", "${count}"],
+        &[fixture(), "print", "${count}"],
         r#"{"FLAG":"${flag}"}"#,
         "",
         runner_protocol(),
     )];
     let alt_cases = vec![case(
         "alt-case",
-        &[FIXTURE, "print", "${spare}"],
+        &[fixture(), "print", "${spare}"],
         "{}",
         "",
         runner_protocol(),
     )];
     let env_cases = vec![case(
         "env-case",
-        &[FIXTURE, "print", "x"],
+        &[fixture(), "print", "x"],
         "{}",
         "",
         runner_protocol(),
@@ -63,7 +63,7 @@ fn repo() -> Repo {
                 "{}",
                 &[case(
                     "model-case",
-                    &[FIXTURE, "print", "${model_path}"],
+                    &[fixture(), "print", "${model_path}"],
                     "{}",
                     "",
                     runner_protocol(),

@@ -10,14 +10,14 @@ fn smoke_cases() -> Vec<String> {
     vec![
         case(
             "print-case",
-            &[FIXTURE, "print", "kiln-ready"],
+            &[fixture(), "print", "kiln-ready"],
             "{}",
             r#"{"stream":"stdout","match":"required","pattern":"^kiln-ready$"}"#,
             runner_protocol(),
         ),
         case(
             "env-case",
-            &[FIXTURE, "env", "KILN_QUALIFICATION_VARIANT_ID"],
+            &[fixture(), "env", "KILN_QUALIFICATION_VARIANT_ID"],
             r#"{"CASE_LABEL":"visible"}"#,
             r#"{"stream":"stdout","match":"required","pattern":"^cpu$"}"#,
             runner_protocol(),
@@ -79,7 +79,7 @@ fn passing_run_writes_a_valid_receipt_and_evidence() {
 fn case_environment_is_closed() {
     let cases = vec![case(
         "env-case",
-        &[FIXTURE, "env", "KILN_UNDECLARED_RUNNER_TEST"],
+        &[fixture(), "env", "KILN_UNDECLARED_RUNNER_TEST"],
         "{}",
         r#"{"stream":"stdout","match":"required","pattern":"^<unset>$"}"#,
         runner_protocol(),
@@ -99,14 +99,14 @@ fn failing_exit_code_and_assertion_give_a_failed_receipt() {
     let cases = vec![
         case(
             "exit-case",
-            &[FIXTURE, "exit", "7"],
+            &[fixture(), "exit", "7"],
             "{}",
             "",
             runner_protocol(),
         ),
         case(
             "assert-case",
-            &[FIXTURE, "print", "nope"],
+            &[fixture(), "print", "nope"],
             "{}",
             r#"{"stream":"stdout","match":"required","pattern":"^READY$"}"#,
             runner_protocol(),
@@ -133,7 +133,7 @@ fn command_results_are_checked_against_id_metrics_and_config() {
     let config = r#"{"scheduler":{"max_batch":4}}"#;
     let ok = case(
         "good-case",
-        &[FIXTURE, "result", "passed", config, "sample_value=3"],
+        &[fixture(), "result", "passed", config, "sample_value=3"],
         r#"{"CASE_ID":"good-case"}"#,
         "",
         &command_protocol(&["sample_value"]),
@@ -168,7 +168,7 @@ fn command_results_are_checked_against_id_metrics_and_config() {
         case(
             "wrong-config",
             &[
-                FIXTURE,
+                fixture(),
                 "result",
                 "passed",
                 r#"{"scheduler":{"max_batch":8}}"#,
@@ -180,7 +180,7 @@ fn command_results_are_checked_against_id_metrics_and_config() {
         ),
         case(
             "wrong-id",
-            &[FIXTURE, "result", "passed", config, "sample_value=3"],
+            &[fixture(), "result", "passed", config, "sample_value=3"],
             r#"{"CASE_ID":"someone-else"}"#,
             "",
             &command_protocol(&["sample_value"]),
@@ -188,7 +188,7 @@ fn command_results_are_checked_against_id_metrics_and_config() {
         case(
             "undeclared",
             &[
-                FIXTURE,
+                fixture(),
                 "result",
                 "passed",
                 config,
@@ -201,7 +201,7 @@ fn command_results_are_checked_against_id_metrics_and_config() {
         ),
         case(
             "no-result",
-            &[FIXTURE, "print", "x"],
+            &[fixture(), "print", "x"],
             "{}",
             "",
             &command_protocol(&["sample_value"]),
@@ -209,7 +209,7 @@ fn command_results_are_checked_against_id_metrics_and_config() {
         // Claims `passed` and exits 3: the runner's evidence wins.
         case(
             "passed-but-exit-3",
-            &[FIXTURE, "result", "passed", config, "sample_value=3"],
+            &[fixture(), "result", "passed", config, "sample_value=3"],
             r#"{"CASE_ID":"passed-but-exit-3","RESULT_EXIT_CODE":"3"}"#,
             "",
             &command_protocol(&["sample_value"]),
@@ -262,7 +262,7 @@ fn source_drift_during_a_case_fails_the_receipt() {
     let mk = marker();
     let cases = vec![case(
         "mutate-case",
-        &[FIXTURE, "copy", "scratch/new.rs", "src/lib.rs"],
+        &[fixture(), "copy", "scratch/new.rs", "src/lib.rs"],
         &marker_env(&mk, ""),
         "",
         runner_protocol(),
@@ -307,7 +307,7 @@ fn model_drift_during_a_case_fails_the_receipt() {
     let cases = vec![
         case(
             "model-case",
-            &[FIXTURE, "print", "${model_path}"],
+            &[fixture(), "print", "${model_path}"],
             "{}",
             "",
             runner_protocol(),
@@ -315,7 +315,7 @@ fn model_drift_during_a_case_fails_the_receipt() {
         case(
             "mutate-model",
             &[
-                FIXTURE,
+                fixture(),
                 "copy",
                 "scratch/config.json",
                 "models/m1/config.json",
@@ -357,7 +357,7 @@ fn model_drift_during_a_case_fails_the_receipt() {
 fn initial_model_fingerprint_failure_retains_a_failed_receipt() {
     let cases = vec![case(
         "model-case",
-        &[FIXTURE, "print", "${model_path}"],
+        &[fixture(), "print", "${model_path}"],
         "{}",
         "",
         runner_protocol(),
@@ -400,14 +400,14 @@ fn initial_model_fingerprint_failure_retains_a_failed_receipt() {
 fn repeated_command_metrics_are_averaged_and_skips_fail_under_skip_policy() {
     let metric_case = case(
         "metric-case",
-        &[FIXTURE, "result", "passed", "{}", "lat=3"],
+        &[fixture(), "result", "passed", "{}", "lat=3"],
         r#"{"CASE_ID":"metric-case"}"#,
         "",
         &command_protocol(&["lat"]),
     );
     let skip_case = case(
         "skip-case",
-        &[FIXTURE, "result", "skipped", "{}", "lat=1"],
+        &[fixture(), "result", "skipped", "{}", "lat=1"],
         r#"{"CASE_ID":"skip-case"}"#,
         "",
         &command_protocol(&["lat"]),
@@ -465,14 +465,14 @@ fn a_model_file_removed_mid_run_fails_the_final_fingerprint() {
     let cases = vec![
         case(
             "model-case",
-            &[FIXTURE, "print", "${model_path}"],
+            &[fixture(), "print", "${model_path}"],
             "{}",
             "",
             runner_protocol(),
         ),
         case(
             "remove-config",
-            &[FIXTURE, "remove", "models/m2/config.json"],
+            &[fixture(), "remove", "models/m2/config.json"],
             "{}",
             "",
             runner_protocol(),

@@ -1,5 +1,5 @@
 //! `qual-runner-fixture <mode> [args]`: a shell-free helper the qual-runner integration tests
-//! use as a case command. Modes:
+//! use as a case command (they find it with `qual_test_fixtures::fixture_binary`). Modes:
 //! - `print TEXT`: print TEXT on stdout;
 //! - `exit CODE`: exit with CODE;
 //! - `copy FROM TO`: copy a file (used to modify tracked or model files mid-run);

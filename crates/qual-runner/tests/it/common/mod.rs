@@ -4,10 +4,22 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use qual_runner::RunRequest;
 
-pub const FIXTURE: &str = env!("CARGO_BIN_EXE_qual-runner-fixture");
+/// The case command `qual-runner-fixture`, a bin of `qual-test-fixtures` found next to this
+/// test binary: `cargo test --workspace` builds it; a run of this crate alone needs
+/// `cargo build -p qual-test-fixtures --bins` first (cargo builds no bin of a dependency).
+pub fn fixture() -> &'static str {
+    static PATH: OnceLock<String> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let path = qual_test_fixtures::fixture_binary("qual-runner-fixture").expect(
+            "qual-runner-fixture is not built: run cargo build -p qual-test-fixtures --bins",
+        );
+        path.to_str().expect("a UTF-8 target directory").to_owned()
+    })
+}
 
 pub struct Repo {
     pub dir: tempfile::TempDir,
