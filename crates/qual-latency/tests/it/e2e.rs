@@ -3,7 +3,7 @@
 //! with its documented reason. Also the importer (directory and zip bundles) and the
 //! locker's and checker's refusals (the original `--self-test` cases).
 
-mod common;
+use crate::common;
 
 use common::*;
 use qual_json::{Number, Object, Value};

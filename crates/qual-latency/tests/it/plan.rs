@@ -1,7 +1,7 @@
 //! The dispatch planner (the original `--self-test` cases), with a fake runner inventory:
 //! tests never reach the network.
 
-mod common;
+use crate::common;
 
 use qual_json::Value;
 use qual_latency::git::Repo;
