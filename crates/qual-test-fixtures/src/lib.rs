@@ -40,7 +40,7 @@ pub mod synth;
 use std::path::PathBuf;
 
 /// Locates a binary of this crate (`qual-fixture`, `qual-exec-run`, `qual-runner-fixture`,
-/// `kiln-latency-fixture-bench`) for tests of other crates: `$QUAL_FIXTURE_DIR/<name>` when that variable is set, else `<name>` in
+/// `kiln-latency-fixture-bench`, `qual-serve-mock`) for tests of other crates: `$QUAL_FIXTURE_DIR/<name>` when that variable is set, else `<name>` in
 /// the directory of the running test executable or its parent (cargo puts test binaries in
 /// `target/<profile>/deps` and bins in `target/<profile>`). `None` when it has not been built.
 pub fn fixture_binary(name: &str) -> Option<PathBuf> {

@@ -1,5 +1,5 @@
-//! `qual-serve-mock`: the mock server as a standalone binary for this crate's integration
-//! tests and benchmarks (the product exposes the same server as `kiln-qual mock-server`).
+//! `qual-serve-mock`: the mock server as a standalone binary for qual-serve's integration
+//! tests and benchmark (found with `qual_test_fixtures::fixture_binary`) (the product exposes the same server as `kiln-qual mock-server`).
 //! Flags are those of `kiln-qual mock-server`; the bound port is printed on stdout.
 
 fn main() {
