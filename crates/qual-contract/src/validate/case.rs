@@ -44,6 +44,8 @@ pub(super) fn scan_placeholder(
     }
 }
 
+/// One case, its fields in the original's order: keys, id, description, required, command,
+/// working directory, environment, timeout, exit codes, output assertions, result protocol.
 pub(super) fn validate_case(
     r: &mut Report,
     item: &Value,
@@ -83,6 +85,26 @@ pub(super) fn validate_case(
     nonempty_str(r, o, "description", c);
     out.contract.required = boolean(r, o, "required", c);
 
+    check_command(r, o, c, declared, facts);
+    check_working_directory(r, o, c);
+    check_environment(r, o, c, declared, facts);
+    out.timeout = positive_int(r, o, "timeout_seconds", c, MAX_CASE_TIMEOUT_SECONDS);
+
+    check_exit_codes(r, o, c);
+    check_output_assertions(r, o, c);
+    check_result_protocol(r, o, c, &mut out.contract);
+    out
+}
+
+/// `command`: a non-empty argv of non-empty strings, no variable as the executable, Cargo only
+/// through the bounded wrapper, no shell command-string evaluation; records its placeholders.
+fn check_command(
+    r: &mut Report,
+    o: &Object,
+    c: &Ctx,
+    declared: &BTreeSet<String>,
+    facts: &mut VariantFacts,
+) {
     // command
     let cmd_ctx = c.f("command");
     match o.get("command") {
@@ -120,7 +142,11 @@ pub(super) fn validate_case(
         }
         _ => r.at(&cmd_ctx, "must be a non-empty argv array"),
     }
+}
 
+/// `working_directory`: a repository-relative POSIX path that stays in the repository, not at
+/// or below a top-level directory that is read-only to cases.
+fn check_working_directory(r: &mut Report, o: &Object, c: &Ctx) {
     // working directory
     if let Some(wd) = nonempty_str(r, o, "working_directory", c) {
         if wd.contains('\\') {
@@ -141,7 +167,17 @@ pub(super) fn validate_case(
             );
         }
     }
+}
 
+/// `environment`: key syntax, non-empty string values (their placeholders recorded), no
+/// override of a runner-owned variable.
+fn check_environment(
+    r: &mut Report,
+    o: &Object,
+    c: &Ctx,
+    declared: &BTreeSet<String>,
+    facts: &mut VariantFacts,
+) {
     // environment
     let ectx = c.f("environment");
     match o.get("environment") {
@@ -165,9 +201,10 @@ pub(super) fn validate_case(
         }
         _ => r.at(&ectx, "must be an object"),
     }
+}
 
-    out.timeout = positive_int(r, o, "timeout_seconds", c, MAX_CASE_TIMEOUT_SECONDS);
-
+/// `expected_exit_codes`: a non-empty, unique, ascending list of integers 0..=255.
+fn check_exit_codes(r: &mut Report, o: &Object, c: &Ctx) {
     // exit codes
     let xctx = c.f("expected_exit_codes");
     match o.get("expected_exit_codes") {
@@ -188,7 +225,10 @@ pub(super) fn validate_case(
         }
         _ => r.at(&xctx, "must be a non-empty array"),
     }
+}
 
+/// `output_assertions[*]`: keys, stream, match, a valid pattern, no duplicate assertion.
+fn check_output_assertions(r: &mut Report, o: &Object, c: &Ctx) {
     // output assertions
     let actx = c.f("output_assertions");
     match o.get("output_assertions") {
@@ -215,7 +255,11 @@ pub(super) fn validate_case(
         }
         _ => r.at(&actx, "must be an array"),
     }
+}
 
+/// `result_protocol`: keys, format, producer, path variable, declared metrics (syntax, unique,
+/// ascending) and which metrics the producer may declare; fills the case's contract.
+fn check_result_protocol(r: &mut Report, o: &Object, c: &Ctx, contract: &mut CaseContract) {
     // result protocol
     let pctx = c.f("result_protocol");
     let p = object(r, o.get("result_protocol"), &pctx);
@@ -234,7 +278,7 @@ pub(super) fn validate_case(
         r.at(&pctx.f("format"), format!("must be '{RESULT_FORMAT}'"));
     }
     let producer = one_of(r, p, "producer", &pctx, &PRODUCERS);
-    out.contract.producer = producer.map(str::to_owned);
+    contract.producer = producer.map(str::to_owned);
     if p.get("path_environment_variable").and_then(Value::as_str) != Some(RESULT_PATH_VARIABLE) {
         r.at(
             &pctx.f("path_environment_variable"),
@@ -283,8 +327,7 @@ pub(super) fn validate_case(
         }
         _ => {}
     }
-    out.contract.metrics = metrics.into_iter().collect();
-    out
+    contract.metrics = metrics.into_iter().collect();
 }
 
 /// The sorted, unique names matching `pred`, joined by `, ` (empty when none).

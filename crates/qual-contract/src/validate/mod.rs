@@ -36,7 +36,7 @@ pub use workload::validate_workload;
 
 use case::validate_case;
 use policy::validate_policy;
-use rules::{validate_rule, RuleFacts};
+use rules::{check_metric_rules, check_rules_against_mode, RuleFacts};
 use variables::{check_value, validate_variables, VarFacts};
 use variant::{validate_variant, CaseContract, VariantFacts};
 

@@ -4,6 +4,11 @@
 
 use super::*;
 
+/// The by-id view of the declared variants.
+pub(super) type ById<'a> = BTreeMap<&'a str, &'a VariantFacts>;
+
+/// `comparison_policy`, in the original's order: null or not by kind, its keys and mode, the
+/// variant pairs, the backend pairs, the metric rules, the mode's requirements, each rule.
 pub(super) fn validate_policy(
     r: &mut Report,
     w: &Object,
@@ -38,12 +43,40 @@ pub(super) fn validate_policy(
         &["backend_pairs", "metric_rules", "mode", "variant_pairs"],
     );
     let mode = one_of(r, p, "mode", &pctx, &MODES);
-    let by_id: BTreeMap<&str, &VariantFacts> = variants
+    let by_id: ById = variants
         .iter()
         .filter_map(|v| v.id.as_deref().map(|id| (id, v)))
         .collect();
 
-    // variant pairs
+    let (vp_count, ab_endpoints) = check_variant_pairs(r, p, &pctx, &by_id);
+    let (bp_count, cross_endpoints) = check_backend_pairs(r, p, &pctx, &by_id);
+    let rules = check_metric_rules(r, p, &pctx);
+    let rule_count = rules.len();
+    let all_ids: BTreeSet<String> = by_id.keys().map(|s| (*s).to_owned()).collect();
+    let comparison_set: BTreeSet<String> = match mode {
+        Some("declared_ab_variants") => ab_endpoints,
+        Some("cross_backend_correctness") => cross_endpoints,
+        _ => all_ids,
+    };
+    check_mode(r, &pctx, mode, kind, vp_count, bp_count, rule_count);
+    if matches!(
+        mode,
+        Some("same_environment_performance" | "declared_ab_variants")
+    ) {
+        check_performance_evidence(r, &pctx, &rules, &comparison_set, &by_id);
+    }
+    let rctx = pctx.f("metric_rules");
+    check_rules_against_mode(r, &rctx, mode, &rules, &comparison_set, &by_id);
+}
+
+/// `variant_pairs[*]`: each declared A/B pair (see [`check_variant_pair`]), no duplicate pair;
+/// returns how many were declared and the variants they name.
+fn check_variant_pairs(
+    r: &mut Report,
+    p: &Object,
+    pctx: &Ctx,
+    by_id: &ById,
+) -> (usize, BTreeSet<String>) {
     let vpctx = pctx.f("variant_pairs");
     let mut vp_count = 0usize;
     let mut ab_endpoints: BTreeSet<String> = BTreeSet::new();
@@ -52,123 +85,156 @@ pub(super) fn validate_policy(
             vp_count = items.len();
             let mut seen = BTreeSet::new();
             for (i, item) in items.iter().enumerate() {
-                let c = vpctx.i(i);
-                let o = object(r, Some(item), &c);
-                closed(
-                    r,
-                    o,
-                    &c,
-                    &[
-                        "allowed_effective_config_differences",
-                        "baseline_variant_id",
-                        "candidate_variant_id",
-                    ],
-                );
-                let base = nonempty_str(r, o, "baseline_variant_id", &c);
-                let cand = nonempty_str(r, o, "candidate_variant_id", &c);
-                let diffs = dot_path_list(r, o, "allowed_effective_config_differences", &c);
-                let mut ids_ok = true;
-                for (key, id) in [
-                    ("baseline_variant_id", base),
-                    ("candidate_variant_id", cand),
-                ] {
-                    if let Some(id) = id {
-                        if !IDENTIFIER.is_match(id) {
-                            r.at(&c.f(key), "has invalid identifier syntax");
-                            ids_ok = false;
-                        } else if !by_id.contains_key(id) {
-                            r.at(&c.f(key), format!("names undeclared variant {}", repr(id)));
-                            ids_ok = false;
-                        }
-                    } else {
-                        ids_ok = false;
-                    }
-                }
-                let (Some(b), Some(cd)) = (base, cand) else {
-                    continue;
-                };
-                if b == cd {
-                    r.at(&c, "must name two different variants");
-                    continue;
-                }
-                if !seen.insert((b.to_owned(), cd.to_owned())) {
-                    r.at(
-                        &vpctx,
-                        format!("contains duplicate pair ({}, {})", repr(b), repr(cd)),
-                    );
-                }
-                if !ids_ok {
-                    continue;
-                }
-                ab_endpoints.insert(b.to_owned());
-                ab_endpoints.insert(cd.to_owned());
-                let (vb, vc) = (by_id[b], by_id[cd]);
-                if vb.backend != vc.backend {
-                    r.at(&c, "A/B variants must use the same backend");
-                }
-                if vb.references != vc.references {
-                    r.at(
-                        &c,
-                        "A/B variants must reference the same resolved variables",
-                    );
-                }
-                if !same_contracts(vb, vc) {
-                    r.at(&c, "A/B variants must declare identical result contracts");
-                }
-                if let (Some(cb), Some(cc)) = (&vb.config, &vc.config) {
-                    let mut computed = Vec::new();
-                    leaf_differences(cb, cc, "", &mut computed);
-                    if let Some(declared) = &diffs {
-                        if declared != &computed {
-                            let list: Vec<String> = computed.iter().map(|s| repr(s)).collect();
-                            r.at(
-                                &c.f("allowed_effective_config_differences"),
-                                format!(
-                                    "must exactly equal the variant config leaf differences [{}]",
-                                    list.join(", ")
-                                ),
-                            );
-                        }
-                    }
-                    for path in &computed {
-                        let a = lookup_path(cb, path);
-                        let bb = lookup_path(cc, path);
-                        match (a, bb) {
-                            (Some(a), Some(bb)) => {
-                                if matches!(a, Value::Object(_)) || matches!(bb, Value::Object(_)) {
-                                    r.at(
-                                        &c,
-                                        format!(
-                                            "config difference {} must name a scalar leaf",
-                                            repr(path)
-                                        ),
-                                    );
-                                } else if a.python_type_name() != bb.python_type_name() {
-                                    r.at(
-                                        &c,
-                                        format!(
-                                            "config difference {} must preserve JSON leaf type",
-                                            repr(path)
-                                        ),
-                                    );
-                                }
-                            }
-                            _ => r.at(
-                                &c,
-                                format!(
-                                    "config difference {} must exist in both variants",
-                                    repr(path)
-                                ),
-                            ),
-                        }
-                    }
-                }
+                check_variant_pair(r, &vpctx, i, item, by_id, &mut seen, &mut ab_endpoints);
             }
         }
         _ => r.at(&vpctx, "must be an array"),
     }
+    (vp_count, ab_endpoints)
+}
 
-    // backend pairs
+/// One A/B pair: its keys, both variant ids (syntax, declared), two different variants, no
+/// duplicate of an earlier pair; for declared variants, the same backend, variables and result
+/// contracts, and the declared config differences; records both ends.
+fn check_variant_pair(
+    r: &mut Report,
+    vpctx: &Ctx,
+    i: usize,
+    item: &Value,
+    by_id: &ById,
+    seen: &mut BTreeSet<(String, String)>,
+    endpoints: &mut BTreeSet<String>,
+) {
+    let c = vpctx.i(i);
+    let o = object(r, Some(item), &c);
+    closed(
+        r,
+        o,
+        &c,
+        &[
+            "allowed_effective_config_differences",
+            "baseline_variant_id",
+            "candidate_variant_id",
+        ],
+    );
+    let base = nonempty_str(r, o, "baseline_variant_id", &c);
+    let cand = nonempty_str(r, o, "candidate_variant_id", &c);
+    let diffs = dot_path_list(r, o, "allowed_effective_config_differences", &c);
+    let mut ids_ok = true;
+    for (key, id) in [
+        ("baseline_variant_id", base),
+        ("candidate_variant_id", cand),
+    ] {
+        if let Some(id) = id {
+            if !IDENTIFIER.is_match(id) {
+                r.at(&c.f(key), "has invalid identifier syntax");
+                ids_ok = false;
+            } else if !by_id.contains_key(id) {
+                r.at(&c.f(key), format!("names undeclared variant {}", repr(id)));
+                ids_ok = false;
+            }
+        } else {
+            ids_ok = false;
+        }
+    }
+    let (Some(b), Some(cd)) = (base, cand) else {
+        return;
+    };
+    if b == cd {
+        r.at(&c, "must name two different variants");
+        return;
+    }
+    if !seen.insert((b.to_owned(), cd.to_owned())) {
+        r.at(
+            vpctx,
+            format!("contains duplicate pair ({}, {})", repr(b), repr(cd)),
+        );
+    }
+    if !ids_ok {
+        return;
+    }
+    endpoints.insert(b.to_owned());
+    endpoints.insert(cd.to_owned());
+    let (vb, vc) = (by_id[b], by_id[cd]);
+    if vb.backend != vc.backend {
+        r.at(&c, "A/B variants must use the same backend");
+    }
+    if vb.references != vc.references {
+        r.at(
+            &c,
+            "A/B variants must reference the same resolved variables",
+        );
+    }
+    if !same_contracts(vb, vc) {
+        r.at(&c, "A/B variants must declare identical result contracts");
+    }
+    check_config_differences(r, &c, vb, vc, diffs.as_deref());
+}
+
+/// An A/B pair's `allowed_effective_config_differences` equal the computed leaf differences
+/// of the two configs, each a scalar leaf of one JSON type present in both.
+fn check_config_differences(
+    r: &mut Report,
+    c: &Ctx,
+    vb: &VariantFacts,
+    vc: &VariantFacts,
+    diffs: Option<&[String]>,
+) {
+    if let (Some(cb), Some(cc)) = (&vb.config, &vc.config) {
+        let mut computed = Vec::new();
+        leaf_differences(cb, cc, "", &mut computed);
+        if let Some(declared) = diffs {
+            if declared != computed.as_slice() {
+                let list: Vec<String> = computed.iter().map(|s| repr(s)).collect();
+                r.at(
+                    &c.f("allowed_effective_config_differences"),
+                    format!(
+                        "must exactly equal the variant config leaf differences [{}]",
+                        list.join(", ")
+                    ),
+                );
+            }
+        }
+        for path in &computed {
+            let a = lookup_path(cb, path);
+            let bb = lookup_path(cc, path);
+            match (a, bb) {
+                (Some(a), Some(bb)) => {
+                    if matches!(a, Value::Object(_)) || matches!(bb, Value::Object(_)) {
+                        r.at(
+                            c,
+                            format!("config difference {} must name a scalar leaf", repr(path)),
+                        );
+                    } else if a.python_type_name() != bb.python_type_name() {
+                        r.at(
+                            c,
+                            format!(
+                                "config difference {} must preserve JSON leaf type",
+                                repr(path)
+                            ),
+                        );
+                    }
+                }
+                _ => r.at(
+                    c,
+                    format!(
+                        "config difference {} must exist in both variants",
+                        repr(path)
+                    ),
+                ),
+            }
+        }
+    }
+}
+
+/// `backend_pairs[*]`: each cross-backend pair (see [`check_backend_pair`]), unique and in
+/// canonical ascending order; returns how many were declared and the variants they name.
+fn check_backend_pairs(
+    r: &mut Report,
+    p: &Object,
+    pctx: &Ctx,
+    by_id: &ById,
+) -> (usize, BTreeSet<String>) {
     let bpctx = pctx.f("backend_pairs");
     let mut bp_count = 0usize;
     let mut cross_endpoints: BTreeSet<String> = BTreeSet::new();
@@ -197,38 +263,7 @@ pub(super) fn validate_policy(
                 let va = nonempty_str(r, o, "variant_a_id", &c);
                 let vb = nonempty_str(r, o, "variant_b_id", &c);
                 dot_path_list(r, o, "allowed_environment_differences", &c);
-                let mut ok = true;
-                for (key, id, backend, end) in [
-                    ("variant_a_id", o.get("variant_a_id"), ba, "a"),
-                    ("variant_b_id", o.get("variant_b_id"), bb, "b"),
-                ] {
-                    let id = id.and_then(Value::as_str);
-                    match id {
-                        Some(id) if !id.is_empty() && !IDENTIFIER.is_match(id) => {
-                            r.at(&c.f(key), "has invalid identifier syntax");
-                            ok = false;
-                        }
-                        Some(id) if by_id.contains_key(id) => {
-                            if let Some(b) = backend {
-                                if by_id[id].backend.as_deref() != Some(b) {
-                                    r.at(
-                                        &c,
-                                        format!(
-                                            "endpoint {end} backend does not match variant {}",
-                                            repr(id)
-                                        ),
-                                    );
-                                    ok = false;
-                                }
-                            }
-                        }
-                        Some(id) => {
-                            r.at(&c.f(key), format!("names undeclared variant {}", repr(id)));
-                            ok = false;
-                        }
-                        None => ok = false,
-                    }
-                }
+                let ok = check_pair_endpoints(r, &c, o, ba, bb, by_id);
                 let (Some(ba), Some(bb), Some(va), Some(vb)) = (ba, bb, va, vb) else {
                     continue;
                 };
@@ -290,47 +325,95 @@ pub(super) fn validate_policy(
         }
         _ => r.at(&bpctx, "must be an array"),
     }
+    (bp_count, cross_endpoints)
+}
 
-    // metric rules
-    let rctx = pctx.f("metric_rules");
-    let mut rules: Vec<RuleFacts> = Vec::new();
-    let mut rule_count = 0usize;
-    match p.get("metric_rules") {
-        Some(Value::Array(items)) => {
-            rule_count = items.len();
-            let mut seen = BTreeSet::new();
-            for (i, item) in items.iter().enumerate() {
-                let c = rctx.i(i);
-                let rf = validate_rule(r, item, &c);
-                if let (Some(s), Some(id), Some(m)) = (&rf.scope, &rf.result_id, &rf.metric) {
-                    if !seen.insert((s.clone(), id.clone(), m.clone())) {
+/// A backend pair's two `variant_*_id`s: identifier syntax, a declared variant, whose backend
+/// matches the endpoint's; returns whether both are usable.
+fn check_pair_endpoints(
+    r: &mut Report,
+    c: &Ctx,
+    o: &Object,
+    ba: Option<&str>,
+    bb: Option<&str>,
+    by_id: &ById,
+) -> bool {
+    let mut ok = true;
+    for (key, id, backend, end) in [
+        ("variant_a_id", o.get("variant_a_id"), ba, "a"),
+        ("variant_b_id", o.get("variant_b_id"), bb, "b"),
+    ] {
+        let id = id.and_then(Value::as_str);
+        match id {
+            Some(id) if !id.is_empty() && !IDENTIFIER.is_match(id) => {
+                r.at(&c.f(key), "has invalid identifier syntax");
+                ok = false;
+            }
+            Some(id) if by_id.contains_key(id) => {
+                if let Some(b) = backend {
+                    if by_id[id].backend.as_deref() != Some(b) {
                         r.at(
-                            &rctx,
-                            format!(
-                                "contains duplicate metric identity ({}, {}, {})",
-                                repr(s),
-                                repr(id),
-                                repr(m)
-                            ),
+                            c,
+                            format!("endpoint {end} backend does not match variant {}", repr(id)),
                         );
+                        ok = false;
                     }
                 }
-                rules.push(rf);
             }
-            if !items.is_empty() && !rules.iter().any(|x| x.required == Some(true)) {
-                r.at(&rctx, "must contain at least one required rule");
+            Some(id) => {
+                r.at(&c.f(key), format!("names undeclared variant {}", repr(id)));
+                ok = false;
             }
+            None => ok = false,
         }
-        _ => r.at(&rctx, "must be an array"),
     }
+    ok
+}
 
-    // mode checks
-    let all_ids: BTreeSet<String> = by_id.keys().map(|s| (*s).to_owned()).collect();
-    let comparison_set: BTreeSet<String> = match mode {
-        Some("declared_ab_variants") => ab_endpoints,
-        Some("cross_backend_correctness") => cross_endpoints,
-        _ => all_ids,
-    };
+/// A performance mode needs at least one required, command-produced, non-runner performance
+/// rule whose result every compared variant produces by command.
+fn check_performance_evidence(
+    r: &mut Report,
+    pctx: &Ctx,
+    rules: &[RuleFacts],
+    comparison_set: &BTreeSet<String>,
+    by_id: &ById,
+) {
+    let has_evidence = rules.iter().any(|rule| {
+        rule.required == Some(true)
+            && rule.metric_class.as_deref() == Some("performance")
+            && rule
+                .metric
+                .as_deref()
+                .is_some_and(|m| runner_metric(m).is_none())
+            && rule.result_id_str.is_some()
+            && comparison_set.iter().all(|vid| {
+                by_id.get(vid.as_str()).is_some_and(|v| {
+                    v.contracts
+                        .get(rule.result_id_str.as_deref().unwrap_or_default())
+                        .is_some_and(|c| c.producer.as_deref() == Some("command"))
+                })
+            })
+    });
+    if !has_evidence {
+        r.at(
+            pctx,
+            "performance comparison requires at least one required command-produced non-runner metric rule",
+        );
+    }
+}
+
+/// The mode's requirements: the workload kind, which pairs it needs or forbids, whether it
+/// needs metric rules.
+fn check_mode(
+    r: &mut Report,
+    pctx: &Ctx,
+    mode: Option<&str>,
+    kind: Option<&str>,
+    vp_count: usize,
+    bp_count: usize,
+    rule_count: usize,
+) {
     match mode {
         Some(m @ ("same_environment_performance" | "declared_ab_variants")) => {
             if kind != Some("performance") {
@@ -353,28 +436,6 @@ pub(super) fn validate_policy(
             }
             if rule_count == 0 {
                 r.at(&pctx.f("mode"), format!("{m} requires metric_rules"));
-            }
-            let has_evidence = rules.iter().any(|rule| {
-                rule.required == Some(true)
-                    && rule.metric_class.as_deref() == Some("performance")
-                    && rule
-                        .metric
-                        .as_deref()
-                        .is_some_and(|m| runner_metric(m).is_none())
-                    && rule.result_id_str.is_some()
-                    && comparison_set.iter().all(|vid| {
-                        by_id.get(vid.as_str()).is_some_and(|v| {
-                            v.contracts
-                                .get(rule.result_id_str.as_deref().unwrap_or_default())
-                                .is_some_and(|c| c.producer.as_deref() == Some("command"))
-                        })
-                    })
-            });
-            if !has_evidence {
-                r.at(
-                    &pctx,
-                    "performance comparison requires at least one required command-produced non-runner metric rule",
-                );
             }
         }
         Some(m @ "cross_backend_correctness") => {
@@ -403,76 +464,6 @@ pub(super) fn validate_policy(
             }
         }
         _ => {}
-    }
-
-    // per-rule checks
-    for (i, rule) in rules.iter().enumerate() {
-        let c = rctx.i(i);
-        if mode == Some("cross_backend_correctness") {
-            if rule.scope.as_deref() != Some("result") {
-                r.at(
-                    &c,
-                    "cross-backend correctness metrics must be result-scoped",
-                );
-            }
-            if rule.metric_class.as_deref() == Some("performance") {
-                r.at(&c, "cross-backend comparison forbids performance metrics");
-            }
-            if rule.required != Some(true) {
-                r.at(&c, "cross-backend correctness metrics must be required");
-            }
-            if rule.operator.as_deref() != Some("equal") {
-                r.at(
-                    &c,
-                    "cross-backend correctness metrics must use operator='equal'",
-                );
-            }
-        } else if rule.metric_class.as_deref() != Some("performance") {
-            r.at(
-                &c,
-                "performance comparison requires metric_class='performance'",
-            );
-        }
-        if rule.scope.as_deref() == Some("result") {
-            if let Some(rid) = &rule.result_id_str {
-                for vid in &comparison_set {
-                    let Some(v) = by_id.get(vid.as_str()) else {
-                        continue;
-                    };
-                    match v.contracts.get(rid) {
-                        None => r.at(
-                            &c.f("result_id"),
-                            format!("{} is not declared by variant {}", repr(rid), repr(vid)),
-                        ),
-                        Some(cc) => {
-                            if cc.required != Some(true) {
-                                r.at(
-                                    &c.f("result_id"),
-                                    format!(
-                                        "{} is not required by variant {}",
-                                        repr(rid),
-                                        repr(vid)
-                                    ),
-                                );
-                            }
-                            if let Some(m) = &rule.metric {
-                                if !cc.metrics.contains(m) {
-                                    r.at(
-                                        &c.f("metric"),
-                                        format!(
-                                            "{} is not declared by result {} in variant {}",
-                                            repr(m),
-                                            repr(rid),
-                                            repr(vid)
-                                        ),
-                                    );
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
     }
 }
 

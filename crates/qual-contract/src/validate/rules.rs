@@ -2,7 +2,126 @@
 //! uniqueness and required-rule requirement, and the per-rule checks against the policy's mode
 //! and the compared variants' result contracts.
 
+use super::policy::ById;
 use super::*;
+
+/// `metric_rules`: an array of rules (each checked by [`validate_rule`]) with unique metric
+/// identities and, when not empty, at least one required rule.
+pub(super) fn check_metric_rules(r: &mut Report, p: &Object, pctx: &Ctx) -> Vec<RuleFacts> {
+    // metric rules
+    let rctx = pctx.f("metric_rules");
+    let mut rules: Vec<RuleFacts> = Vec::new();
+    match p.get("metric_rules") {
+        Some(Value::Array(items)) => {
+            let mut seen = BTreeSet::new();
+            for (i, item) in items.iter().enumerate() {
+                let c = rctx.i(i);
+                let rf = validate_rule(r, item, &c);
+                if let (Some(s), Some(id), Some(m)) = (&rf.scope, &rf.result_id, &rf.metric) {
+                    if !seen.insert((s.clone(), id.clone(), m.clone())) {
+                        r.at(
+                            &rctx,
+                            format!(
+                                "contains duplicate metric identity ({}, {}, {})",
+                                repr(s),
+                                repr(id),
+                                repr(m)
+                            ),
+                        );
+                    }
+                }
+                rules.push(rf);
+            }
+            if !items.is_empty() && !rules.iter().any(|x| x.required == Some(true)) {
+                r.at(&rctx, "must contain at least one required rule");
+            }
+        }
+        _ => r.at(&rctx, "must be an array"),
+    }
+    rules
+}
+
+/// Each rule against the mode (scope, class, required, operator for cross-backend correctness;
+/// a performance class otherwise) and, for a result-scoped rule, against every compared
+/// variant's result contract.
+pub(super) fn check_rules_against_mode(
+    r: &mut Report,
+    rctx: &Ctx,
+    mode: Option<&str>,
+    rules: &[RuleFacts],
+    comparison_set: &BTreeSet<String>,
+    by_id: &ById,
+) {
+    // per-rule checks
+    for (i, rule) in rules.iter().enumerate() {
+        let c = rctx.i(i);
+        if mode == Some("cross_backend_correctness") {
+            if rule.scope.as_deref() != Some("result") {
+                r.at(
+                    &c,
+                    "cross-backend correctness metrics must be result-scoped",
+                );
+            }
+            if rule.metric_class.as_deref() == Some("performance") {
+                r.at(&c, "cross-backend comparison forbids performance metrics");
+            }
+            if rule.required != Some(true) {
+                r.at(&c, "cross-backend correctness metrics must be required");
+            }
+            if rule.operator.as_deref() != Some("equal") {
+                r.at(
+                    &c,
+                    "cross-backend correctness metrics must use operator='equal'",
+                );
+            }
+        } else if rule.metric_class.as_deref() != Some("performance") {
+            r.at(
+                &c,
+                "performance comparison requires metric_class='performance'",
+            );
+        }
+        if rule.scope.as_deref() == Some("result") {
+            if let Some(rid) = &rule.result_id_str {
+                for vid in comparison_set {
+                    let Some(v) = by_id.get(vid.as_str()) else {
+                        continue;
+                    };
+                    match v.contracts.get(rid) {
+                        None => r.at(
+                            &c.f("result_id"),
+                            format!("{} is not declared by variant {}", repr(rid), repr(vid)),
+                        ),
+                        Some(cc) => {
+                            if cc.required != Some(true) {
+                                r.at(
+                                    &c.f("result_id"),
+                                    format!(
+                                        "{} is not required by variant {}",
+                                        repr(rid),
+                                        repr(vid)
+                                    ),
+                                );
+                            }
+                            if let Some(m) = &rule.metric {
+                                if !cc.metrics.contains(m) {
+                                    r.at(
+                                        &c.f("metric"),
+                                        format!(
+                                            "{} is not declared by result {} in variant {}",
+                                            repr(m),
+                                            repr(rid),
+                                            repr(vid)
+                                        ),
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
 
 pub(super) struct RuleFacts {
     pub(super) scope: Option<String>,
@@ -14,7 +133,7 @@ pub(super) struct RuleFacts {
     pub(super) required: Option<bool>,
 }
 
-pub(super) fn validate_rule(r: &mut Report, item: &Value, c: &Ctx) -> RuleFacts {
+fn validate_rule(r: &mut Report, item: &Value, c: &Ctx) -> RuleFacts {
     let o = object(r, Some(item), c);
     closed(
         r,

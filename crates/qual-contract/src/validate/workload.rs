@@ -10,10 +10,28 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
     let mut r = Report { errors: Vec::new() };
     let root = Ctx::root("workload");
     let w = object(&mut r, Some(doc), &root);
+    let (kind, kind_text) = check_header(&mut r, w, &root);
+    let (delivery, repetitions) = check_determinism(&mut r, w, &root, kind_text);
+    let vars = validate_variables(&mut r, w.get("variables"), &root);
+    let variants = check_variants(&mut r, w, &root, &vars, repetitions);
+    check_unused_variables(&mut r, &root, &vars, &variants);
+    check_seed_delivery(&mut r, &root, delivery, &variants);
+    check_model_path(&mut r, &root, kind_text, &variants);
+    validate_policy(&mut r, w, &root, kind, kind_text, &variants);
+    r.errors
+}
+
+/// The root's closed key set, `schema_version`, `workload_id`, `kind` and `description`;
+/// returns the valid kind and the kind's text whatever it is.
+fn check_header<'a>(
+    r: &mut Report,
+    w: &'a Object,
+    root: &Ctx,
+) -> (Option<&'a str>, Option<&'a str>) {
     closed(
-        &mut r,
+        r,
         w,
-        &root,
+        root,
         &[
             "comparison_policy",
             "description",
@@ -28,20 +46,30 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
     if !py_equals_one(w.get("schema_version")) {
         r.at(&root.f("schema_version"), "must be 1");
     }
-    if let Some(id) = nonempty_str(&mut r, w, "workload_id", &root) {
+    if let Some(id) = nonempty_str(r, w, "workload_id", root) {
         if !IDENTIFIER.is_match(id) {
             r.at(&root.f("workload_id"), "has invalid identifier syntax");
         }
     }
-    let kind = one_of(&mut r, w, "kind", &root, &KINDS);
+    let kind = one_of(r, w, "kind", root, &KINDS);
     let kind_text: Option<&str> = w.get("kind").and_then(Value::as_str);
-    nonempty_str(&mut r, w, "description", &root);
+    nonempty_str(r, w, "description", root);
+    (kind, kind_text)
+}
 
-    // determinism
+/// `determinism`: its keys, `seed`, `seed_delivery`, `repetitions`, the fixed `case_order`,
+/// `max_parallel_cases` and `network_access`, and the seed rules by kind; returns the valid
+/// seed delivery and repetitions.
+fn check_determinism<'a>(
+    r: &mut Report,
+    w: &'a Object,
+    root: &Ctx,
+    kind_text: Option<&str>,
+) -> (Option<&'a str>, Option<u64>) {
     let dctx = root.f("determinism");
-    let d = object(&mut r, w.get("determinism"), &dctx);
+    let d = object(r, w.get("determinism"), &dctx);
     closed(
-        &mut r,
+        r,
         d,
         &dctx,
         &[
@@ -59,8 +87,8 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
     if !seed_ok {
         r.at(&dctx.f("seed"), "must be null or a non-negative integer");
     }
-    let delivery = one_of(&mut r, d, "seed_delivery", &dctx, &SEED_DELIVERIES);
-    let repetitions = positive_int(&mut r, d, "repetitions", &dctx, MAX_REPETITIONS);
+    let delivery = one_of(r, d, "seed_delivery", &dctx, &SEED_DELIVERIES);
+    let repetitions = positive_int(r, d, "repetitions", &dctx, MAX_REPETITIONS);
     if d.get("case_order").and_then(Value::as_str) != Some("declared") {
         r.at(&dctx.f("case_order"), "must be 'declared'");
     }
@@ -105,12 +133,18 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
             "seed_delivery=\"fixed_fixture\" is limited to correctness workloads".into(),
         );
     }
+    (delivery, repetitions)
+}
 
-    // variables
-    let vars = validate_variables(&mut r, w.get("variables"), &root);
+/// `variants`: a non-empty array, each variant checked in turn, ids unique and ascending.
+fn check_variants(
+    r: &mut Report,
+    w: &Object,
+    root: &Ctx,
+    vars: &BTreeMap<String, VarFacts>,
+    repetitions: Option<u64>,
+) -> Vec<VariantFacts> {
     let declared: BTreeSet<String> = vars.keys().cloned().collect();
-
-    // variants
     let vctx = root.f("variants");
     let mut variants: Vec<VariantFacts> = Vec::new();
     match w.get("variants") {
@@ -118,8 +152,7 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
             let mut prev: Option<String> = None;
             let mut seen = BTreeSet::new();
             for (i, item) in items.iter().enumerate() {
-                let facts =
-                    validate_variant(&mut r, item, &vctx.i(i), &declared, &vars, repetitions);
+                let facts = validate_variant(r, item, &vctx.i(i), &declared, vars, repetitions);
                 if let Some(id) = &facts.id {
                     if !seen.insert(id.clone()) {
                         r.raw(
@@ -139,8 +172,16 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
         }
         _ => r.at(&vctx, "must be a non-empty array"),
     }
+    variants
+}
 
-    // whole-workload checks
+/// Every declared variable is referenced by some variant.
+fn check_unused_variables(
+    r: &mut Report,
+    root: &Ctx,
+    vars: &BTreeMap<String, VarFacts>,
+    variants: &[VariantFacts],
+) {
     let referenced: BTreeSet<&String> = variants.iter().flat_map(|v| v.references.iter()).collect();
     let unused: Vec<&str> = vars
         .keys()
@@ -156,6 +197,18 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
             ),
         );
     }
+}
+
+/// Each variant delivers `${seed}` the declared way, and no variant references it when the
+/// seed is a fixed fixture or not applicable.
+fn check_seed_delivery(
+    r: &mut Report,
+    root: &Ctx,
+    delivery: Option<&str>,
+    variants: &[VariantFacts],
+) {
+    let dctx = root.f("determinism");
+    let vctx = root.f("variants");
     for (i, v) in variants.iter().enumerate() {
         let vid = v.id.clone().unwrap_or_default();
         match delivery {
@@ -186,6 +239,17 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
             );
         }
     }
+}
+
+/// `${model_path}`: never in an environment workload, in every variant of a model kind or
+/// where any variant uses it.
+fn check_model_path(
+    r: &mut Report,
+    root: &Ctx,
+    kind_text: Option<&str>,
+    variants: &[VariantFacts],
+) {
+    let vctx = root.f("variants");
     let any_model = variants.iter().any(|v| v.uses_model);
     for (i, v) in variants.iter().enumerate() {
         let vid = v.id.clone().unwrap_or_default();
@@ -211,7 +275,4 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
             );
         }
     }
-
-    validate_policy(&mut r, w, &root, kind, kind_text, &variants);
-    r.errors
 }
