@@ -10,6 +10,14 @@
 //!    `json.dumps(..., ensure_ascii=True, sort_keys=True, separators=(",", ":"))`.
 //! 3. `sha256:<hex>` digests of bytes and of canonical values.
 //!
+//! It is also the document layer every document kind shares, so that a new kind is a type
+//! plus its rules: [`doc`] (the one bounded, regular-file-only read of a document),
+//! [`keys`] (the closed-object check and its phrasings), [`violation`] (the one violation
+//! type and its collector), [`hash`] (streaming `sha256:` of a file), [`publish`] (exclusive
+//! creation: create-new, or temporary file + fsync + hard link) and [`pretty`] (the pretty
+//! writer beside the canonical one). Which document a file holds is decided above, in
+//! `qual-documents`.
+//!
 //! As the lowest crate every other one depends on, it also owns the three rules for untrusted
 //! paths and text: [`file`] (only regular files are opened for reading, never blocking on a
 //! FIFO), [`confine`] (writing below a root: no symlink component, never outside it) and
@@ -21,64 +29,30 @@
 
 mod canonical;
 pub mod confine;
+pub mod doc;
 pub mod escape;
 pub mod file;
+pub mod hash;
+pub mod keys;
 mod parse;
+pub mod pretty;
+pub mod publish;
 pub mod show;
 pub mod timestamp;
 mod value;
+pub mod violation;
 
 pub use canonical::{
     canonical_digest, is_sha256_digest, python_float_repr, python_str_repr, self_digest,
     sha256_prefixed, to_canonical_string, write_ascii_string,
 };
+pub use doc::{load_file, read_document, read_file_limited, JsonDocument, LoadError};
 pub use escape::{escape_path, escape_text};
 pub use file::{open_regular, read_regular_file, OpenError};
+pub use hash::{sha256_file, sha256_reader, FileHash, HashError, Sha256Stream};
+pub use keys::{ClosedKeys, KeyDiff, KeyList, Order, Phrasing};
 pub use parse::{check_float, from_slice, from_slice_with, from_str, Limits, ParseError, Reason};
+pub use pretty::to_pretty_json;
+pub use publish::{publish_exclusive, PublishError, PublishOptions};
 pub use value::{Int, Number, Object, Value};
-
-use std::path::Path;
-
-/// Why a file could not be loaded as strict JSON.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The file could not be opened or read (missing, not a regular file, permissions…).
-    #[error(transparent)]
-    Io(#[from] OpenError),
-    /// The file is larger than the limit.
-    #[error("cannot load {path}: file is larger than the limit of {limit} bytes")]
-    TooLarge {
-        /// The path as given (control characters escaped).
-        path: String,
-        /// The byte limit in force.
-        limit: usize,
-    },
-    /// The bytes are not strict JSON.
-    #[error("cannot load {path}: {error}")]
-    Parse {
-        /// The path as given (control characters escaped).
-        path: String,
-        /// The reader's refusal.
-        error: ParseError,
-    },
-}
-
-/// Reads a file of at most `limits.max_bytes` bytes without reading past the limit, then
-/// parses it strictly. Returns the value and the exact bytes (digests are over the bytes).
-pub fn load_file(path: &Path, limits: Limits) -> Result<(Value, Vec<u8>), LoadError> {
-    let bytes = read_file_limited(path, limits.max_bytes)?;
-    let value = from_slice_with(&bytes, limits).map_err(|error| LoadError::Parse {
-        path: escape_path(path),
-        error,
-    })?;
-    Ok((value, bytes))
-}
-
-/// Reads a regular file (see [`file`]), refusing anything else and files larger than
-/// `max_bytes` (checked while reading, so a growing file cannot exhaust memory).
-pub fn read_file_limited(path: &Path, max_bytes: usize) -> Result<Vec<u8>, LoadError> {
-    read_regular_file(path, max_bytes)?.ok_or_else(|| LoadError::TooLarge {
-        path: escape_path(path),
-        limit: max_bytes,
-    })
-}
+pub use violation::{Violation, Violations};
