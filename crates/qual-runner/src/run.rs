@@ -704,7 +704,10 @@ fn execute_run(
     };
     let violations = qual_receipt::validate::validate_strict(&receipt.to_value(), &strict);
     if !violations.is_empty() {
-        let text: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+        let text: Vec<String> = violations
+            .iter()
+            .map(|v| qual_receipt::validate::Dotted(v).to_string())
+            .collect();
         if verdict_value == Verdict::Passed {
             if let Some(r) = receipt.results.iter_mut().find(|r| r.required) {
                 r.status = ResultStatus::Failed;
@@ -728,7 +731,10 @@ fn execute_run(
             };
             let again = qual_receipt::validate::validate_strict(&receipt.to_value(), &strict);
             if !again.is_empty() {
-                let t: Vec<String> = again.iter().map(|v| v.to_string()).collect();
+                let t: Vec<String> = again
+                    .iter()
+                    .map(|v| qual_receipt::validate::Dotted(v).to_string())
+                    .collect();
                 return Err(aborted(format!(
                     "generated failed receipt is invalid: {}",
                     t.join(" | ")

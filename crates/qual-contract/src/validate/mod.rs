@@ -42,25 +42,18 @@ use variant::{validate_variant, CaseContract, VariantFacts};
 
 use crate::constants::*;
 use crate::pattern;
-use qual_json::{show::quote as repr, to_canonical_string, Number, Object, Value};
+use qual_json::keys::MISSING_UNKNOWN;
+use qual_json::{
+    show::quote as repr, to_canonical_string, ClosedKeys, Number, Object, Value, Violations,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+
+/// One contract violation: the document layer's [`qual_json::Violation`], whose `pointer` is a
+/// JSON pointer and whose `message` starts with the original's dotted context (so the message
+/// alone is the original's error text; print `message`, not the pointer-prefixed `Display`).
+pub use qual_json::Violation;
 use std::sync::LazyLock;
-
-/// One contract violation.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Violation {
-    /// JSON pointer of the offending value (`""` is the document root).
-    pub pointer: String,
-    /// The message, starting with the original's dotted context.
-    pub message: String,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
 
 #[derive(Clone)]
 struct Ctx {
@@ -102,22 +95,25 @@ impl Ctx {
     }
 }
 
+/// The violations found so far, in the original's order.
+#[derive(Default)]
 struct Report {
-    errors: Vec<Violation>,
+    errors: Violations,
 }
 
 impl Report {
+    /// `<dotted context> <tail>` at the context's pointer.
     fn at(&mut self, ctx: &Ctx, tail: impl fmt::Display) {
-        self.errors.push(Violation {
-            pointer: ctx.ptr.clone(),
-            message: format!("{} {}", ctx.text, tail),
-        });
+        self.errors
+            .push(ctx.ptr.clone(), format!("{} {}", ctx.text, tail));
     }
+    /// A message of its own (not prefixed by a context) at `ptr`.
     fn raw(&mut self, ptr: &str, message: String) {
-        self.errors.push(Violation {
-            pointer: ptr.to_owned(),
-            message,
-        });
+        self.errors.push(ptr, message);
+    }
+    /// Every violation, in order.
+    fn finish(self) -> Vec<Violation> {
+        self.errors.into_vec()
     }
 }
 
@@ -176,23 +172,8 @@ fn closed(r: &mut Report, o: &Object, ctx: &Ctx, keys: &[&str]) {
         // A non-object was already reported; the original treats it as `{}` silently.
         return;
     }
-    let mut missing: Vec<&str> = keys
-        .iter()
-        .copied()
-        .filter(|k| !o.contains_key(k))
-        .collect();
-    missing.sort();
-    if !missing.is_empty() {
-        r.at(ctx, format!("missing keys: {}", missing.join(", ")));
-    }
-    let mut unknown: Vec<&str> = o
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !keys.contains(k))
-        .collect();
-    unknown.sort();
-    if !unknown.is_empty() {
-        r.at(ctx, format!("has unknown keys: {}", unknown.join(", ")));
+    for message in ClosedKeys::new(keys).check(o).messages(&MISSING_UNKNOWN) {
+        r.at(ctx, message);
     }
 }
 

@@ -6,11 +6,11 @@ use super::*;
 /// Validates a resolved parameter set (receipt `workload.parameters`) against a workload.
 /// The workload itself should be valid; only the parameter rules are reported.
 pub fn validate_workload_parameters(workload: &Value, parameters: &Value) -> Vec<Violation> {
-    let mut r = Report { errors: Vec::new() };
+    let mut r = Report::default();
     let pctx = Ctx::root("workload.parameters");
     let Some(params) = parameters.as_object() else {
         r.at(&pctx, "must be an object");
-        return r.errors;
+        return r.finish();
     };
     let vid = params.get("variant_id").and_then(Value::as_str);
     let variant = workload
@@ -22,7 +22,7 @@ pub fn validate_workload_parameters(workload: &Value, parameters: &Value) -> Vec
         });
     let Some(variant) = variant else {
         r.at(&pctx.f("variant_id"), "must name a declared variant");
-        return r.errors;
+        return r.finish();
     };
     let refs = variant_references(variant);
     let mut expected: BTreeSet<String> = refs.clone();
@@ -39,7 +39,7 @@ pub fn validate_workload_parameters(workload: &Value, parameters: &Value) -> Vec
     if !extra.is_empty() {
         r.at(&pctx, format!("has undeclared keys: {}", extra.join(", ")));
     }
-    let mut scratch = Report { errors: Vec::new() };
+    let mut scratch = Report::default();
     let vars = validate_variables(
         &mut scratch,
         workload.get("variables"),
@@ -61,7 +61,7 @@ pub fn validate_workload_parameters(workload: &Value, parameters: &Value) -> Vec
         }
         check_value(&mut r, value, ty, &var.constraints, &c);
     }
-    r.errors
+    r.finish()
 }
 
 /// Non-reserved placeholder names referenced by a variant's case commands and environments.

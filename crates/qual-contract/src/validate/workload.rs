@@ -7,7 +7,7 @@ use super::*;
 
 /// Validates a workload document and returns every violation (empty means valid).
 pub fn validate_workload(doc: &Value) -> Vec<Violation> {
-    let mut r = Report { errors: Vec::new() };
+    let mut r = Report::default();
     let root = Ctx::root("workload");
     let w = object(&mut r, Some(doc), &root);
     let (kind, kind_text) = check_header(&mut r, w, &root);
@@ -18,7 +18,7 @@ pub fn validate_workload(doc: &Value) -> Vec<Violation> {
     check_seed_delivery(&mut r, &root, delivery, &variants);
     check_model_path(&mut r, &root, kind_text, &variants);
     validate_policy(&mut r, w, &root, kind, kind_text, &variants);
-    r.errors
+    r.finish()
 }
 
 /// The root's closed key set, `schema_version`, `workload_id`, `kind` and `description`;

@@ -4,6 +4,7 @@
 //! id, bytes, seed, parameters, variant, backend, kind). Every refusal is a [`CompareError`].
 
 use super::*;
+use qual_json::violation::Dotted;
 use std::path::{Path, PathBuf};
 
 /// Repository-relative directory a workload manifest must live in.
@@ -47,7 +48,10 @@ impl LoadedReceipt {
         }
         let violations = validate::validate(&value);
         if !violations.is_empty() {
-            let detail: String = violations.iter().map(|v| format!("\n  - {v}")).collect();
+            let detail: String = violations
+                .iter()
+                .map(|v| format!("\n  - {}", Dotted(v)))
+                .collect();
             return Err(refuse(format!(
                 "receipt {} failed validation:{detail}",
                 path.display()
@@ -156,7 +160,10 @@ pub fn load_committed_manifest(path: &Path, root: &Path) -> Result<LoadedManifes
     }
     let violations = qual_contract::validate_workload(&value);
     if !violations.is_empty() {
-        let detail: String = violations.iter().map(|v| format!("\n  - {v}")).collect();
+        let detail: String = violations
+            .iter()
+            .map(|v| format!("\n  - {}", v.message))
+            .collect();
         return Err(refuse(format!(
             "workload manifest {} failed validation:{detail}",
             relative.display()
@@ -232,7 +239,10 @@ pub(super) fn bind(
         }
         let errors = qual_contract::validate_workload_parameters(m, at(workload, "parameters"));
         if !errors.is_empty() {
-            let detail: String = errors.iter().map(|e| format!("\n  - {e}")).collect();
+            let detail: String = errors
+                .iter()
+                .map(|e| format!("\n  - {}", e.message))
+                .collect();
             return Err(refuse(format!(
                 "{label} receipt parameters do not match committed workload:{detail}"
             )));

@@ -35,32 +35,21 @@ pub use keys::*;
 pub use scalars::*;
 pub use strict::{git_commit_exists, hash_file};
 
-use qual_json::{Int, Number, Object, Value};
+use qual_json::keys::MISSING_UNKNOWN;
+use qual_json::{ClosedKeys, Int, Number, Object, Value, Violations};
 use std::cmp::Ordering;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// One broken rule: the dotted path of the value it is about and what is wrong with it.
+pub use qual_json::violation::{serialize_dotted, Dotted};
+/// One broken rule: the document layer's [`qual_json::Violation`], whose `pointer` holds the
+/// dotted path of the value it is about (`receipt.results[0].metrics[2].value`; `receipt` is
+/// the root) and whose `message` reads after it (`must be finite numeric`).
 ///
-/// `Display` gives `"<path> <message>"`, which for most rules is exactly the original
-/// implementation's error text.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Violation {
-    /// What is wrong, reading after the path: `must be finite numeric`.
-    pub message: String,
-    /// Dotted path such as `receipt.results[0].metrics[2].value` (`receipt` is the root).
-    pub path: String,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{} {}", self.path, self.message)
-        }
-    }
-}
+/// Shown through [`Dotted`] (`"<path> <message>"`, which for most rules is exactly the original
+/// implementation's error text) and serialized through [`serialize_dotted`]
+/// (`{"message": …, "path": …}`), never through the pointer form.
+pub use qual_json::Violation;
 
 /// Computes the current source-tree digest of a repository root (`sha256:<hex>`), or says why
 /// it could not. The CLI wires the runner's `qual_probe` implementation in; the validator only
@@ -137,6 +126,7 @@ pub enum FileOutcome {
     /// Loaded, but breaks the listed rules.
     Invalid {
         /// Every violation, in report order.
+        #[serde(serialize_with = "serialize_dotted")]
         violations: Vec<Violation>,
     },
 }
@@ -153,7 +143,7 @@ impl FileOutcome {
             FileOutcome::Valid => Vec::new(),
             FileOutcome::Unloadable { error } => vec![error.clone()],
             FileOutcome::Invalid { violations } => {
-                violations.iter().map(ToString::to_string).collect()
+                violations.iter().map(|v| Dotted(v).to_string()).collect()
             }
         }
     }
@@ -186,7 +176,7 @@ pub fn validate(receipt: &Value) -> Vec<Violation> {
 pub fn validate_strict(receipt: &Value, strict: &StrictChecks<'_>) -> Vec<Violation> {
     let mut c = Checker::default();
     c.receipt(receipt, strict);
-    c.out
+    c.out.into_vec()
 }
 
 static NULL: Value = Value::Null;
@@ -198,15 +188,12 @@ fn get<'a>(o: Option<&'a Object>, key: &str) -> &'a Value {
 
 #[derive(Default)]
 struct Checker {
-    out: Vec<Violation>,
+    out: Violations,
 }
 
 impl Checker {
     fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.out.push(Violation {
-            path: path.into(),
-            message: message.into(),
-        });
+        self.out.push(path, message);
     }
 
     /// `_check_exact_keys` / `_check_required_keys`: the object (or `None` when the value is not
@@ -222,24 +209,8 @@ impl Checker {
             self.push(ctx, "must be an object");
             return None;
         };
-        let mut missing: Vec<&str> = required
-            .iter()
-            .copied()
-            .filter(|k| !o.contains_key(k))
-            .collect();
-        missing.sort_unstable();
-        let mut unknown: Vec<&str> = o
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !allowed.contains(k))
-            .collect();
-        unknown.sort_unstable();
-        if !missing.is_empty() {
-            self.push(ctx, format!("missing keys: {}", missing.join(", ")));
-        }
-        if !unknown.is_empty() {
-            self.push(ctx, format!("has unknown keys: {}", unknown.join(", ")));
-        }
+        let diff = ClosedKeys::with_optional(required, allowed).check(o);
+        self.out.keys(ctx, &diff, &MISSING_UNKNOWN);
         Some(o)
     }
 

@@ -46,7 +46,6 @@ use identity::{verify_identity, verify_time};
 use results::verify_results;
 use workload::verify_workload;
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use qual_contract::{Producer, SkipPolicy, Workload};
@@ -62,24 +61,10 @@ use crate::validate::{hash_file, parse_utc_timestamp};
 /// The note the runner adds when it downgrades a would-be passed receipt.
 pub const DOWNGRADE_NOTE: &str = "Receipt was downgraded because current-source validation failed.";
 
-/// One disagreement between a receipt and its evidence.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Finding {
-    /// JSON pointer into the receipt (`/results/1/status`), or `<evidence path>#<pointer>`.
-    pub pointer: String,
-    /// What differs, reading after the pointer.
-    pub message: String,
-}
-
-impl fmt::Display for Finding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.pointer.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.pointer, self.message)
-        }
-    }
-}
+/// One disagreement between a receipt and its evidence: the document layer's
+/// [`qual_json::Violation`], whose `pointer` points into the receipt (`/results/1/status`) or
+/// into an evidence file (`<evidence path>#<pointer>`) and whose `message` says what differs.
+pub use qual_json::Violation as Finding;
 
 /// Escapes one JSON pointer token.
 fn token(s: &str) -> String {
