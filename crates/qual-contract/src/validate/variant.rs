@@ -25,6 +25,9 @@ pub(super) struct VariantFacts {
     pub(super) contracts: BTreeMap<String, CaseContract>,
 }
 
+/// One variant, in the original's order: keys, id, description, backend and device rules,
+/// `effective_config`, its cases, then the limits over all of them (timeout budget, case
+/// executions, command-produced cases for a config, required variables consumed).
 pub(super) fn validate_variant(
     r: &mut Report,
     item: &Value,
@@ -77,41 +80,13 @@ pub(super) fn validate_variant(
         matches!(o.get("effective_config"), Some(Value::Object(m)) if !m.is_empty());
 
     let cctx = c.f("cases");
-    let mut all_timeouts_valid = true;
-    let mut timeout_sum: u64 = 0;
-    let mut n_cases: u64 = 0;
-    let mut any_required = false;
-    let mut all_command = true;
-    match o.get("cases") {
-        Some(Value::Array(cases)) if !cases.is_empty() => {
-            let mut seen = BTreeSet::new();
-            for (j, case) in cases.iter().enumerate() {
-                n_cases += 1;
-                let cf = validate_case(r, case, &cctx.i(j), declared, &mut facts);
-                match cf.timeout {
-                    Some(t) => timeout_sum += t,
-                    None => all_timeouts_valid = false,
-                }
-                if cf.contract.required == Some(true) {
-                    any_required = true;
-                }
-                if cf.contract.producer.as_deref() != Some("command") {
-                    all_command = false;
-                }
-                if let Some(id) = cf.id {
-                    if !seen.insert(id.clone()) {
-                        r.at(&cctx, format!("contains duplicate id {}", repr(&id)));
-                    } else {
-                        facts.contracts.insert(id, cf.contract);
-                    }
-                }
-            }
-        }
-        _ => {
-            r.at(&cctx, "must be a non-empty array");
-            all_timeouts_valid = false;
-        }
-    }
+    let CasesSummary {
+        all_timeouts_valid,
+        timeout_sum,
+        n_cases,
+        any_required,
+        all_command,
+    } = check_cases(r, o, &cctx, declared, &mut facts);
     if !any_required {
         r.at(&cctx, "must contain at least one required case");
     }
@@ -150,6 +125,68 @@ pub(super) fn validate_variant(
         );
     }
     facts
+}
+
+/// What the variant-level limits need to know about its cases.
+struct CasesSummary {
+    all_timeouts_valid: bool,
+    timeout_sum: u64,
+    n_cases: u64,
+    any_required: bool,
+    all_command: bool,
+}
+
+/// `cases`: a non-empty array, each case checked by [`validate_case`], ids unique (the first
+/// occurrence's contract kept).
+fn check_cases(
+    r: &mut Report,
+    o: &Object,
+    cctx: &Ctx,
+    declared: &BTreeSet<String>,
+    facts: &mut VariantFacts,
+) -> CasesSummary {
+    let mut all_timeouts_valid = true;
+    let mut timeout_sum: u64 = 0;
+    let mut n_cases: u64 = 0;
+    let mut any_required = false;
+    let mut all_command = true;
+    match o.get("cases") {
+        Some(Value::Array(cases)) if !cases.is_empty() => {
+            let mut seen = BTreeSet::new();
+            for (j, case) in cases.iter().enumerate() {
+                n_cases += 1;
+                let cf = validate_case(r, case, &cctx.i(j), declared, facts);
+                match cf.timeout {
+                    Some(t) => timeout_sum += t,
+                    None => all_timeouts_valid = false,
+                }
+                if cf.contract.required == Some(true) {
+                    any_required = true;
+                }
+                if cf.contract.producer.as_deref() != Some("command") {
+                    all_command = false;
+                }
+                if let Some(id) = cf.id {
+                    if !seen.insert(id.clone()) {
+                        r.at(cctx, format!("contains duplicate id {}", repr(&id)));
+                    } else {
+                        facts.contracts.insert(id, cf.contract);
+                    }
+                }
+            }
+        }
+        _ => {
+            r.at(cctx, "must be a non-empty array");
+            all_timeouts_valid = false;
+        }
+    }
+    CasesSummary {
+        all_timeouts_valid,
+        timeout_sum,
+        n_cases,
+        any_required,
+        all_command,
+    }
 }
 
 /// Validates an effective_config tree; returns whether it is valid.
