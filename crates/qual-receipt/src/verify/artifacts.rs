@@ -43,6 +43,8 @@ fn walk(
     Ok(())
 }
 
+/// The artifact list: exactly the run directory's evidence files, in the runner's order, each
+/// with its kind, location, digest and size.
 pub(super) fn verify_artifacts(v: &mut Verifier<'_>, receipt: &Value, config: &Value) {
     let mut files = Vec::new();
     if let Err(e) = walk(&v.run_dir.clone(), &v.run_dir.clone(), &mut files) {
@@ -52,46 +54,7 @@ pub(super) fn verify_artifacts(v: &mut Verifier<'_>, receipt: &Value, config: &V
         );
         return;
     }
-    let result_limit = get(config, "/per_case_result_limit_bytes")
-        .as_int()
-        .and_then(|n| n.as_u64())
-        .unwrap_or(u64::MAX);
-    // The runner's order: initial fingerprint, environment, executions (stdout, stderr, case
-    // result, command result), final fingerprint, run config.
-    let rank = |rel: &str| -> (u8, String, u8) {
-        match rel {
-            "model-fingerprint-initial.json" => (0, String::new(), 0),
-            "environment.json" => (1, String::new(), 0),
-            "model-fingerprint-final.json" => (3, String::new(), 0),
-            "run-config.json" => (4, String::new(), 0),
-            _ => {
-                let (dir, file) = rel.rsplit_once('/').unwrap_or_default();
-                let f = match file {
-                    "stdout.log" => 0,
-                    "stderr.log" => 1,
-                    "case-result.json" => 2,
-                    _ => 3,
-                };
-                (2, dir.to_owned(), f)
-            }
-        }
-    };
-    let mut expected: Vec<(String, &'static str, std::fs::Metadata)> = Vec::new();
-    for (rel, meta) in files {
-        match evidence_kind(&rel) {
-            Some("command_case_result") if !meta.is_file() || meta.len() > result_limit => {}
-            Some(kind) => expected.push((rel, kind, meta)),
-            None if rel.starts_with("cases/") && rel.matches('/').count() >= 2 => {}
-            None => {
-                let shown = format!("{}/{rel}", v.run_dir_rel);
-                v.push(
-                    "/artifacts",
-                    format!("cannot account for {shown}: the runner writes no such file"),
-                );
-            }
-        }
-    }
-    expected.sort_by_key(|a| rank(&a.0));
+    let expected = expected_evidence(v, config, files);
     let listed: &[Value] = get(receipt, "/artifacts")
         .as_array()
         .map(Vec::as_slice)
@@ -171,4 +134,55 @@ pub(super) fn verify_artifacts(v: &mut Verifier<'_>, receipt: &Value, config: &V
             "is not in the order the runner writes its evidence",
         );
     }
+}
+
+/// The evidence files of the run directory in the runner's order, with their kinds (a file the
+/// runner never writes is reported; a case's scratch and an oversized case result are
+/// not evidence).
+fn expected_evidence(
+    v: &mut Verifier<'_>,
+    config: &Value,
+    files: Vec<(String, std::fs::Metadata)>,
+) -> Vec<(String, &'static str, std::fs::Metadata)> {
+    let result_limit = get(config, "/per_case_result_limit_bytes")
+        .as_int()
+        .and_then(|n| n.as_u64())
+        .unwrap_or(u64::MAX);
+    // The runner's order: initial fingerprint, environment, executions (stdout, stderr, case
+    // result, command result), final fingerprint, run config.
+    let rank = |rel: &str| -> (u8, String, u8) {
+        match rel {
+            "model-fingerprint-initial.json" => (0, String::new(), 0),
+            "environment.json" => (1, String::new(), 0),
+            "model-fingerprint-final.json" => (3, String::new(), 0),
+            "run-config.json" => (4, String::new(), 0),
+            _ => {
+                let (dir, file) = rel.rsplit_once('/').unwrap_or_default();
+                let f = match file {
+                    "stdout.log" => 0,
+                    "stderr.log" => 1,
+                    "case-result.json" => 2,
+                    _ => 3,
+                };
+                (2, dir.to_owned(), f)
+            }
+        }
+    };
+    let mut expected: Vec<(String, &'static str, std::fs::Metadata)> = Vec::new();
+    for (rel, meta) in files {
+        match evidence_kind(&rel) {
+            Some("command_case_result") if !meta.is_file() || meta.len() > result_limit => {}
+            Some(kind) => expected.push((rel, kind, meta)),
+            None if rel.starts_with("cases/") && rel.matches('/').count() >= 2 => {}
+            None => {
+                let shown = format!("{}/{rel}", v.run_dir_rel);
+                v.push(
+                    "/artifacts",
+                    format!("cannot account for {shown}: the runner writes no such file"),
+                );
+            }
+        }
+    }
+    expected.sort_by_key(|a| rank(&a.0));
+    expected
 }

@@ -10,60 +10,7 @@ pub(super) fn verify_workload(
     receipt: &Value,
     config: &Value,
 ) -> Option<Workload> {
-    let commit = get(receipt, "/source/git_commit")
-        .as_str()
-        .unwrap_or_default();
-    let Some(path) = get(config, "/workload_path").as_str() else {
-        v.push(
-            format!("{}/run-config.json#/workload_path", v.run_dir_rel),
-            "is absent: the workload cannot be located",
-        );
-        return None;
-    };
-    let bytes = match qual_git::Repo::new(v.root).blob_at(commit, path) {
-        Ok(Some(b)) => b,
-        Ok(None) => {
-            v.push(
-                "/source/git_commit",
-                format!("holds no workload at {} in this repository", jstr(path)),
-            );
-            return None;
-        }
-        Err(e) => {
-            v.push(
-                "/source/git_commit",
-                format!("cannot be read for the workload {}: {e}", jstr(path)),
-            );
-            return None;
-        }
-    };
-    let digest = qual_json::sha256_prefixed(&bytes);
-    v.differs(
-        "/workload/sha256",
-        get(receipt, "/workload/sha256"),
-        &Value::from(digest.as_str()),
-        &format!("the workload at the recorded commit ({path}) hashes to"),
-    );
-    let value = match qual_contract::check_bytes(&bytes) {
-        Ok(value) => value,
-        Err(violations) => {
-            v.push(
-                "/workload",
-                format!(
-                    "names a workload that is invalid at the recorded commit ({} violations)",
-                    violations.len()
-                ),
-            );
-            return None;
-        }
-    };
-    let w = match qual_contract::typed(&value) {
-        Ok(w) => w,
-        Err(e) => {
-            v.push("/workload", format!("cannot be typed: {e}"));
-            return None;
-        }
-    };
+    let w = typed_workload_at_commit(v, receipt, config)?;
     let source = "the workload declares";
     v.differs(
         "/workload/id",
@@ -133,5 +80,69 @@ pub(super) fn verify_workload(
             ),
         );
     }
+    Some(w)
+}
+
+/// The workload at the receipt's commit and the recorded path, read through the hardened git
+/// binding: its digest against the receipt's, then valid and typed.
+fn typed_workload_at_commit(
+    v: &mut Verifier<'_>,
+    receipt: &Value,
+    config: &Value,
+) -> Option<Workload> {
+    let commit = get(receipt, "/source/git_commit")
+        .as_str()
+        .unwrap_or_default();
+    let Some(path) = get(config, "/workload_path").as_str() else {
+        v.push(
+            format!("{}/run-config.json#/workload_path", v.run_dir_rel),
+            "is absent: the workload cannot be located",
+        );
+        return None;
+    };
+    let bytes = match qual_git::Repo::new(v.root).blob_at(commit, path) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            v.push(
+                "/source/git_commit",
+                format!("holds no workload at {} in this repository", jstr(path)),
+            );
+            return None;
+        }
+        Err(e) => {
+            v.push(
+                "/source/git_commit",
+                format!("cannot be read for the workload {}: {e}", jstr(path)),
+            );
+            return None;
+        }
+    };
+    let digest = qual_json::sha256_prefixed(&bytes);
+    v.differs(
+        "/workload/sha256",
+        get(receipt, "/workload/sha256"),
+        &Value::from(digest.as_str()),
+        &format!("the workload at the recorded commit ({path}) hashes to"),
+    );
+    let value = match qual_contract::check_bytes(&bytes) {
+        Ok(value) => value,
+        Err(violations) => {
+            v.push(
+                "/workload",
+                format!(
+                    "names a workload that is invalid at the recorded commit ({} violations)",
+                    violations.len()
+                ),
+            );
+            return None;
+        }
+    };
+    let w = match qual_contract::typed(&value) {
+        Ok(w) => w,
+        Err(e) => {
+            v.push("/workload", format!("cannot be typed: {e}"));
+            return None;
+        }
+    };
     Some(w)
 }
