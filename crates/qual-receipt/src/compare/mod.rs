@@ -22,10 +22,10 @@
 //!   says what differed;
 //! - the report is a plain data structure whose JSON form has sorted keys and is stable.
 //!
-//! The rule families live in their own files: [`load`] (reading receipts and the committed
-//! manifest, binding each receipt to it), [`identity`] (the identity checks that reject or
-//! allow differences, by mode), [`evidence`] (what each receipt must show before any metric is
-//! admitted) and [`metrics`] (the metric rules and their deltas). This file owns the report's
+//! The rule families live in their own files: `load` (reading receipts and the committed
+//! manifest, binding each receipt to it), `identity` (the identity checks that reject or
+//! allow differences, by mode), `evidence` (what each receipt must show before any metric is
+//! admitted) and `metrics` (the metric rules and their deltas). This file owns the report's
 //! types, the JSON access helpers they share, and [`compare`], which runs them in order.
 
 mod evidence;

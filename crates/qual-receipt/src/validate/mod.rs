@@ -18,12 +18,12 @@
 //! - basic mode also applies kiln-qual's internal-consistency rules ([`crate::consistency`]),
 //!   which the original lacks (a hand-flipped status or a dropped result fails here).
 //!
-//! The rules live by family: [`keys`] (the closed key sets and enumerations), [`scalars`]
-//! (Python-compatible numbers, identifiers and timestamps), [`record`] (the receipt's own
-//! fields: source, qualification, model, workload, results, artifacts, verdict), [`platform`]
-//! (the environment and the WSL2 and macOS platform evidence) and [`strict`] (the checks that
+//! The rules live by family: `keys` (the closed key sets and enumerations), `scalars`
+//! (Python-compatible numbers, identifiers and timestamps), `record` (the receipt's own
+//! fields: source, qualification, model, workload, results, artifacts, verdict), `platform`
+//! (the environment and the WSL2 and macOS platform evidence) and `strict` (the checks that
 //! read the file system or git). This file owns the violation type, loading, the entry points
-//! and the [`Checker`]'s typed field readers.
+//! and the `Checker`'s typed field readers.
 
 mod keys;
 mod platform;

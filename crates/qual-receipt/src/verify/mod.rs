@@ -30,10 +30,10 @@
 //!
 //! Nothing here trusts the receipt to locate evidence beyond its id: the run directory is
 //!
-//! The checks live by family: [`identity`] (receipt id and time), [`workload`] (the workload
-//! at the recorded commit), [`results`] (each execution against the runner's record, then the
-//! aggregated results) and [`artifacts`] (the evidence file list). This file owns the
-//! [`Finding`] type, the [`Verifier`] that collects them, and [`verify_run`], which runs the
+//! The checks live by family: `identity` (receipt id and time), `workload` (the workload
+//! at the recorded commit), `results` (each execution against the runner's record, then the
+//! aggregated results) and `artifacts` (the evidence file list). This file owns the
+//! [`Finding`] type, the `Verifier` that collects them, and [`verify_run`], which runs the
 //! families in order.
 
 mod artifacts;

@@ -51,10 +51,10 @@
 //! counted. Warmup requests never enter anything. Every reported bounded value lies inside
 //! its bound.
 //!
-//! The parts live in their own files: [`distribution`] (samples with their bounds, type-7
-//! percentiles, distributions), [`samples`] (one request's samples and SLO verdicts),
-//! [`validity`] (the limits, schedule lag, validity signals and the gate on bounds) and
-//! [`rows`] (the flattening into metric rows). This file owns the constants and definitions,
+//! The parts live in their own files: `distribution` (samples with their bounds, type-7
+//! percentiles, distributions), `samples` (one request's samples and SLO verdicts),
+//! `validity` (the limits, schedule lag, validity signals and the gate on bounds) and
+//! `rows` (the flattening into metric rows). This file owns the constants and definitions,
 //! [`ServingMetrics`] and [`compute_gated`], which puts them together.
 
 mod distribution;
