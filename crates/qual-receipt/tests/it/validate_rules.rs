@@ -10,7 +10,7 @@ use std::path::Path;
 fn errors(v: &serde_json::Value) -> Vec<String> {
     validate::validate(&strict(v))
         .iter()
-        .map(ToString::to_string)
+        .map(|v| validate::Dotted(v).to_string())
         .collect()
 }
 
@@ -34,19 +34,19 @@ fn closed_records_report_missing_and_unknown_keys_with_paths() {
     set(&mut r, "/results/0/metrics/0/extra", json!("x"));
     let v = validate::validate(&strict(&r));
     assert!(v.contains(&Violation {
-        path: "receipt".into(),
+        pointer: "receipt".into(),
         message: "missing keys: notes".into()
     }));
     assert!(v.contains(&Violation {
-        path: "receipt".into(),
+        pointer: "receipt".into(),
         message: "has unknown keys: surprise".into()
     }));
     assert!(v.contains(&Violation {
-        path: "receipt.results[0].metrics[0]".into(),
+        pointer: "receipt.results[0].metrics[0]".into(),
         message: "has unknown keys: extra".into()
     }));
     // notes missing is also reported as not an array: every violation is collected.
-    assert!(v.iter().any(|x| x.path == "receipt.notes"));
+    assert!(v.iter().any(|x| x.pointer == "receipt.notes"));
 }
 
 #[test]
@@ -93,7 +93,7 @@ fn finite_values_are_required_everywhere_a_number_is_allowed() {
     text = text.replace("\"big\":1", &format!("\"big\":1{}", "0".repeat(500)));
     let e: Vec<String> = validate::validate(&parse(&text))
         .iter()
-        .map(ToString::to_string)
+        .map(|v| validate::Dotted(v).to_string())
         .collect();
     assert_has(
         &e,
@@ -621,7 +621,7 @@ fn strict_local_artifacts_are_rehashed_under_dot_qualification() {
     let check = |r: &serde_json::Value| -> Vec<String> {
         validate::validate_strict(&strict(r), &strict_checks)
             .iter()
-            .map(ToString::to_string)
+            .map(|v| validate::Dotted(v).to_string())
             .collect()
     };
     assert!(check(&r).is_empty(), "{:?}", check(&r));
@@ -691,7 +691,7 @@ fn strict_known_commit_asks_git() {
     assert_eq!(
         v,
         vec![Violation {
-            path: "receipt.source.git_commit".into(),
+            pointer: "receipt.source.git_commit".into(),
             message: format!("does not exist locally: {}", "f".repeat(40)),
         }]
     );
@@ -713,7 +713,7 @@ fn strict_current_source_compares_the_recomputed_digest() {
             },
         )
         .iter()
-        .map(ToString::to_string)
+        .map(|v| validate::Dotted(v).to_string())
         .collect::<Vec<_>>()
     };
     assert!(with(&same).is_empty());
