@@ -29,7 +29,7 @@ use crate::kiln_launch::{self, BaseUrl};
 use crate::lifecycle::{LifecycleRecord, OwnedServer};
 use crate::load::{self, Arrival, LoadSpec, ProgressSink};
 use crate::metrics::{self, MetricRow, ServingMetrics, Slo, ValidityLimits};
-use crate::recipe::LaunchRecipe;
+use crate::recipe::{is_identifier, LaunchRecipe};
 use crate::record::RequestRecord;
 use qual_json::Value;
 use std::io::Write;
@@ -124,15 +124,6 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
-}
-
-fn is_identifier(s: &str) -> bool {
-    let b = s.as_bytes();
-    (3..=128).contains(&b.len())
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter().all(|&c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'_' || c == b'-'
-        })
 }
 
 /// Checks a config object (§7.1 of the workload contract): keys `^[a-z][a-z0-9_-]*$` at every

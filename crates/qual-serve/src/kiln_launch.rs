@@ -27,7 +27,7 @@
 //! Invariant: a [`KilnLaunch`] only exists when the document had no violation at all, and a
 //! Kiln-schema [`LaunchRecipe`] only exists with a valid [`BaseUrl`].
 
-use crate::recipe::{self, LaunchRecipe, RecipeError};
+use crate::recipe::{self, is_identifier, LaunchRecipe, RecipeError};
 use qual_json::{Int, LoadError, Number, Value};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The schema identifier of Kiln's launch recipe.
-pub const SCHEMA: &str = "kiln.serving-benchmark-server-launch.v1";
+pub const SCHEMA: &str = recipe::KILN_SCHEMA;
 
 /// The only variables a Kiln-schema server inherits from this process (when set and valid
 /// UTF-8); nothing else reaches it.
@@ -172,15 +172,6 @@ pub struct KilnLaunch {
 
 fn pointer(key: &str) -> String {
     format!("/{}", key.replace('~', "~0").replace('/', "~1"))
-}
-
-fn is_identifier(s: &str) -> bool {
-    let b = s.as_bytes();
-    (3..=128).contains(&b.len())
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter().all(|&c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'_' || c == b'-'
-        })
 }
 
 fn int_cmp(a: &Int, b: &Int) -> Ordering {

@@ -51,6 +51,10 @@ fn placeholder_ok(s: &str) -> bool {
 
 /// The schema identifier of a launch recipe.
 pub const SCHEMA: &str = "kiln-qual.serve-launch.v1";
+
+/// The schema identifier of Kiln's launch recipe, the other schema a [`LaunchRecipe`] is read
+/// from (re-exported as `kiln_launch::SCHEMA`, whose module reads that schema).
+pub const KILN_SCHEMA: &str = "kiln.serving-benchmark-server-launch.v1";
 /// The per-stream log bound when a recipe sets none.
 pub const DEFAULT_LOG_LIMIT: u64 = 8 * 1024 * 1024;
 const KEYS: [&str; 12] = [
@@ -84,7 +88,7 @@ pub struct LaunchRecipe {
     /// Loopback address the server is reached at (127.0.0.1 unless a Kiln-schema recipe's
     /// base URL names `[::1]`).
     pub host: IpAddr,
-    /// The schema the recipe was read from ([`SCHEMA`] or [`crate::kiln_launch::SCHEMA`]).
+    /// The schema the recipe was read from ([`SCHEMA`] or [`KILN_SCHEMA`]).
     pub schema: &'static str,
     /// Resolved log directory.
     pub log_directory: PathBuf,
@@ -123,7 +127,7 @@ pub enum RecipeError {
     /// A Kiln-schema recipe that is a symlink or not a regular file.
     #[error(
         "launch recipe {path} must be a regular file that is not a symlink ({})",
-        crate::kiln_launch::SCHEMA
+        KILN_SCHEMA
     )]
     NotRegular {
         /// The file.
@@ -142,7 +146,9 @@ pub enum RecipeError {
     },
 }
 
-fn is_identifier(s: &str) -> bool {
+/// The identifier rule of recipe ids, Kiln launch ids and case ids:
+/// `^[a-z0-9][a-z0-9._-]{2,127}$` (the one check of it in this crate).
+pub(crate) fn is_identifier(s: &str) -> bool {
     let b = s.as_bytes();
     (3..=128).contains(&b.len())
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
@@ -396,13 +402,13 @@ impl LaunchRecipe {
     /// recipe that uses the placeholder without a model path, and a model path the recipe
     /// does not use (no flag is ever silently ignored).
     pub fn with_model_path(&self, model: Option<&Path>) -> Result<LaunchRecipe, String> {
-        if self.schema == crate::kiln_launch::SCHEMA {
+        if self.schema == KILN_SCHEMA {
             // Kiln's argv is literal: it has no placeholder to substitute.
             return match model {
                 None => Ok(self.clone()),
                 Some(_) => Err(format!(
                     "--model-path was given but a {} recipe has no ${{model_path}} placeholder (its argv is literal)",
-                    crate::kiln_launch::SCHEMA
+                    KILN_SCHEMA
                 )),
             };
         }
