@@ -17,6 +17,7 @@ use qual_json::Value;
 use qual_serve::client::StreamRules;
 use qual_serve::corpus::{Corpus, CorpusEntry};
 use qual_serve::load::{self, Arrival, LoadSpec};
+use qual_serve::metrics::percentile_type7;
 use qual_serve::record::{Endpoint, Outcome, RequestRecord};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -132,26 +133,15 @@ pub fn execute(
         .collect()
 }
 
-/// Type-7 percentile (numpy's default): `None` for no samples.
-pub fn percentile_r7(sorted: &[f64], p: f64) -> Option<f64> {
-    match sorted.len() {
-        0 => None,
-        1 => Some(sorted[0]),
-        n => {
-            let rank = (n - 1) as f64 * p;
-            let lo = rank.floor() as usize;
-            let hi = (lo + 1).min(n - 1);
-            Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64))
-        }
-    }
-}
-
+/// p50 / p99 / p99.9 of `v`, type 7 (numpy's default, the serving metrics' one
+/// implementation); `None` for no samples.
 fn percentiles(mut v: Vec<f64>) -> Percentiles {
     v.sort_by(f64::total_cmp);
+    let at = |p: f64| (!v.is_empty()).then(|| percentile_type7(&v, p));
     Percentiles {
-        p50: percentile_r7(&v, 0.50),
-        p99: percentile_r7(&v, 0.99),
-        p999: percentile_r7(&v, 0.999),
+        p50: at(0.50),
+        p99: at(0.99),
+        p999: at(0.999),
     }
 }
 
@@ -555,8 +545,9 @@ mod tests {
 
     #[test]
     fn percentile_uses_type_7() {
-        assert_eq!(percentile_r7(&[], 0.5), None);
-        assert_eq!(percentile_r7(&[5.0], 0.99), Some(5.0));
-        assert_eq!(percentile_r7(&[0.0, 10.0], 0.9), Some(9.0));
+        assert_eq!(percentiles(vec![]).p50, None);
+        assert_eq!(percentiles(vec![5.0]).p99, Some(5.0));
+        assert_eq!(percentiles(vec![10.0, 0.0]).p50, Some(5.0));
+        assert!((percentiles(vec![10.0, 0.0]).p99.unwrap() - 9.9).abs() < 1e-12);
     }
 }
