@@ -306,23 +306,7 @@ pub fn comparison_table(report: &ComparisonReport) -> String {
                 ]
             })
             .collect();
-        let mut widths = header.map(str::len);
-        for row in &rows {
-            for (w, c) in widths.iter_mut().zip(row) {
-                *w = (*w).max(c.chars().count());
-            }
-        }
-        let mut line = |cells: [&str; 6]| {
-            let mut s = String::new();
-            for (i, c) in cells.iter().enumerate() {
-                let _ = write!(s, "{c:<w$}  ", w = widths[i]);
-            }
-            let _ = writeln!(out, "{}", s.trim_end());
-        };
-        line(header);
-        for r in &rows {
-            line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
-        }
+        out.push_str(&qual_json::table::render(&header, &rows));
         for e in &report.metric_evaluations {
             if let Some(reason) = &e.reason {
                 let _ = writeln!(out, "{}: {}", esc(&e.scope), esc(reason));
