@@ -9,6 +9,7 @@
 //! existing file is never replaced) → summary.
 
 use crate::identity;
+use crate::manifest;
 use crate::memory::{self, Sampler, SourceRequest};
 use crate::pairing::{self, ReferenceRole};
 use crate::profiles::Profile;
@@ -863,7 +864,7 @@ fn bind_identity(o: &CampaignOptions) -> Result<Identities, Vec<String>> {
         }
     }
     let manifest = o.runtime_manifest.as_ref().and_then(|m| {
-        identity::bind_manifest(m)
+        manifest::bind(m)
             .map_err(|e| errs.push(format!("failed to bind the runtime manifest: {e}")))
             .ok()
     });
@@ -1027,7 +1028,7 @@ pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
             .runtime_manifest
             .as_ref()
             .zip(manifest.as_ref())
-            .map(|(p, m)| identity::bind_manifest(p).map_or(true, |now| now != *m)),
+            .map(|(p, m)| manifest::bind(p).map_or(true, |now| now != *m)),
         engine,
         sampler_identity: sampler_identity.clone(),
         lifecycle,
