@@ -347,6 +347,30 @@ fn gates(
 ) -> Vec<Gate> {
     let n = records.len();
     let mut g = Vec::new();
+    request_gates(&mut g, records, ok);
+    g.push(gate(
+        "dispatch_spread",
+        spread <= cfg.max_dispatch_spread_ms,
+        if spread == f64::MAX {
+            "not every request was dispatched".into()
+        } else {
+            format!(
+                "{spread:.3} ms between the first and last dispatch (bound {} ms)",
+                cfg.max_dispatch_spread_ms
+            )
+        },
+    ));
+    output_gates(&mut g, plan, ok, n);
+    memory_gates(&mut g, memory, cfg);
+    if cfg.metrics_scraped {
+        server_gates(&mut g, server, ok);
+    }
+    g
+}
+
+/// `all_requests_succeeded` and `positive_completion_usage`.
+fn request_gates(g: &mut Vec<Gate>, records: &[RequestRecord], ok: &[(usize, &RequestRecord)]) {
+    let n = records.len();
     let first_error = records
         .iter()
         .enumerate()
@@ -386,18 +410,10 @@ fn gates(
             "every success reported positive prompt and completion tokens".into()
         },
     ));
-    g.push(gate(
-        "dispatch_spread",
-        spread <= cfg.max_dispatch_spread_ms,
-        if spread == f64::MAX {
-            "not every request was dispatched".into()
-        } else {
-            format!(
-                "{spread:.3} ms between the first and last dispatch (bound {} ms)",
-                cfg.max_dispatch_spread_ms
-            )
-        },
-    ));
+}
+
+/// `fixed_output_length` and the profile's prompt-token gate (uniform or mixed).
+fn output_gates(g: &mut Vec<Gate>, plan: &RowPlan, ok: &[(usize, &RequestRecord)], n: usize) {
     let wrong_len: Vec<String> = ok
         .iter()
         .filter(|(_, r)| {
@@ -452,6 +468,10 @@ fn gates(
             },
         )),
     }
+}
+
+/// `memory_measured` and `absolute_memory_limit`.
+fn memory_gates(g: &mut Vec<Gate>, memory: Option<MemorySnapshot>, cfg: &GateConfig) {
     g.push(gate(
         "memory_measured",
         memory.is_some_and(|m| m.samples >= 2),
@@ -471,27 +491,32 @@ fn gates(
             None => "no memory measurement".into(),
         },
     ));
-    if cfg.metrics_scraped {
-        match server {
-            Some(Ok(d)) => {
-                g.push(gate(
-                    "server_metrics_readable",
-                    true,
-                    "the engine's /metrics was scraped before and after the row".into(),
-                ));
-                if let Some(acc) = accounting(d, ok) {
-                    g.push(acc);
-                }
-            }
-            Some(Err(e)) => g.push(gate("server_metrics_readable", false, e.clone())),
-            None => g.push(gate(
+}
+
+/// `server_metrics_readable` and, when the scrape worked, `server_request_accounting`.
+fn server_gates(
+    g: &mut Vec<Gate>,
+    server: Option<&Result<ServerMetricsDelta, String>>,
+    ok: &[(usize, &RequestRecord)],
+) {
+    match server {
+        Some(Ok(d)) => {
+            g.push(gate(
                 "server_metrics_readable",
-                false,
-                "no scrape was taken".into(),
-            )),
+                true,
+                "the engine's /metrics was scraped before and after the row".into(),
+            ));
+            if let Some(acc) = accounting(d, ok) {
+                g.push(acc);
+            }
         }
+        Some(Err(e)) => g.push(gate("server_metrics_readable", false, e.clone())),
+        None => g.push(gate(
+            "server_metrics_readable",
+            false,
+            "no scrape was taken".into(),
+        )),
     }
-    g
 }
 
 /// `server_request_accounting`: the engine's own counters must account for at least what the
