@@ -12,6 +12,15 @@ where
     R: AsRef<[S]>,
     S: AsRef<str>,
 {
+    render_indented("", header, rows)
+}
+
+/// [`render`] with every line starting with `indent` (a table inside a listing).
+pub fn render_indented<R, S>(indent: &str, header: &[&str], rows: &[R]) -> String
+where
+    R: AsRef<[S]>,
+    S: AsRef<str>,
+{
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row.as_ref()) {
@@ -19,16 +28,18 @@ where
         }
     }
     let mut out = String::new();
-    push_line(&mut out, &widths, header);
+    push_line(&mut out, indent, &widths, header);
     for row in rows {
-        push_line(&mut out, &widths, row.as_ref());
+        push_line(&mut out, indent, &widths, row.as_ref());
     }
     out
 }
 
-/// One line: every cell but the last padded to its column's width, two spaces apart.
-fn push_line<S: AsRef<str>>(out: &mut String, widths: &[usize], cells: &[S]) {
+/// One line: `indent`, then every cell but the last padded to its column's width, two spaces
+/// apart.
+fn push_line<S: AsRef<str>>(out: &mut String, indent: &str, widths: &[usize], cells: &[S]) {
     let start = out.len();
+    out.push_str(indent);
     for (i, c) in cells.iter().enumerate() {
         let c = c.as_ref();
         out.push_str(c);
@@ -56,6 +67,10 @@ mod tests {
         assert_eq!(
             render(&["H1", "H2", "H3"], &rows),
             "H1   H2         H3\na    long cell  x\nbbb\né\n"
+        );
+        assert_eq!(
+            super::render_indented("  ", &["a", "b"], &[["xy", "z"]]),
+            "  a   b\n  xy  z\n"
         );
     }
 }
