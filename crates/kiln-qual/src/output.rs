@@ -106,36 +106,12 @@ pub fn print_json_text(text: &str) {
     }
 }
 
-/// Renders rows as a left-aligned text table with a header line (cells are escaped).
+/// Renders rows as a left-aligned text table with a header line (cells are escaped;
+/// the layout is [`qual_json::table`]'s).
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let rows: Vec<Vec<String>> = rows
+    let rows: Vec<Vec<Cow<'_, str>>> = rows
         .iter()
-        .map(|r| r.iter().map(|c| esc(c).into_owned()).collect())
+        .map(|r| r.iter().map(|c| esc(c)).collect())
         .collect();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (i, cell) in row.iter().enumerate() {
-            if i < widths.len() {
-                widths[i] = widths[i].max(cell.chars().count());
-            }
-        }
-    }
-    let mut out = String::new();
-    let line = |cells: Vec<&str>, out: &mut String| {
-        let mut s = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(&format!("{:<w$}  ", c, w = widths[i]));
-            }
-        }
-        out.push_str(s.trim_end());
-        out.push('\n');
-    };
-    line(header.to_vec(), &mut out);
-    for row in &rows {
-        line(row.iter().map(String::as_str).collect(), &mut out);
-    }
-    out
+    qual_json::table::render(header, &rows)
 }

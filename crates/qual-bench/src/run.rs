@@ -263,19 +263,10 @@ fn run_once(
     Ok(summarize(cfg, wl, repeat, closed, out.stop, out.records))
 }
 
-fn summarize(
-    cfg: &BenchConfig,
-    wl: &Workload,
-    repeat: usize,
-    closed_loop: bool,
-    stop: StopReason,
-    records: Vec<RequestRecord>,
-) -> RunResult {
-    // A closed loop has no schedule to keep: its send lag is recorded, not gated.
-    let mut limits = cfg.validity;
-    limits.gate_late_sends &= !closed_loop;
-    // Non-streamed requests define only E2E and throughput: those are what is gated.
-    let unary: Option<Vec<String>> = (!cfg.engine.stream).then(|| {
+/// What a non-streamed run's validity gate holds to the tolerance: E2E and throughput
+/// only (`None`: a streamed run gates the default set).
+fn gated_for_unary(cfg: &BenchConfig) -> Option<Vec<String>> {
+    (!cfg.engine.stream).then(|| {
         let mut g = vec![
             "e2e_ms.p50".to_string(),
             "output_tokens_per_second".to_string(),
@@ -285,19 +276,16 @@ fn summarize(
             g.push("slo_attainment".into());
         }
         g
-    });
-    let m = metrics::compute_gated(&records, cfg.slo, limits, unary.as_deref());
+    })
+}
+
+/// The latency distributions of the successful requests (one definition of every sample:
+/// qual-serve's metrics, with its arrival bound), and why the undefined ones are.
+fn distributions_of(
+    cfg: &BenchConfig,
+    ok: &[&RequestRecord],
+) -> (BTreeMap<String, Summary>, BTreeMap<String, String>) {
     let ps = &cfg.percentiles;
-    let measured: Vec<&RequestRecord> = records
-        .iter()
-        .filter(|r| r.phase == Phase::Measured)
-        .collect();
-    let ok: Vec<&RequestRecord> = measured
-        .iter()
-        .copied()
-        .filter(|r| r.outcome.is_success())
-        .collect();
-    // One definition of every sample (qual-serve's metrics), with its arrival bound.
     let per_request: Vec<(&RequestRecord, metrics::RequestSamples)> = ok
         .iter()
         .filter_map(|r| {
@@ -338,6 +326,17 @@ fn summarize(
             );
         }
     }
+    (distributions, undefined)
+}
+
+/// The headline values, each null one explained in `undefined`.
+fn headline_of(
+    cfg: &BenchConfig,
+    m: &ServingMetrics,
+    distributions: &BTreeMap<String, Summary>,
+    undefined: &mut BTreeMap<String, String>,
+) -> BTreeMap<String, Option<f64>> {
+    let ps = &cfg.percentiles;
     let mut headline = BTreeMap::new();
     headline.insert("requests_per_second".into(), m.requests_per_second);
     headline.insert(
@@ -372,9 +371,14 @@ fn summarize(
             undefined.insert(k.into(), "no slo declared".into());
         }
     }
+    headline
+}
+
+/// Per-turn counts and latencies (multi-turn workloads only: empty for one turn).
+fn turns_of(wl: &Workload, measured: &[&RequestRecord], ps: &[f64]) -> Vec<TurnStats> {
     let mut by_turn: BTreeMap<usize, (usize, usize, Vec<BoundedSample>, Vec<BoundedSample>)> =
         BTreeMap::new();
-    for r in &measured {
+    for r in measured {
         let t = wl.info.get(&r.corpus_id).map_or(0, |i| i.turn);
         let e = by_turn.entry(t).or_default();
         if r.outcome.is_success() {
@@ -388,7 +392,7 @@ fn summarize(
             e.1 += 1;
         }
     }
-    let turns = if by_turn.len() > 1 {
+    if by_turn.len() > 1 {
         by_turn
             .into_iter()
             .map(|(turn, (s, f, t, e))| TurnStats {
@@ -401,7 +405,12 @@ fn summarize(
             .collect()
     } else {
         Vec::new()
-    };
+    }
+}
+
+/// How many first-turn successes reported a prompt-token count other than the workload's
+/// (`None` when none could be checked).
+fn prompt_token_mismatches(wl: &Workload, ok: &[&RequestRecord]) -> Option<usize> {
     let checked: Vec<(u64, u64)> = ok
         .iter()
         .filter_map(|r| {
@@ -410,8 +419,37 @@ fn summarize(
             Some((r.usage?.prompt_tokens, info.input_tokens?))
         })
         .collect();
-    let prompt_token_mismatches =
-        (!checked.is_empty()).then(|| checked.iter().filter(|(a, b)| a != b).count());
+    (!checked.is_empty()).then(|| checked.iter().filter(|(a, b)| a != b).count())
+}
+
+fn summarize(
+    cfg: &BenchConfig,
+    wl: &Workload,
+    repeat: usize,
+    closed_loop: bool,
+    stop: StopReason,
+    records: Vec<RequestRecord>,
+) -> RunResult {
+    // A closed loop has no schedule to keep: its send lag is recorded, not gated.
+    let mut limits = cfg.validity;
+    limits.gate_late_sends &= !closed_loop;
+    // Non-streamed requests define only E2E and throughput: those are what is gated.
+    let unary = gated_for_unary(cfg);
+    let m = metrics::compute_gated(&records, cfg.slo, limits, unary.as_deref());
+    let ps = &cfg.percentiles;
+    let measured: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.phase == Phase::Measured)
+        .collect();
+    let ok: Vec<&RequestRecord> = measured
+        .iter()
+        .copied()
+        .filter(|r| r.outcome.is_success())
+        .collect();
+    let (distributions, mut undefined) = distributions_of(cfg, &ok);
+    let headline = headline_of(cfg, &m, &distributions, &mut undefined);
+    let turns = turns_of(wl, &measured, ps);
+    let prompt_token_mismatches = prompt_token_mismatches(wl, &ok);
     RunResult {
         repeat,
         stop,

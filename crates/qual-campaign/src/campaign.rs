@@ -9,6 +9,7 @@
 //! existing file is never replaced) → summary.
 
 use crate::identity;
+use crate::manifest;
 use crate::memory::{self, Sampler, SourceRequest};
 use crate::pairing::{self, ReferenceRole};
 use crate::profiles::Profile;
@@ -863,7 +864,7 @@ fn bind_identity(o: &CampaignOptions) -> Result<Identities, Vec<String>> {
         }
     }
     let manifest = o.runtime_manifest.as_ref().and_then(|m| {
-        identity::bind_manifest(m)
+        manifest::bind(m)
             .map_err(|e| errs.push(format!("failed to bind the runtime manifest: {e}")))
             .ok()
     });
@@ -905,21 +906,8 @@ pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
     let (lifecycle, lifecycle_passed) = match started {
         Err((reason, lc)) => {
             for p in &o.profiles {
-                let mut d = Draft {
-                    profile: *p,
-                    workload: workload(o, *p, o.model.as_deref().unwrap_or("")),
-                    prompt_context: None,
-                    warmup: Warmup {
-                        requests: o.warmup as u64,
-                        max_tokens: o.max_tokens.min(16),
-                        outcome: Verdict::Failed,
-                        errors: Vec::new(),
-                    },
-                    runs: Vec::new(),
-                    failures: Vec::new(),
-                };
-                d.failures.push(failure("server_startup", reason.clone()));
-                drafts.push(d);
+                let model = o.model.as_deref().unwrap_or("");
+                drafts.push(failed_draft(o, *p, model, reason.clone()));
             }
             let owned = matches!(o.server, ServerSpec::Owned { .. });
             (lc, owned.then_some(false))
@@ -951,50 +939,7 @@ pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
                 sampler: sampler.as_ref(),
                 epoch,
             };
-            let mut blocked: Option<Profile> = None;
-            let unserved = (!ids.contains(&model)).then(|| {
-                format!(
-                    "model {} is not served (served: {})",
-                    qual_json::show::quote(&model),
-                    qual_json::show::list(&ids)
-                )
-            });
-            for p in &o.profiles {
-                if let Some(b) = blocked {
-                    lines.push(ProfileLine {
-                        profile: *p,
-                        status: ProfileStatus::NotRunAfterFailure,
-                        receipt: None,
-                        receipt_sha256: None,
-                        verdict: None,
-                        blocked_by_profile: Some(b),
-                    });
-                    continue;
-                }
-                let d = match &unserved {
-                    None => run_profile(&env, *p),
-                    Some(why) => Draft {
-                        profile: *p,
-                        workload: workload(o, *p, &model),
-                        prompt_context: None,
-                        warmup: Warmup {
-                            requests: o.warmup as u64,
-                            max_tokens: o.max_tokens.min(16),
-                            outcome: Verdict::Failed,
-                            errors: Vec::new(),
-                        },
-                        runs: Vec::new(),
-                        failures: vec![failure("server_startup", why.clone())],
-                    },
-                };
-                let failed = !d.failures.is_empty()
-                    || d.runs.iter().any(|r| r.verdict == Verdict::Failed)
-                    || d.runs.len() != o.sizes.len() * o.repeats;
-                if failed && o.policy == ExecutionPolicy::FailFast {
-                    blocked = Some(*p);
-                }
-                drafts.push(d);
-            }
+            run_profiles(&env, &ids, &mut drafts, &mut lines);
             drop(sampler);
             match server.owned.take() {
                 Some(s) => {
@@ -1006,28 +951,12 @@ pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
             }
         }
     };
+    let (artifacts_changed, model_changed, manifest_changed) =
+        bindings_changed(o, &engine, model_identity.as_ref(), manifest.as_ref());
     let bound = Bound {
-        artifacts_changed: identity::changed(
-            &engine
-                .executables
-                .iter()
-                .chain(&engine.runtime_artifacts)
-                .cloned()
-                .collect::<Vec<_>>(),
-        ),
-        model_changed: o
-            .model_path
-            .as_ref()
-            .zip(model_identity.as_ref())
-            .map(|(p, m)| {
-                identity::model_identity(p, None)
-                    .map_or(true, |now| now.content_sha256 != m.content_sha256)
-            }),
-        manifest_changed: o
-            .runtime_manifest
-            .as_ref()
-            .zip(manifest.as_ref())
-            .map(|(p, m)| identity::bind_manifest(p).map_or(true, |now| now != *m)),
+        artifacts_changed,
+        model_changed,
+        manifest_changed,
         engine,
         sampler_identity: sampler_identity.clone(),
         lifecycle,
@@ -1035,6 +964,89 @@ pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
     };
     let receipts: Vec<Receipt> = drafts.into_iter().map(|d| finalize(o, &bound, d)).collect();
     publish_all(o, receipts, lines, sampler_identity)
+}
+
+/// A profile's draft that failed before any traffic: its workload, a failed warmup, `why`
+/// as its `server_startup` failure.
+fn failed_draft(o: &CampaignOptions, p: Profile, model: &str, why: String) -> Draft {
+    Draft {
+        profile: p,
+        workload: workload(o, p, model),
+        prompt_context: None,
+        warmup: Warmup {
+            requests: o.warmup as u64,
+            max_tokens: o.max_tokens.min(16),
+            outcome: Verdict::Failed,
+            errors: Vec::new(),
+        },
+        runs: Vec::new(),
+        failures: vec![failure("server_startup", why)],
+    }
+}
+
+/// Runs every profile on the started server, in order; under fail-fast the profiles after a
+/// failed one are listed as not run.
+fn run_profiles(env: &Env, ids: &[String], drafts: &mut Vec<Draft>, lines: &mut Vec<ProfileLine>) {
+    let (o, model) = (env.o, env.model);
+    let mut blocked: Option<Profile> = None;
+    let unserved = (!ids.iter().any(|i| i == model)).then(|| {
+        format!(
+            "model {} is not served (served: {})",
+            qual_json::show::quote(model),
+            qual_json::show::list(ids)
+        )
+    });
+    for p in &o.profiles {
+        if let Some(b) = blocked {
+            lines.push(ProfileLine {
+                profile: *p,
+                status: ProfileStatus::NotRunAfterFailure,
+                receipt: None,
+                receipt_sha256: None,
+                verdict: None,
+                blocked_by_profile: Some(b),
+            });
+            continue;
+        }
+        let d = match &unserved {
+            None => run_profile(env, *p),
+            Some(why) => failed_draft(o, *p, model, why.clone()),
+        };
+        let failed = !d.failures.is_empty()
+            || d.runs.iter().any(|r| r.verdict == Verdict::Failed)
+            || d.runs.len() != o.sizes.len() * o.repeats;
+        if failed && o.policy == ExecutionPolicy::FailFast {
+            blocked = Some(*p);
+        }
+        drafts.push(d);
+    }
+}
+
+/// Whether the bound executables and artifacts, the model and the runtime manifest changed
+/// during the campaign (`None` where nothing was bound).
+fn bindings_changed(
+    o: &CampaignOptions,
+    engine: &EngineIdentity,
+    model_identity: Option<&records::ModelIdentity>,
+    manifest: Option<&records::ManifestBinding>,
+) -> (Vec<String>, Option<bool>, Option<bool>) {
+    let artifacts_changed = identity::changed(
+        &engine
+            .executables
+            .iter()
+            .chain(&engine.runtime_artifacts)
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    let model_changed = o.model_path.as_ref().zip(model_identity).map(|(p, m)| {
+        identity::model_identity(p, None).map_or(true, |now| now.content_sha256 != m.content_sha256)
+    });
+    let manifest_changed = o
+        .runtime_manifest
+        .as_ref()
+        .zip(manifest)
+        .map(|(p, m)| manifest::bind(p).map_or(true, |now| now != *m));
+    (artifacts_changed, model_changed, manifest_changed)
 }
 
 fn publish_all(

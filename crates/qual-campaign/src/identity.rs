@@ -1,9 +1,10 @@
 //! Runtime identity: files bound by content (the server's resolved executable and, for an
 //! interpreter, its script; extra `--runtime-artifact` files; a runtime manifest) and the
 //! model bound by `qual-probe`'s fingerprint. Every binding is taken before traffic and
-//! re-checked after it (a finalization check per kind).
+//! re-checked after it (a finalization check per kind). A runtime manifest's binding is
+//! [`crate::manifest::bind`]'s (this module only digests its file).
 
-use crate::records::{FileDigest, ManifestBinding, ModelIdentity};
+use crate::records::{FileDigest, ModelIdentity};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -90,15 +91,5 @@ pub fn model_identity(dir: &Path, id: Option<&str>) -> Result<ModelIdentity, Str
     Ok(ModelIdentity {
         fingerprint,
         content_sha256: qual_json::canonical_digest(&v),
-    })
-}
-
-/// Binds a runtime manifest file (see [`crate::manifest`]).
-pub fn bind_manifest(path: &Path) -> Result<ManifestBinding, String> {
-    let file = digest_file(path)?;
-    let m = crate::manifest::read(path).map_err(|e| e.to_string())?;
-    Ok(ManifestBinding {
-        file,
-        runtime_content_sha256: m.runtime_content_sha256,
     })
 }

@@ -13,7 +13,7 @@
 //! (isolated mode `-I`, a minimal environment).
 
 use crate::identity::digest_file;
-use crate::records::FileDigest;
+use crate::records::{FileDigest, ManifestBinding};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -302,6 +302,16 @@ pub fn read(path: &Path) -> Result<Manifest, ManifestError> {
         )));
     }
     Ok(m)
+}
+
+/// Binds a runtime manifest file: its digest and the runtime content hash it declares.
+pub fn bind(path: &Path) -> Result<ManifestBinding, String> {
+    let file = digest_file(path)?;
+    let m = read(path).map_err(|e| e.to_string())?;
+    Ok(ManifestBinding {
+        file,
+        runtime_content_sha256: m.runtime_content_sha256,
+    })
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ use qual_json::Value;
 use qual_serve::client::StreamRules;
 use qual_serve::corpus::{Corpus, CorpusEntry};
 use qual_serve::load::{self, Arrival, LoadSpec};
+use qual_serve::metrics::percentile_type7;
 use qual_serve::record::{Endpoint, Outcome, RequestRecord};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -132,26 +133,15 @@ pub fn execute(
         .collect()
 }
 
-/// Type-7 percentile (numpy's default): `None` for no samples.
-pub fn percentile_r7(sorted: &[f64], p: f64) -> Option<f64> {
-    match sorted.len() {
-        0 => None,
-        1 => Some(sorted[0]),
-        n => {
-            let rank = (n - 1) as f64 * p;
-            let lo = rank.floor() as usize;
-            let hi = (lo + 1).min(n - 1);
-            Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64))
-        }
-    }
-}
-
+/// p50 / p99 / p99.9 of `v`, type 7 (numpy's default, the serving metrics' one
+/// implementation); `None` for no samples.
 fn percentiles(mut v: Vec<f64>) -> Percentiles {
     v.sort_by(f64::total_cmp);
+    let at = |p: f64| (!v.is_empty()).then(|| percentile_type7(&v, p));
     Percentiles {
-        p50: percentile_r7(&v, 0.50),
-        p99: percentile_r7(&v, 0.99),
-        p999: percentile_r7(&v, 0.999),
+        p50: at(0.50),
+        p99: at(0.99),
+        p999: at(0.999),
     }
 }
 
@@ -357,6 +347,30 @@ fn gates(
 ) -> Vec<Gate> {
     let n = records.len();
     let mut g = Vec::new();
+    request_gates(&mut g, records, ok);
+    g.push(gate(
+        "dispatch_spread",
+        spread <= cfg.max_dispatch_spread_ms,
+        if spread == f64::MAX {
+            "not every request was dispatched".into()
+        } else {
+            format!(
+                "{spread:.3} ms between the first and last dispatch (bound {} ms)",
+                cfg.max_dispatch_spread_ms
+            )
+        },
+    ));
+    output_gates(&mut g, plan, ok, n);
+    memory_gates(&mut g, memory, cfg);
+    if cfg.metrics_scraped {
+        server_gates(&mut g, server, ok);
+    }
+    g
+}
+
+/// `all_requests_succeeded` and `positive_completion_usage`.
+fn request_gates(g: &mut Vec<Gate>, records: &[RequestRecord], ok: &[(usize, &RequestRecord)]) {
+    let n = records.len();
     let first_error = records
         .iter()
         .enumerate()
@@ -396,18 +410,10 @@ fn gates(
             "every success reported positive prompt and completion tokens".into()
         },
     ));
-    g.push(gate(
-        "dispatch_spread",
-        spread <= cfg.max_dispatch_spread_ms,
-        if spread == f64::MAX {
-            "not every request was dispatched".into()
-        } else {
-            format!(
-                "{spread:.3} ms between the first and last dispatch (bound {} ms)",
-                cfg.max_dispatch_spread_ms
-            )
-        },
-    ));
+}
+
+/// `fixed_output_length` and the profile's prompt-token gate (uniform or mixed).
+fn output_gates(g: &mut Vec<Gate>, plan: &RowPlan, ok: &[(usize, &RequestRecord)], n: usize) {
     let wrong_len: Vec<String> = ok
         .iter()
         .filter(|(_, r)| {
@@ -462,6 +468,10 @@ fn gates(
             },
         )),
     }
+}
+
+/// `memory_measured` and `absolute_memory_limit`.
+fn memory_gates(g: &mut Vec<Gate>, memory: Option<MemorySnapshot>, cfg: &GateConfig) {
     g.push(gate(
         "memory_measured",
         memory.is_some_and(|m| m.samples >= 2),
@@ -481,27 +491,32 @@ fn gates(
             None => "no memory measurement".into(),
         },
     ));
-    if cfg.metrics_scraped {
-        match server {
-            Some(Ok(d)) => {
-                g.push(gate(
-                    "server_metrics_readable",
-                    true,
-                    "the engine's /metrics was scraped before and after the row".into(),
-                ));
-                if let Some(acc) = accounting(d, ok) {
-                    g.push(acc);
-                }
-            }
-            Some(Err(e)) => g.push(gate("server_metrics_readable", false, e.clone())),
-            None => g.push(gate(
+}
+
+/// `server_metrics_readable` and, when the scrape worked, `server_request_accounting`.
+fn server_gates(
+    g: &mut Vec<Gate>,
+    server: Option<&Result<ServerMetricsDelta, String>>,
+    ok: &[(usize, &RequestRecord)],
+) {
+    match server {
+        Some(Ok(d)) => {
+            g.push(gate(
                 "server_metrics_readable",
-                false,
-                "no scrape was taken".into(),
-            )),
+                true,
+                "the engine's /metrics was scraped before and after the row".into(),
+            ));
+            if let Some(acc) = accounting(d, ok) {
+                g.push(acc);
+            }
         }
+        Some(Err(e)) => g.push(gate("server_metrics_readable", false, e.clone())),
+        None => g.push(gate(
+            "server_metrics_readable",
+            false,
+            "no scrape was taken".into(),
+        )),
     }
-    g
 }
 
 /// `server_request_accounting`: the engine's own counters must account for at least what the
@@ -555,8 +570,9 @@ mod tests {
 
     #[test]
     fn percentile_uses_type_7() {
-        assert_eq!(percentile_r7(&[], 0.5), None);
-        assert_eq!(percentile_r7(&[5.0], 0.99), Some(5.0));
-        assert_eq!(percentile_r7(&[0.0, 10.0], 0.9), Some(9.0));
+        assert_eq!(percentiles(vec![]).p50, None);
+        assert_eq!(percentiles(vec![5.0]).p99, Some(5.0));
+        assert_eq!(percentiles(vec![10.0, 0.0]).p50, Some(5.0));
+        assert!((percentiles(vec![10.0, 0.0]).p99.unwrap() - 9.9).abs() < 1e-12);
     }
 }

@@ -116,7 +116,7 @@ mod exec;
 mod group;
 pub mod memstat;
 mod owned;
-mod procfs;
+pub mod procfs;
 pub mod sandbox;
 mod seccomp;
 mod spawn;

@@ -3,17 +3,26 @@
 //! A process is identified by `(pid, start_time)` (start time in clock ticks since boot, field
 //! 22 of `/proc/<pid>/stat`) so that a reused pid is never mistaken for a process seen before.
 //! A process that vanishes between listing and reading is simply absent from a snapshot.
+//!
+//! This is the one reader of `/proc/<pid>/stat` in the workspace: other crates use [`stat`],
+//! [`snapshot`] and [`pids`] (public) instead of parsing the file again.
 
 use std::fs;
 
 /// The fields of `/proc/<pid>/stat` this crate uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Stat {
+pub struct Stat {
+    /// Process id.
     pub pid: u32,
+    /// State letter (field 3: `R`, `S`, `Z`…).
     pub state: u8,
+    /// Parent pid (field 4).
     pub ppid: u32,
+    /// Process group id (field 5).
     pub pgrp: u32,
+    /// Session id (field 6).
     pub session: u32,
+    /// Start time in clock ticks since boot (field 22).
     pub start_time: u64,
 }
 
@@ -46,27 +55,29 @@ pub(crate) fn parse_stat(pid: u32, text: &str) -> Option<Stat> {
 }
 
 /// Reads `/proc/<pid>/stat`; `None` when the process is gone.
-pub(crate) fn stat(pid: u32) -> Option<Stat> {
+pub fn stat(pid: u32) -> Option<Stat> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(pid, &text)
 }
 
-/// Every process visible in `/proc` right now.
-pub(crate) fn snapshot() -> Vec<Stat> {
+/// Every pid listed in `/proc` right now, in directory order.
+pub fn pids() -> Vec<u32> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut out = Vec::with_capacity(256);
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if let Some(s) = stat(pid) {
-            out.push(s);
-        }
-    }
-    out
+    dir.flatten()
+        .filter_map(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+        })
+        .collect()
+}
+
+/// Every process visible in `/proc` right now.
+pub fn snapshot() -> Vec<Stat> {
+    pids().into_iter().filter_map(stat).collect()
 }
 
 /// The command line of a process, NUL separators shown as spaces, bounded to 512 bytes;

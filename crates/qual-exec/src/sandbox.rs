@@ -41,6 +41,8 @@
 //! name the mechanism the kernel refused (fail closed, never a weaker box).
 
 use crate::seccomp::Filters;
+/// The seccomp part of [`SandboxRecord`] (defined beside the filters it describes).
+pub use crate::seccomp::SeccompRecord;
 use serde::{Deserialize, Serialize};
 use std::ffi::{CStr, CString};
 use std::io;
@@ -144,16 +146,6 @@ pub fn enclosed() -> bool {
 }
 
 const INIT_NAME: &str = "kq-pidns-init";
-
-/// The seccomp part of [`SandboxRecord`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SeccompRecord {
-    /// Filter id (`kiln-qual-case-v1`).
-    pub filter: String,
-    /// System calls refused with `EPERM` (some only with the listed arguments).
-    pub refused: Vec<String>,
-}
 
 // ---------------------------------------------------------------------------------------
 // Step numbers carried in errno values from the child.

@@ -17,11 +17,11 @@
 //! `socketpair(AF_UNIX, SOCK_DGRAM)` (an unconnected datagram socket could `sendto` a path);
 //! stream and seqpacket socket pairs stay allowed (Python's `multiprocessing` uses them).
 
-use crate::sandbox::SeccompRecord;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule,
 };
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Filter id recorded in the evidence.
@@ -201,6 +201,16 @@ impl Filters {
         }
         true
     }
+}
+
+/// The seccomp part of a [`crate::SandboxRecord`]: which filter a case ran under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeccompRecord {
+    /// Filter id (`kiln-qual-case-v1`).
+    pub filter: String,
+    /// System calls refused with `EPERM` (some only with the listed arguments).
+    pub refused: Vec<String>,
 }
 
 /// The evidence of the filters used with this network policy.

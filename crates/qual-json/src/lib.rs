@@ -21,8 +21,8 @@
 //! As the lowest crate every other one depends on, it also owns the three rules for untrusted
 //! paths and text: [`file`] (only regular files are opened for reading, never blocking on a
 //! FIFO), [`confine`] (writing below a root: no symlink component, never outside it) and
-//! [`escape`] (how untrusted text is shown on a terminal), and the one spelling of document
-//! timestamps ([`timestamp`]).
+//! [`escape`] (how untrusted text is shown on a terminal), the one spelling of document
+//! timestamps ([`timestamp`]) and the one renderer of aligned text tables ([`table`]).
 //!
 //! Invariant: a [`Value`] that came out of the reader never holds a duplicate key, a
 //! non-finite float or `-0.0`, and keeps each number's lexical kind (`1` vs `1.0`).
@@ -38,6 +38,7 @@ mod parse;
 pub mod pretty;
 pub mod publish;
 pub mod show;
+pub mod table;
 pub mod timestamp;
 mod value;
 pub mod violation;

@@ -304,6 +304,34 @@ pub fn validate_result_artifact(
         }
     };
 
+    check_artifact_shape(&mut errors, fixture, &result, &p);
+
+    let raw_digest_ok = validate_provenance(
+        repo,
+        fixture,
+        &result,
+        &p,
+        ctx,
+        manifest_schema_version,
+        manifest_path,
+        opts,
+        &mut errors,
+    );
+
+    let declared = declared_metrics(fixture);
+    let empty = Object::new();
+    let observed = check_metric_keys(&mut errors, &declared, &result, &p).unwrap_or(&empty);
+
+    if raw_digest_ok {
+        check_raw_log_metrics(&mut errors, repo, &declared, &result, observed, &p, opts);
+    }
+
+    check_metric_values(&mut errors, &declared, observed, &p, ctx, opts);
+    errors
+}
+
+/// Steps 2–6: key set, identity, status, schema version, timestamp.
+fn check_artifact_shape(errors: &mut Vec<String>, fixture: &Object, result: &Object, p: &str) {
     // 2. Key set.
     let mut missing: Vec<&str> = RESULT_ARTIFACT_KEYS
         .iter()
@@ -366,21 +394,11 @@ pub fn validate_result_artifact(
             "{p}created_at_utc must be an ISO-8601 UTC timestamp ending in Z"
         ));
     }
+}
 
-    let raw_digest_ok = validate_provenance(
-        repo,
-        fixture,
-        &result,
-        &p,
-        ctx,
-        manifest_schema_version,
-        manifest_path,
-        opts,
-        &mut errors,
-    );
-
-    // 16. Metric keys.
-    let declared: Vec<(usize, &Object)> = fixture
+/// The fixture's declared metrics that are objects, with their index.
+fn declared_metrics(fixture: &Object) -> Vec<(usize, &Object)> {
+    fixture
         .get("metrics")
         .and_then(Value::as_array)
         .map(|a| {
@@ -389,21 +407,30 @@ pub fn validate_result_artifact(
                 .filter_map(|(i, m)| m.as_object().map(|o| (i, o)))
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// Step 16: the artifact's `metrics` (`None` when not an object) names only declared metrics.
+fn check_metric_keys<'r>(
+    errors: &mut Vec<String>,
+    declared: &[(usize, &Object)],
+    result: &'r Object,
+    p: &str,
+) -> Option<&'r Object> {
     let declared_names: Vec<&str> = declared
         .iter()
         .filter_map(|(_, m)| m.get("name").and_then(Value::as_str))
         .collect();
-    let empty = Object::new();
     let observed = match result.get("metrics") {
-        Some(Value::Object(m)) => m,
+        Some(Value::Object(m)) => Some(m),
         _ => {
             errors.push(format!("{p}metrics must be an object"));
-            &empty
+            None
         }
     };
     let mut undeclared: Vec<&str> = observed
-        .keys()
+        .into_iter()
+        .flat_map(|o| o.keys())
         .map(String::as_str)
         .filter(|k| !declared_names.contains(k))
         .collect();
@@ -414,20 +441,28 @@ pub fn validate_result_artifact(
             list(&undeclared)
         ));
     }
+    observed
+}
 
-    // 17. Raw-log reparse, when the raw file is present (skipped, like the rest of the
-    // provenance checks, when `raw_log_sha256` is malformed).
-    if let Some(raw_log) = result
-        .get("raw_log")
-        .and_then(Value::as_str)
-        .filter(|_| raw_digest_ok)
-    {
+/// Step 17: the raw log, when present, reparsed: every declared metric in it, with the
+/// declared unit and the artifact's value (skipped, like the rest of the provenance checks,
+/// when `raw_log_sha256` is malformed: the caller's decision).
+fn check_raw_log_metrics(
+    errors: &mut Vec<String>,
+    repo: &Repo,
+    declared: &[(usize, &Object)],
+    result: &Object,
+    observed: &Object,
+    p: &str,
+    opts: ValidateOptions,
+) {
+    if let Some(raw_log) = result.get("raw_log").and_then(Value::as_str) {
         let raw_path = repo.join(raw_log);
         if !raw_log.is_empty() && raw_path.is_file() {
             match metric::parse_metric_log(&raw_path) {
                 Err(e) => errors.push(format!("{p}raw_log metrics are invalid: {e}")),
                 Ok(obs) => {
-                    for (_, m) in &declared {
+                    for (_, m) in declared {
                         let Some(name) = m.get("name").and_then(Value::as_str) else {
                             continue;
                         };
@@ -459,9 +494,19 @@ pub fn validate_result_artifact(
             }
         }
     }
+}
 
+/// Step 18: every declared value finite and (when required) within its threshold.
+fn check_metric_values(
+    errors: &mut Vec<String>,
+    declared: &[(usize, &Object)],
+    observed: &Object,
+    p: &str,
+    ctx: &str,
+    opts: ValidateOptions,
+) {
     // 18. Values and thresholds.
-    for (i, m) in &declared {
+    for (i, m) in declared {
         let name = m.get("name").and_then(Value::as_str).unwrap_or_default();
         let value = observed.get(name);
         let Some(v) = finite_number(value) else {
@@ -477,7 +522,6 @@ pub fn validate_result_artifact(
             ));
         }
     }
-    errors
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -493,6 +537,62 @@ fn validate_provenance(
     errors: &mut Vec<String>,
 ) -> bool {
     let strict = opts.require_covered_provenance;
+    let commit = check_commit(errors, repo, result, p, strict);
+    check_manifest_binding(
+        errors,
+        repo,
+        result,
+        p,
+        (manifest_schema_version, manifest_path),
+        strict,
+    );
+    check_fixture_binding(errors, fixture, result, p);
+    check_source_digest(errors, repo, fixture, result, commit, (p, ctx), strict);
+    // 14. Raw-log path.
+    let raw_log = non_empty(result.get("raw_log"));
+    match raw_log {
+        None => errors.push(format!("{p}raw_log must be a non-empty string")),
+        Some(r) if strict && !is_repo_relative(r) => errors.push(format!(
+            "{p}raw_log must be repo-relative when --require-covered is set: {r}"
+        )),
+        Some(r) if strict && !is_canonical_raw_log_path(r) => errors.push(format!(
+            "{p}raw_log must live under bench-results/backend-latency/raw with a .log extension when --require-covered is set: {r}"
+        )),
+        _ => {}
+    }
+    // 15. Raw-log digest and retention.
+    let raw_sha = result
+        .get("raw_log_sha256")
+        .and_then(Value::as_str)
+        .filter(|s| is_checksum(s));
+    let Some(raw_sha) = raw_sha else {
+        errors.push(format!(
+            "{p}raw_log_sha256 must be a 64-character lowercase hex digest"
+        ));
+        return false;
+    };
+    if let Some(r) = raw_log {
+        if opts.enforce_git_retention && repo.is_tracked(r) {
+            errors.push(format!(
+                "{p}raw_log must not be tracked by git when --require-covered is set"
+            ));
+        }
+        let path = repo.join(r);
+        if path.is_file() && crate::sha256_file(&path).ok().as_deref() != Some(raw_sha) {
+            errors.push(format!("{p}raw_log_sha256 does not match raw_log"));
+        }
+    }
+    true
+}
+
+/// Steps 7–8: a commit of this repository (returned when well-formed), and the dirty flag.
+fn check_commit<'r>(
+    errors: &mut Vec<String>,
+    repo: &Repo,
+    result: &'r Object,
+    p: &str,
+    strict: bool,
+) -> Option<&'r str> {
     // 7. Commit.
     let commit = result
         .get("git_commit")
@@ -516,6 +616,18 @@ fn validate_provenance(
         Some(Value::Bool(true)) => {}
         _ => errors.push(format!("{p}git_tracked_dirty must be a boolean")),
     }
+    commit
+}
+
+/// Steps 9–10: the manifest the artifact names, and its schema version.
+fn check_manifest_binding(
+    errors: &mut Vec<String>,
+    repo: &Repo,
+    result: &Object,
+    p: &str,
+    (manifest_schema_version, manifest_path): (Option<&Value>, Option<&Path>),
+    strict: bool,
+) {
     // 9. Manifest field.
     match non_empty(result.get("manifest")) {
         None => errors.push(format!("{p}manifest must be a non-empty string")),
@@ -544,6 +656,10 @@ fn validate_provenance(
             value(result.get("manifest_schema_version"))
         ));
     }
+}
+
+/// Steps 11–12: the fixture's spec digest, and the fields copied from the fixture.
+fn check_fixture_binding(errors: &mut Vec<String>, fixture: &Object, result: &Object, p: &str) {
     // 11. Fixture digest.
     match result.get("fixture_spec_sha256").and_then(Value::as_str) {
         Some(d) if is_checksum(d) => match crate::digest::fixture_spec_sha256(fixture) {
@@ -569,6 +685,18 @@ fn validate_provenance(
             ));
         }
     }
+}
+
+/// Step 13: the source digest, against the file now and (strict) at the artifact's commit.
+fn check_source_digest(
+    errors: &mut Vec<String>,
+    repo: &Repo,
+    fixture: &Object,
+    result: &Object,
+    commit: Option<&str>,
+    (p, ctx): (&str, &str),
+    strict: bool,
+) {
     // 13. Source digest.
     let source_sha = result
         .get("source_sha256")
@@ -606,41 +734,6 @@ fn validate_provenance(
             }
         }
     }
-    // 14. Raw-log path.
-    let raw_log = non_empty(result.get("raw_log"));
-    match raw_log {
-        None => errors.push(format!("{p}raw_log must be a non-empty string")),
-        Some(r) if strict && !is_repo_relative(r) => errors.push(format!(
-            "{p}raw_log must be repo-relative when --require-covered is set: {r}"
-        )),
-        Some(r) if strict && !is_canonical_raw_log_path(r) => errors.push(format!(
-            "{p}raw_log must live under bench-results/backend-latency/raw with a .log extension when --require-covered is set: {r}"
-        )),
-        _ => {}
-    }
-    // 15. Raw-log digest and retention.
-    let raw_sha = result
-        .get("raw_log_sha256")
-        .and_then(Value::as_str)
-        .filter(|s| is_checksum(s));
-    let Some(raw_sha) = raw_sha else {
-        errors.push(format!(
-            "{p}raw_log_sha256 must be a 64-character lowercase hex digest"
-        ));
-        return false;
-    };
-    if let Some(r) = raw_log {
-        if opts.enforce_git_retention && repo.is_tracked(r) {
-            errors.push(format!(
-                "{p}raw_log must not be tracked by git when --require-covered is set"
-            ));
-        }
-        let path = repo.join(r);
-        if path.is_file() && crate::sha256_file(&path).ok().as_deref() != Some(raw_sha) {
-            errors.push(format!("{p}raw_log_sha256 does not match raw_log"));
-        }
-    }
-    true
 }
 
 /// Why an artifact file could not be read as a JSON value.

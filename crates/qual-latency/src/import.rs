@@ -386,52 +386,47 @@ fn commit(undo: Vec<Undo>) {
     }
 }
 
-/// Imports a bundle.
-pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportReport> {
+/// The bundle's root: the directory itself, or a zip extracted below `target/` (removed
+/// when the returned guard drops).
+fn bundle_root(repo: &Repo, req: &ImportRequest<'_>) -> Result<(PathBuf, Option<TempDir>)> {
     let bundle = req.bundle;
-    if !bundle.exists() {
+    if bundle.is_dir() {
+        return Ok((bundle.to_path_buf(), None));
+    }
+    let mut head = [0u8; 4];
+    let mut f = qual_json::open_regular(bundle).map_err(|e| LegacyError::Refused(e.to_string()))?;
+    let is_zip = std::io::Read::read_exact(&mut f, &mut head).is_ok()
+        && (head == *b"PK\x03\x04" || head == *b"PK\x05\x06");
+    if !is_zip {
         return refuse(format!(
-            "artifact bundle does not exist: {}",
+            "artifact bundle must be a directory or zip: {}",
             bundle.display()
         ));
     }
-    let _temp;
-    let root: PathBuf = if bundle.is_dir() {
-        bundle.to_path_buf()
-    } else {
-        let mut head = [0u8; 4];
-        let mut f =
-            qual_json::open_regular(bundle).map_err(|e| LegacyError::Refused(e.to_string()))?;
-        let is_zip = std::io::Read::read_exact(&mut f, &mut head).is_ok()
-            && (head == *b"PK\x03\x04" || head == *b"PK\x05\x06");
-        if !is_zip {
-            return refuse(format!(
-                "artifact bundle must be a directory or zip: {}",
-                bundle.display()
-            ));
-        }
-        let target = repo.join("target");
-        std::fs::create_dir_all(&target).map_err(|e| {
-            LegacyError::Refused(format!("cannot create {}: {e}", target.display()))
-        })?;
-        sweep_stale_temp_dirs(&target);
-        let dir = target.join(format!(
-            "{TEMP_PREFIX}{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0)
-        ));
-        std::fs::create_dir(&dir)
-            .map_err(|e| LegacyError::Refused(format!("cannot create {}: {e}", dir.display())))?;
-        _temp = TempDir(dir.clone());
-        extract_zip(bundle, &dir, &req.limits)?;
-        dir
-    };
+    let target = repo.join("target");
+    std::fs::create_dir_all(&target)
+        .map_err(|e| LegacyError::Refused(format!("cannot create {}: {e}", target.display())))?;
+    sweep_stale_temp_dirs(&target);
+    let dir = target.join(format!(
+        "{TEMP_PREFIX}{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir(&dir)
+        .map_err(|e| LegacyError::Refused(format!("cannot create {}: {e}", dir.display())))?;
+    let temp = TempDir(dir.clone());
+    extract_zip(bundle, &dir, &req.limits)?;
+    Ok((dir, Some(temp)))
+}
 
-    // Result selection.
-    let files = files_sorted(&root);
+/// The one v3 result artifact of the bundle (for `--fixture-id` when given).
+fn select_result(
+    files: &[PathBuf],
+    req: &ImportRequest<'_>,
+) -> Result<(PathBuf, qual_json::Object)> {
     let mut candidates: Vec<(PathBuf, qual_json::Object)> = Vec::new();
     for f in files
         .iter()
@@ -455,28 +450,95 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
         }
         candidates.push((f.clone(), o));
     }
-    let (result_file, result) = match candidates.len() {
-        0 => {
-            return refuse(match req.fixture_id {
-                Some(id) => format!(
-                    "no latency result artifact JSON found for fixture {}",
-                    quote(id)
-                ),
-                None => "no latency result artifact JSON found".into(),
-            })
-        }
-        1 => candidates.pop().expect("one candidate"),
+    match candidates.len() {
+        0 => refuse(match req.fixture_id {
+            Some(id) => format!(
+                "no latency result artifact JSON found for fixture {}",
+                quote(id)
+            ),
+            None => "no latency result artifact JSON found".into(),
+        }),
+        1 => Ok(candidates.pop().expect("one candidate")),
         _ => {
             let shown: Vec<String> = candidates
                 .iter()
                 .map(|(p, _)| p.display().to_string())
                 .collect();
-            return refuse(format!(
+            refuse(format!(
                 "artifact bundle contains multiple result artifacts; pass --fixture-id: {}",
                 shown.join(", ")
-            ));
+            ))
         }
-    };
+    }
+}
+
+/// The one raw log of the bundle the result names: at its path, below the result directory
+/// or at the top, else the one file of its name anywhere in the bundle.
+fn find_raw_log(root: &Path, files: &[PathBuf], raw_log: &str) -> Result<PathBuf> {
+    let raw_path = Path::new(&raw_log);
+    let name = raw_path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    let mut found: Vec<PathBuf> = Vec::new();
+    let mut direct = vec![root.join(raw_path)];
+    if let Ok(rel) = raw_path.strip_prefix(RESULT_DIR) {
+        direct.push(root.join(rel));
+    }
+    direct.push(root.join(&name));
+    for c in direct {
+        if c.is_file() {
+            let r = crate::paths::resolve(&c);
+            if !found.iter().any(|f| crate::paths::resolve(f) == r) {
+                found.push(c);
+            }
+        }
+    }
+    match found.len() {
+        1 => Ok(found.pop().expect("one")),
+        0 => {
+            let named: Vec<&PathBuf> = files
+                .iter()
+                .filter(|p| p.file_name() == Some(name.as_os_str()))
+                .collect();
+            match named.len() {
+                1 => Ok(named[0].clone()),
+                0 => refuse(format!("raw log not found in artifact bundle: {raw_log}")),
+                _ => {
+                    let shown: Vec<String> =
+                        named.iter().map(|p| p.display().to_string()).collect();
+                    refuse(format!(
+                        "artifact bundle contains multiple raw logs named {}: {}",
+                        name.to_string_lossy(),
+                        shown.join(", ")
+                    ))
+                }
+            }
+        }
+        _ => {
+            let shown: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
+            refuse(format!(
+                "artifact bundle contains multiple matching raw logs: {}",
+                shown.join(", ")
+            ))
+        }
+    }
+}
+
+/// Imports a bundle.
+pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportReport> {
+    let bundle = req.bundle;
+    if !bundle.exists() {
+        return refuse(format!(
+            "artifact bundle does not exist: {}",
+            bundle.display()
+        ));
+    }
+    let (root, _temp) = bundle_root(repo, req)?;
+
+    // Result selection.
+    let files = files_sorted(&root);
+    let (result_file, result) = select_result(&files, req)?;
     let fixture_id = result
         .get("fixture_id")
         .and_then(Value::as_str)
@@ -509,54 +571,7 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
             ))
         })?
         .to_owned();
-    let raw_path = Path::new(&raw_log);
-    let name = raw_path
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    let mut found: Vec<PathBuf> = Vec::new();
-    let mut direct = vec![root.join(raw_path)];
-    if let Ok(rel) = raw_path.strip_prefix(RESULT_DIR) {
-        direct.push(root.join(rel));
-    }
-    direct.push(root.join(&name));
-    for c in direct {
-        if c.is_file() {
-            let r = crate::paths::resolve(&c);
-            if !found.iter().any(|f| crate::paths::resolve(f) == r) {
-                found.push(c);
-            }
-        }
-    }
-    let raw_found = match found.len() {
-        1 => found.pop().expect("one"),
-        0 => {
-            let named: Vec<&PathBuf> = files
-                .iter()
-                .filter(|p| p.file_name() == Some(name.as_os_str()))
-                .collect();
-            match named.len() {
-                1 => named[0].clone(),
-                0 => return refuse(format!("raw log not found in artifact bundle: {raw_log}")),
-                _ => {
-                    let shown: Vec<String> =
-                        named.iter().map(|p| p.display().to_string()).collect();
-                    return refuse(format!(
-                        "artifact bundle contains multiple raw logs named {}: {}",
-                        name.to_string_lossy(),
-                        shown.join(", ")
-                    ));
-                }
-            }
-        }
-        _ => {
-            let shown: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
-            return refuse(format!(
-                "artifact bundle contains multiple matching raw logs: {}",
-                shown.join(", ")
-            ));
-        }
-    };
+    let raw_found = find_raw_log(&root, &files, &raw_log)?;
 
     // Checksum.
     let want_sha = result

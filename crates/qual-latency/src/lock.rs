@@ -90,119 +90,11 @@ pub fn lock_thresholds(repo: &Repo, req: &LockRequest<'_>) -> Result<LockSummary
     if !(req.headroom >= 0.0 && req.headroom < 1.0) {
         return refuse("--headroom must be >= 0 and < 1".into());
     }
-    if !eq_int(m.get("schema_version"), 1) {
-        return refuse("schema_version must be 1 before thresholds can lock".into());
-    }
-    if !m
-        .get("status")
-        .and_then(Value::as_str)
-        .is_some_and(|s| crate::manifest::VALID_STATUS.contains(&s))
-    {
-        return refuse(format!(
-            "status must be one of {} before thresholds can lock",
-            list(&crate::manifest::VALID_STATUS)
-        ));
-    }
-    let fixtures = match m.get("fixtures").and_then(Value::as_array) {
-        Some(f) if !f.is_empty() => f,
-        _ => return refuse("fixtures must be a non-empty array before thresholds can lock".into()),
-    };
-    let slots_empty = match m.get("missing_fixture_slots") {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => true,
-        Some(Value::Array(a)) => a.is_empty(),
-        Some(Value::Object(o)) => o.is_empty(),
-        Some(Value::String(s)) => s.is_empty(),
-        Some(Value::Number(n)) => n.as_f64() == Some(0.0),
-        Some(Value::Bool(true)) => false,
-    };
-    if !slots_empty {
-        return refuse("missing_fixture_slots must be empty before thresholds can lock".into());
-    }
-    let required: Vec<&str> = match m.get("required_backends").and_then(Value::as_array) {
-        Some(list) if !list.is_empty() => {
-            let mut out = Vec::new();
-            for (i, b) in list.iter().enumerate() {
-                match b.as_str().filter(|b| VALID_BACKENDS.contains(b)) {
-                    Some(b) => out.push(b),
-                    None => {
-                        return refuse(format!(
-                            "required_backends[{i}] is not a valid backend: {}",
-                            value(Some(b))
-                        ))
-                    }
-                }
-            }
-            out
-        }
-        _ => {
-            return refuse(
-                "required_backends must be a non-empty array before thresholds can lock".into(),
-            )
-        }
-    };
-    let mut backends = Vec::new();
-    for (i, fixture) in fixtures.iter().enumerate() {
-        let ctx = crate::manifest::fixture_context(i, fixture);
-        let Some(f) = fixture.as_object() else {
-            return refuse(format!("{ctx} must be an object"));
-        };
-        match f
-            .get("backend")
-            .and_then(Value::as_str)
-            .filter(|b| VALID_BACKENDS.contains(b))
-        {
-            Some(b) => backends.push(b),
-            None => {
-                return refuse(format!(
-                    "{ctx}.backend is not valid: {}",
-                    value(f.get("backend"))
-                ))
-            }
-        }
-    }
-    let mut uncovered: Vec<&str> = required
-        .iter()
-        .copied()
-        .filter(|b| !backends.contains(b))
-        .collect();
-    uncovered.sort();
-    uncovered.dedup();
-    if !uncovered.is_empty() {
-        return refuse(format!(
-            "required backend has no fixture before thresholds can lock: {}",
-            uncovered.join(", ")
-        ));
-    }
-    let ids: Vec<&str> = fixtures
-        .iter()
-        .filter_map(|f| f.get("id").and_then(Value::as_str))
-        .collect();
-    let mut unknown: Vec<&str> = req
-        .fixture_ids
-        .iter()
-        .map(String::as_str)
-        .filter(|id| !ids.contains(id))
-        .collect();
-    unknown.sort();
-    if !unknown.is_empty() {
-        return refuse(format!(
-            "requested fixture-id not present in manifest: {}",
-            unknown.join(", ")
-        ));
-    }
-
-    let mut new_fixtures = Vec::with_capacity(fixtures.len());
-    for f in fixtures {
-        let fo = f.as_object().expect("checked above");
-        let id = fo.get("id").and_then(Value::as_str).unwrap_or_default();
-        let selected = req.fixture_ids.is_empty() || req.fixture_ids.iter().any(|s| s == id);
-        if !selected {
-            new_fixtures.push(f.clone());
-            continue;
-        }
-        let observed = validate_for_lock(repo, fo, m.get("schema_version"), req.manifest_path)?;
-        new_fixtures.push(Value::Object(lock_fixture(fo, &observed, req.headroom)?));
-    }
+    let fixtures = check_lockable_state(m)?;
+    let required = required_backends(m)?;
+    check_backends_covered(fixtures, &required)?;
+    check_requested_ids(fixtures, req)?;
+    let new_fixtures = lock_selected(repo, req, m, fixtures)?;
     let all_locked = new_fixtures
         .iter()
         .all(|f| f.get("threshold_state").and_then(Value::as_str) == Some("locked_threshold"));
@@ -239,6 +131,148 @@ pub fn lock_thresholds(repo: &Repo, req: &LockRequest<'_>) -> Result<LockSummary
         output,
         manifest: out,
     })
+}
+
+/// The manifest's schema, status, fixtures and slots allow locking; its fixtures.
+fn check_lockable_state(m: &Object) -> Result<&[Value]> {
+    if !eq_int(m.get("schema_version"), 1) {
+        return refuse("schema_version must be 1 before thresholds can lock".into());
+    }
+    if !m
+        .get("status")
+        .and_then(Value::as_str)
+        .is_some_and(|s| crate::manifest::VALID_STATUS.contains(&s))
+    {
+        return refuse(format!(
+            "status must be one of {} before thresholds can lock",
+            list(&crate::manifest::VALID_STATUS)
+        ));
+    }
+    let fixtures = match m.get("fixtures").and_then(Value::as_array) {
+        Some(f) if !f.is_empty() => f,
+        _ => return refuse("fixtures must be a non-empty array before thresholds can lock".into()),
+    };
+    let slots_empty = match m.get("missing_fixture_slots") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => true,
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(Value::Object(o)) => o.is_empty(),
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Number(n)) => n.as_f64() == Some(0.0),
+        Some(Value::Bool(true)) => false,
+    };
+    if !slots_empty {
+        return refuse("missing_fixture_slots must be empty before thresholds can lock".into());
+    }
+    Ok(fixtures)
+}
+
+/// `required_backends`: a non-empty array of valid backends.
+fn required_backends(m: &Object) -> Result<Vec<&str>> {
+    let required: Vec<&str> = match m.get("required_backends").and_then(Value::as_array) {
+        Some(list) if !list.is_empty() => {
+            let mut out = Vec::new();
+            for (i, b) in list.iter().enumerate() {
+                match b.as_str().filter(|b| VALID_BACKENDS.contains(b)) {
+                    Some(b) => out.push(b),
+                    None => {
+                        return refuse(format!(
+                            "required_backends[{i}] is not a valid backend: {}",
+                            value(Some(b))
+                        ))
+                    }
+                }
+            }
+            out
+        }
+        _ => {
+            return refuse(
+                "required_backends must be a non-empty array before thresholds can lock".into(),
+            )
+        }
+    };
+    Ok(required)
+}
+
+/// Every fixture is an object with a valid backend, and every required backend has one.
+fn check_backends_covered(fixtures: &[Value], required: &[&str]) -> Result<()> {
+    let mut backends = Vec::new();
+    for (i, fixture) in fixtures.iter().enumerate() {
+        let ctx = crate::manifest::fixture_context(i, fixture);
+        let Some(f) = fixture.as_object() else {
+            return refuse(format!("{ctx} must be an object"));
+        };
+        match f
+            .get("backend")
+            .and_then(Value::as_str)
+            .filter(|b| VALID_BACKENDS.contains(b))
+        {
+            Some(b) => backends.push(b),
+            None => {
+                return refuse(format!(
+                    "{ctx}.backend is not valid: {}",
+                    value(f.get("backend"))
+                ))
+            }
+        }
+    }
+    let mut uncovered: Vec<&str> = required
+        .iter()
+        .copied()
+        .filter(|b| !backends.contains(b))
+        .collect();
+    uncovered.sort();
+    uncovered.dedup();
+    if !uncovered.is_empty() {
+        return refuse(format!(
+            "required backend has no fixture before thresholds can lock: {}",
+            uncovered.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// Every requested `--fixture-id` names a fixture of the manifest.
+fn check_requested_ids(fixtures: &[Value], req: &LockRequest<'_>) -> Result<()> {
+    let ids: Vec<&str> = fixtures
+        .iter()
+        .filter_map(|f| f.get("id").and_then(Value::as_str))
+        .collect();
+    let mut unknown: Vec<&str> = req
+        .fixture_ids
+        .iter()
+        .map(String::as_str)
+        .filter(|id| !ids.contains(id))
+        .collect();
+    unknown.sort();
+    if !unknown.is_empty() {
+        return refuse(format!(
+            "requested fixture-id not present in manifest: {}",
+            unknown.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// The fixtures with the selected ones validated and locked (the others unchanged).
+fn lock_selected(
+    repo: &Repo,
+    req: &LockRequest<'_>,
+    m: &Object,
+    fixtures: &[Value],
+) -> Result<Vec<Value>> {
+    let mut new_fixtures = Vec::with_capacity(fixtures.len());
+    for f in fixtures {
+        let fo = f.as_object().expect("checked above");
+        let id = fo.get("id").and_then(Value::as_str).unwrap_or_default();
+        let selected = req.fixture_ids.is_empty() || req.fixture_ids.iter().any(|s| s == id);
+        if !selected {
+            new_fixtures.push(f.clone());
+            continue;
+        }
+        let observed = validate_for_lock(repo, fo, m.get("schema_version"), req.manifest_path)?;
+        new_fixtures.push(Value::Object(lock_fixture(fo, &observed, req.headroom)?));
+    }
+    Ok(new_fixtures)
 }
 
 /// Applies the lock to one fixture given the observed values (by metric name).
@@ -289,6 +323,29 @@ pub fn validate_for_lock(
         _ => return refuse("fixture.id must be a non-empty string".into()),
     };
     let p = format!("{id}.");
+    let (backend, result) = load_result_for_lock(repo, fixture, &p)?;
+    let rp = format!("{p}result_artifact.");
+    check_result_keys(&result, &rp)?;
+    let commit = check_result_origin(repo, &result, id, backend, &rp)?;
+    check_result_binding(
+        repo,
+        fixture,
+        &result,
+        manifest_schema_version,
+        manifest_path,
+        &rp,
+    )?;
+    check_result_source(repo, fixture, &result, commit, &p, &rp)?;
+    let parsed = check_result_raw_log(repo, &result, &rp)?;
+    observed_for_lock(fixture, &result, &parsed, &p, &rp)
+}
+
+/// Step 1: the fixture's backend and its result artifact, read as an object.
+fn load_result_for_lock<'f>(
+    repo: &Repo,
+    fixture: &'f Object,
+    p: &str,
+) -> Result<(&'f str, Object)> {
     let s = |k: &str| {
         fixture
             .get(k)
@@ -314,19 +371,20 @@ pub fn validate_for_lock(
     if !result_path.is_file() {
         return refuse(format!("{p}result_artifact does not exist: {result_rel}"));
     }
-    let result = match load_artifact_value(&result_path) {
-        Ok(Value::Object(o)) => o,
-        Ok(_) => return refuse(format!("{p}result_artifact must be a JSON object")),
-        Err(ArtifactLoadError::NonFiniteMetric(n)) => {
-            return refuse(format!(
-                "{p}result_artifact.metrics.{n} must be finite numeric"
-            ))
-        }
+    match load_artifact_value(&result_path) {
+        Ok(Value::Object(o)) => Ok((backend, o)),
+        Ok(_) => refuse(format!("{p}result_artifact must be a JSON object")),
+        Err(ArtifactLoadError::NonFiniteMetric(n)) => refuse(format!(
+            "{p}result_artifact.metrics.{n} must be finite numeric"
+        )),
         Err(ArtifactLoadError::Unreadable(e)) => {
-            return refuse(format!("{p}result_artifact is not readable JSON: {e}"))
+            refuse(format!("{p}result_artifact is not readable JSON: {e}"))
         }
-    };
-    let rp = format!("{p}result_artifact.");
+    }
+}
+
+/// Step 2: exactly the artifact keys.
+fn check_result_keys(result: &Object, rp: &str) -> Result<()> {
     let mut keys: Vec<&str> = result.keys().map(String::as_str).collect();
     keys.sort();
     let mut want = RESULT_ARTIFACT_KEYS.to_vec();
@@ -339,6 +397,18 @@ pub fn validate_for_lock(
         }
         return refuse(format!("{rp}contains unknown keys: {}", list(&unknown)));
     }
+    Ok(())
+}
+
+/// Step 3: the artifact names this fixture and backend, passed, and comes from a clean
+/// commit of this repository (returned).
+fn check_result_origin<'r>(
+    repo: &Repo,
+    result: &'r Object,
+    id: &str,
+    backend: &str,
+    rp: &str,
+) -> Result<&'r str> {
     let rs = |k: &str| result.get(k).and_then(Value::as_str);
     if rs("fixture_id") != Some(id) {
         return refuse(format!(
@@ -388,6 +458,19 @@ pub fn validate_for_lock(
         }
         _ => return refuse(format!("{rp}git_tracked_dirty must be a boolean")),
     }
+    Ok(commit)
+}
+
+/// Step 4: the artifact is bound to this manifest and to this fixture's spec.
+fn check_result_binding(
+    repo: &Repo,
+    fixture: &Object,
+    result: &Object,
+    manifest_schema_version: Option<&Value>,
+    manifest_path: &Path,
+    rp: &str,
+) -> Result<()> {
+    let rs = |k: &str| result.get(k).and_then(Value::as_str);
     let manifest_field = rs("manifest")
         .filter(|m| !m.is_empty())
         .ok_or_else(|| LegacyError::Refused(format!("{rp}manifest must be a non-empty string")))?;
@@ -435,6 +518,25 @@ pub fn validate_for_lock(
             ));
         }
     }
+    Ok(())
+}
+
+/// Step 5: the fixture's source exists, matches the artifact's digest now and at its commit.
+fn check_result_source(
+    repo: &Repo,
+    fixture: &Object,
+    result: &Object,
+    commit: &str,
+    p: &str,
+    rp: &str,
+) -> Result<()> {
+    let s = |k: &str| {
+        fixture
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let rs = |k: &str| result.get(k).and_then(Value::as_str);
     let source = s("source")
         .ok_or_else(|| LegacyError::Refused(format!("{p}source must be a non-empty string")))?;
     if !is_repo_relative(source) {
@@ -465,6 +567,16 @@ pub fn validate_for_lock(
         }
         Some(_) => {}
     }
+    Ok(())
+}
+
+/// Step 6: the raw log exists where it must, matches its digest; its metric lines, parsed.
+fn check_result_raw_log(
+    repo: &Repo,
+    result: &Object,
+    rp: &str,
+) -> Result<crate::metric::Observations> {
+    let rs = |k: &str| result.get(k).and_then(Value::as_str);
     let raw_log = rs("raw_log")
         .filter(|r| !r.is_empty())
         .ok_or_else(|| LegacyError::Refused(format!("{rp}raw_log must be a non-empty string")))?;
@@ -494,6 +606,17 @@ pub fn validate_for_lock(
     }
     let parsed = crate::metric::parse_metric_log(&raw_path)
         .map_err(|e| LegacyError::Refused(format!("{rp}raw_log metrics are invalid: {e}")))?;
+    Ok(parsed)
+}
+
+/// Step 7: every declared metric observed, finite, equal to the raw log's value and unit.
+fn observed_for_lock(
+    fixture: &Object,
+    result: &Object,
+    parsed: &crate::metric::Observations,
+    p: &str,
+    rp: &str,
+) -> Result<Vec<(String, f64)>> {
     let Some(Value::Object(observed)) = result.get("metrics") else {
         return refuse(format!("{rp}metrics must be an object"));
     };

@@ -16,7 +16,7 @@ use crate::paths::{is_canonical_result_path, is_repo_relative};
 use crate::{LegacyError, Result, VALID_BACKENDS};
 use qual_json::{Object, Value};
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Top-level keys of a manifest.
 pub const MANIFEST_KEYS: [&str; 6] = [
@@ -241,7 +241,52 @@ pub fn validate_manifest(
         errors.push("manifest must be a JSON object".into());
         return errors;
     };
-    key_set(&mut errors, m, &MANIFEST_KEYS, &MANIFEST_KEYS, "manifest");
+    let status = check_manifest_head(&mut errors, m, strict);
+    check_policy(&mut errors, m);
+    let required_backends = required_backend_set(&mut errors, m);
+    let empty = Vec::new();
+    let fixtures = match m.get("fixtures").and_then(Value::as_array) {
+        Some(f) if !f.is_empty() => f,
+        _ => {
+            errors.push("fixtures must be a non-empty array".into());
+            &empty
+        }
+    };
+    let mut tally = FixtureTally::default();
+    for (idx, fixture) in fixtures.iter().enumerate() {
+        check_fixture(
+            &mut errors,
+            repo,
+            (m, manifest_path),
+            strict,
+            (idx, fixture),
+            &mut tally,
+        );
+    }
+    let (slots, slot_backends) = slot_backends(&mut errors, m);
+    for b in &required_backends {
+        if !tally.backends.contains(b) && !slot_backends.contains(b) {
+            errors.push(format!(
+                "required backend has no fixture or missing slot: {b}"
+            ));
+        }
+    }
+    if strict && !slots.is_empty() {
+        errors.push("missing_fixture_slots must be empty when --require-covered is set".into());
+    }
+    if status == Some("covered") && (!slots.is_empty() || tally.pending > 0) {
+        errors.push("covered manifest cannot have missing slots or pending thresholds".into());
+    }
+    errors
+}
+
+/// The manifest's keys, schema version and status (returned) against `--require-covered`.
+fn check_manifest_head<'m>(
+    errors: &mut Vec<String>,
+    m: &'m Object,
+    strict: bool,
+) -> Option<&'m str> {
+    key_set(errors, m, &MANIFEST_KEYS, &MANIFEST_KEYS, "manifest");
 
     if !eq_int(m.get("schema_version"), 1)
         || matches!(m.get("schema_version"), Some(Value::Bool(_)))
@@ -258,12 +303,16 @@ pub fn validate_manifest(
     if !strict && status == Some("covered") {
         errors.push("status covered requires --require-covered".into());
     }
+    status
+}
 
+/// `policy`: exactly the covered gate's requirements.
+fn check_policy(errors: &mut Vec<String>, m: &Object) {
     match m.get("policy") {
         Some(Value::Object(policy)) => {
             let before = errors.len();
             key_set(
-                &mut errors,
+                errors,
                 policy,
                 &["covered_gate_requires"],
                 &["covered_gate_requires"],
@@ -284,7 +333,10 @@ pub fn validate_manifest(
         }
         _ => errors.push("policy must be an object".into()),
     }
+}
 
+/// `required_backends`: a non-empty array of valid backends (the valid ones, as a set).
+fn required_backend_set<'m>(errors: &mut Vec<String>, m: &'m Object) -> BTreeSet<&'m str> {
     let mut required_backends: BTreeSet<&str> = BTreeSet::new();
     match m.get("required_backends").and_then(Value::as_array) {
         Some(list) if !list.is_empty() => {
@@ -302,138 +354,171 @@ pub fn validate_manifest(
         }
         _ => errors.push("required_backends must be a non-empty array".into()),
     }
+    required_backends
+}
 
-    let empty = Vec::new();
-    let fixtures = match m.get("fixtures").and_then(Value::as_array) {
-        Some(f) if !f.is_empty() => f,
-        _ => {
-            errors.push("fixtures must be a non-empty array".into());
-            &empty
-        }
+/// What the fixtures declare together: their ids, backends and pending thresholds.
+#[derive(Default)]
+struct FixtureTally<'m> {
+    ids: BTreeSet<&'m str>,
+    backends: BTreeSet<&'m str>,
+    pending: usize,
+}
+
+/// One fixture: its keys, strings, source, result artifact, threshold state, runner labels
+/// and metrics, then (strict) the result artifact itself.
+fn check_fixture<'m>(
+    errors: &mut Vec<String>,
+    repo: &Repo,
+    (m, manifest_path): (&'m Object, &Path),
+    strict: bool,
+    (idx, fixture): (usize, &'m Value),
+    tally: &mut FixtureTally<'m>,
+) {
+    let ctx = fixture_context(idx, fixture);
+    let Some(f) = fixture.as_object() else {
+        errors.push(format!("{ctx} must be an object"));
+        return;
     };
-    let mut ids: BTreeSet<&str> = BTreeSet::new();
-    let mut fixture_backends: BTreeSet<&str> = BTreeSet::new();
-    let mut pending = 0usize;
-    for (idx, fixture) in fixtures.iter().enumerate() {
-        let ctx = fixture_context(idx, fixture);
-        let Some(f) = fixture.as_object() else {
-            errors.push(format!("{ctx} must be an object"));
-            continue;
-        };
-        let mut unknown: Vec<&str> = f
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !FIXTURE_KEYS.contains(k))
-            .collect();
-        unknown.sort();
-        if !unknown.is_empty() {
-            errors.push(format!("{ctx} contains unknown keys: {}", list(&unknown)));
-        }
-        if let Some(id) = require_string(&mut errors, f, "id", &ctx) {
-            if !ids.insert(id) {
-                errors.push(format!("{ctx}.id is duplicated: {id}"));
-            }
-        }
-        if let Some(b) = require_string(&mut errors, f, "backend", &ctx) {
-            if VALID_BACKENDS.contains(&b) {
-                fixture_backends.insert(b);
-            } else {
-                errors.push(format!("{ctx}.backend is not valid: {}", quote(b)));
-            }
-        }
-        require_string(&mut errors, f, "hardware", &ctx);
-        if let Some(source) = require_string(&mut errors, f, "source", &ctx) {
-            if !repo.join(source).is_file() {
-                errors.push(format!("{ctx}.source does not exist: {source}"));
-            }
-            if strict && !is_repo_relative(source) {
-                errors.push(format!(
-                    "{ctx}.source must be repo-relative when --require-covered is set: {source}"
-                ));
-            } else if let Some(why) = crate::paths::contained(repo.root(), source) {
-                errors.push(format!("{ctx}.source {why}: {}", quote(source)));
-            }
-        }
-        require_string(&mut errors, f, "command", &ctx);
-        let mut result_for_validation = None;
-        if let Some(result) = require_string(&mut errors, f, "result_artifact", &ctx) {
-            let escapes = crate::paths::contained(repo.root(), result);
-            if let (false, Some(why)) = (strict, escapes) {
-                errors.push(format!("{ctx}.result_artifact {why}: {}", quote(result)));
-            } else if strict {
-                let path = repo.join(result);
-                if !is_repo_relative(result) {
-                    errors.push(format!("{ctx}.result_artifact must be repo-relative when --require-covered is set: {result}"));
-                } else if !is_canonical_result_path(result) {
-                    errors.push(format!(
-                        "{ctx}.result_artifact must live under bench-results/backend-latency with a .json extension: {result}"
-                    ));
-                } else if let Some(why) = escapes {
-                    errors.push(format!("{ctx}.result_artifact {why}: {}", quote(result)));
-                } else if !path.is_file() {
-                    errors.push(format!("{ctx}.result_artifact does not exist: {result}"));
-                } else {
-                    if !repo.is_tracked(result) {
-                        errors.push(format!(
-                            "{ctx}.result_artifact must be tracked by git when --require-covered is set: {result}"
-                        ));
-                    }
-                    result_for_validation = Some(path);
-                }
-            }
-        }
-        let threshold_state = require_string(&mut errors, f, "threshold_state", &ctx);
-        if let Some(state) = threshold_state {
-            if !VALID_THRESHOLD_STATES.contains(&state) {
-                errors.push(format!(
-                    "{ctx}.threshold_state must be one of {}",
-                    list(&VALID_THRESHOLD_STATES)
-                ));
-            } else if state == "pending_fixture_result" {
-                pending += 1;
-                if strict {
-                    errors.push(format!(
-                        "{ctx}.threshold_state must be locked_threshold when --require-covered is set"
-                    ));
-                }
-            }
-        }
-        if let Some(labels) = f.get("runner_labels") {
-            if let Err(e) = validate_runner_labels(labels, &format!("{ctx}.runner_labels")) {
-                errors.push(e);
-            }
-        }
-        match f.get("metrics").and_then(Value::as_array) {
-            Some(metrics) if !metrics.is_empty() => {
-                for (j, metric) in metrics.iter().enumerate() {
-                    validate_metric(
-                        &mut errors,
-                        metric,
-                        &format!("{ctx}.metrics[{j}]"),
-                        threshold_state,
-                        strict,
-                    );
-                }
-            }
-            _ => errors.push(format!("{ctx}.metrics must be a non-empty array")),
-        }
-        if let Some(path) = result_for_validation {
-            errors.extend(validate_result_artifact(
-                repo,
-                f,
-                &path,
-                &ctx,
-                m.get("schema_version"),
-                Some(manifest_path),
-                ValidateOptions {
-                    require_covered_provenance: true,
-                    enforce_git_retention: true,
-                    require_threshold_pass: true,
-                },
-            ));
+    let mut unknown: Vec<&str> = f
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !FIXTURE_KEYS.contains(k))
+        .collect();
+    unknown.sort();
+    if !unknown.is_empty() {
+        errors.push(format!("{ctx} contains unknown keys: {}", list(&unknown)));
+    }
+    if let Some(id) = require_string(errors, f, "id", &ctx) {
+        if !tally.ids.insert(id) {
+            errors.push(format!("{ctx}.id is duplicated: {id}"));
         }
     }
+    if let Some(b) = require_string(errors, f, "backend", &ctx) {
+        if VALID_BACKENDS.contains(&b) {
+            tally.backends.insert(b);
+        } else {
+            errors.push(format!("{ctx}.backend is not valid: {}", quote(b)));
+        }
+    }
+    require_string(errors, f, "hardware", &ctx);
+    if let Some(source) = require_string(errors, f, "source", &ctx) {
+        if !repo.join(source).is_file() {
+            errors.push(format!("{ctx}.source does not exist: {source}"));
+        }
+        if strict && !is_repo_relative(source) {
+            errors.push(format!(
+                "{ctx}.source must be repo-relative when --require-covered is set: {source}"
+            ));
+        } else if let Some(why) = crate::paths::contained(repo.root(), source) {
+            errors.push(format!("{ctx}.source {why}: {}", quote(source)));
+        }
+    }
+    require_string(errors, f, "command", &ctx);
+    let result_for_validation = fixture_result_path(errors, repo, f, &ctx, strict);
+    let threshold_state = check_threshold_state(errors, f, &ctx, strict, &mut tally.pending);
+    if let Some(labels) = f.get("runner_labels") {
+        if let Err(e) = validate_runner_labels(labels, &format!("{ctx}.runner_labels")) {
+            errors.push(e);
+        }
+    }
+    match f.get("metrics").and_then(Value::as_array) {
+        Some(metrics) if !metrics.is_empty() => {
+            for (j, metric) in metrics.iter().enumerate() {
+                validate_metric(
+                    errors,
+                    metric,
+                    &format!("{ctx}.metrics[{j}]"),
+                    threshold_state,
+                    strict,
+                );
+            }
+        }
+        _ => errors.push(format!("{ctx}.metrics must be a non-empty array")),
+    }
+    if let Some(path) = result_for_validation {
+        errors.extend(validate_result_artifact(
+            repo,
+            f,
+            &path,
+            &ctx,
+            m.get("schema_version"),
+            Some(manifest_path),
+            ValidateOptions {
+                require_covered_provenance: true,
+                enforce_git_retention: true,
+                require_threshold_pass: true,
+            },
+        ));
+    }
+}
 
+/// The fixture's `result_artifact`, checked; its path when (strict) it is to be validated.
+fn fixture_result_path(
+    errors: &mut Vec<String>,
+    repo: &Repo,
+    f: &Object,
+    ctx: &str,
+    strict: bool,
+) -> Option<PathBuf> {
+    if let Some(result) = require_string(errors, f, "result_artifact", ctx) {
+        let escapes = crate::paths::contained(repo.root(), result);
+        if let (false, Some(why)) = (strict, escapes) {
+            errors.push(format!("{ctx}.result_artifact {why}: {}", quote(result)));
+        } else if strict {
+            let path = repo.join(result);
+            if !is_repo_relative(result) {
+                errors.push(format!("{ctx}.result_artifact must be repo-relative when --require-covered is set: {result}"));
+            } else if !is_canonical_result_path(result) {
+                errors.push(format!(
+                    "{ctx}.result_artifact must live under bench-results/backend-latency with a .json extension: {result}"
+                ));
+            } else if let Some(why) = escapes {
+                errors.push(format!("{ctx}.result_artifact {why}: {}", quote(result)));
+            } else if !path.is_file() {
+                errors.push(format!("{ctx}.result_artifact does not exist: {result}"));
+            } else {
+                if !repo.is_tracked(result) {
+                    errors.push(format!(
+                        "{ctx}.result_artifact must be tracked by git when --require-covered is set: {result}"
+                    ));
+                }
+                return Some(path);
+            }
+        }
+    }
+    None
+}
+
+/// The fixture's `threshold_state` (returned), counting a pending one.
+fn check_threshold_state<'m>(
+    errors: &mut Vec<String>,
+    f: &'m Object,
+    ctx: &str,
+    strict: bool,
+    pending: &mut usize,
+) -> Option<&'m str> {
+    let threshold_state = require_string(errors, f, "threshold_state", ctx);
+    if let Some(state) = threshold_state {
+        if !VALID_THRESHOLD_STATES.contains(&state) {
+            errors.push(format!(
+                "{ctx}.threshold_state must be one of {}",
+                list(&VALID_THRESHOLD_STATES)
+            ));
+        } else if state == "pending_fixture_result" {
+            *pending += 1;
+            if strict {
+                errors.push(format!(
+                    "{ctx}.threshold_state must be locked_threshold when --require-covered is set"
+                ));
+            }
+        }
+    }
+    threshold_state
+}
+
+/// `missing_fixture_slots` (an array when present) and the valid backends they name.
+fn slot_backends<'m>(errors: &mut Vec<String>, m: &'m Object) -> (&'m [Value], BTreeSet<&'m str>) {
     let slots = match m.get("missing_fixture_slots") {
         Some(Value::Array(a)) => a.as_slice(),
         None => &[],
@@ -449,30 +534,17 @@ pub fn validate_manifest(
             errors.push(format!("{ctx} must be an object"));
             continue;
         };
-        if let Some(b) = require_string(&mut errors, s, "backend", &ctx) {
+        if let Some(b) = require_string(errors, s, "backend", &ctx) {
             if VALID_BACKENDS.contains(&b) {
                 slot_backends.insert(b);
             } else {
                 errors.push(format!("{ctx}.backend is not valid: {}", quote(b)));
             }
         }
-        require_string(&mut errors, s, "required_source", &ctx);
-        require_string(&mut errors, s, "reason", &ctx);
+        require_string(errors, s, "required_source", &ctx);
+        require_string(errors, s, "reason", &ctx);
     }
-    for b in &required_backends {
-        if !fixture_backends.contains(b) && !slot_backends.contains(b) {
-            errors.push(format!(
-                "required backend has no fixture or missing slot: {b}"
-            ));
-        }
-    }
-    if strict && !slots.is_empty() {
-        errors.push("missing_fixture_slots must be empty when --require-covered is set".into());
-    }
-    if status == Some("covered") && (!slots.is_empty() || pending > 0) {
-        errors.push("covered manifest cannot have missing slots or pending thresholds".into());
-    }
-    errors
+    (slots, slot_backends)
 }
 
 /// How a fixture is named in messages: its id and its place, `fixture "metal-decode" at

@@ -298,6 +298,95 @@ pub struct Plan {
     pub plans: Vec<FixturePlan>,
 }
 
+/// Every requested fixture id is in the manifest.
+fn check_known_ids(fixtures: &[(&str, &qual_json::Object)], req: &PlanRequest<'_>) -> Result<()> {
+    let mut unknown: Vec<&str> = req
+        .fixture_ids
+        .iter()
+        .map(String::as_str)
+        .filter(|id| !fixtures.iter().any(|(f, _)| f == id))
+        .collect();
+    unknown.sort();
+    if !unknown.is_empty() {
+        return Err(LegacyError::Refused(format!(
+            "fixture id not found in manifest: {}",
+            unknown.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// `--runner-labels-json`, validated, when given.
+fn override_labels(req: &PlanRequest<'_>) -> Result<Option<Vec<String>>> {
+    Ok(match req.runner_labels_json {
+        None => None,
+        Some(text) => {
+            let v = qual_json::from_str(text).map_err(|e| {
+                LegacyError::Refused(format!("--runner-labels-json must be valid JSON: {e}"))
+            })?;
+            Some(validate_runner_labels(&v, "--runner-labels-json").map_err(LegacyError::Refused)?)
+        }
+    })
+}
+
+/// The GitHub repository whose runners `--check-runners` lists.
+fn github_repo_to_check(repo: &Repo, req: &PlanRequest<'_>) -> Result<Option<String>> {
+    Ok(if req.check_runners {
+        Some(
+            req.github_repo
+                .map(str::to_owned)
+                .or_else(|| repo.origin_url().and_then(|u| github_repo_from_url(&u)))
+                .ok_or_else(|| {
+                    LegacyError::refused(
+                        "--check-runners requires --github-repo or a GitHub remote.origin.url",
+                    )
+                })?,
+        )
+    } else {
+        None
+    })
+}
+
+/// A fixture's runner labels: the override, else its own (validated), else none.
+fn fixture_labels(
+    f: &qual_json::Object,
+    id: &str,
+    override_labels: Option<&Vec<String>>,
+) -> Result<Option<Vec<String>>> {
+    Ok(match override_labels {
+        Some(l) => Some(l.clone()),
+        None => match f.get("runner_labels") {
+            None => None,
+            Some(v) => Some(
+                validate_runner_labels(
+                    v,
+                    &format!("fixture {} runner_labels", crate::msg::quote(id)),
+                )
+                .map_err(LegacyError::Refused)?,
+            ),
+        },
+    })
+}
+
+/// The `gh workflow run` line that dispatches one fixture on runners with `labels`.
+fn workflow_run_line(labels: &[String], git_ref: &str, id: &str) -> String {
+    let labels_json = serde_json::to_string(labels).expect("labels serialize");
+    shell_join(&[
+        "gh",
+        "workflow",
+        "run",
+        "perf-regression-nightly.yml",
+        "--ref",
+        git_ref,
+        "--field",
+        &format!("ref={git_ref}"),
+        "--field",
+        &format!("latency_fixture_id={id}"),
+        "--field",
+        &format!("latency_runner_labels_json={labels_json}"),
+    ])
+}
+
 /// Builds the dispatch plan.
 pub fn plan_dispatch(
     repo: &Repo,
@@ -315,47 +404,14 @@ pub fn plan_dispatch(
         .into_iter()
         .filter_map(|f| f.get("id").and_then(Value::as_str).map(|id| (id, f)))
         .collect();
-    let mut unknown: Vec<&str> = req
-        .fixture_ids
-        .iter()
-        .map(String::as_str)
-        .filter(|id| !fixtures.iter().any(|(f, _)| f == id))
-        .collect();
-    unknown.sort();
-    if !unknown.is_empty() {
-        return Err(LegacyError::Refused(format!(
-            "fixture id not found in manifest: {}",
-            unknown.join(", ")
-        )));
-    }
-    let override_labels = match req.runner_labels_json {
-        None => None,
-        Some(text) => {
-            let v = qual_json::from_str(text).map_err(|e| {
-                LegacyError::Refused(format!("--runner-labels-json must be valid JSON: {e}"))
-            })?;
-            Some(validate_runner_labels(&v, "--runner-labels-json").map_err(LegacyError::Refused)?)
-        }
-    };
+    check_known_ids(&fixtures, req)?;
+    let override_labels = override_labels(req)?;
     let git_ref = req
         .git_ref
         .map(str::to_owned)
         .unwrap_or_else(|| repo.abbrev_ref());
     let manifest_rel = repo_relative_path(repo.root(), manifest_path);
-    let github_repo = if req.check_runners {
-        Some(
-            req.github_repo
-                .map(str::to_owned)
-                .or_else(|| repo.origin_url().and_then(|u| github_repo_from_url(&u)))
-                .ok_or_else(|| {
-                    LegacyError::refused(
-                        "--check-runners requires --github-repo or a GitHub remote.origin.url",
-                    )
-                })?,
-        )
-    } else {
-        None
-    };
+    let github_repo = github_repo_to_check(repo, req)?;
     let mut runner_payload: Option<Value> = None;
     let mut plans = Vec::new();
     for (id, f) in fixtures {
@@ -374,36 +430,8 @@ pub fn plan_dispatch(
         if !req.fixture_ids.is_empty() && !selected {
             continue;
         }
-        let labels = match &override_labels {
-            Some(l) => Some(l.clone()),
-            None => match f.get("runner_labels") {
-                None => None,
-                Some(v) => Some(
-                    validate_runner_labels(
-                        v,
-                        &format!("fixture {} runner_labels", crate::msg::quote(id)),
-                    )
-                    .map_err(LegacyError::Refused)?,
-                ),
-            },
-        };
-        let gh_workflow_run = labels.as_ref().map(|l| {
-            let labels_json = serde_json::to_string(l).expect("labels serialize");
-            shell_join(&[
-                "gh",
-                "workflow",
-                "run",
-                "perf-regression-nightly.yml",
-                "--ref",
-                &git_ref,
-                "--field",
-                &format!("ref={git_ref}"),
-                "--field",
-                &format!("latency_fixture_id={id}"),
-                "--field",
-                &format!("latency_runner_labels_json={labels_json}"),
-            ])
-        });
+        let labels = fixture_labels(f, id, override_labels.as_ref())?;
+        let gh_workflow_run = labels.as_ref().map(|l| workflow_run_line(l, &git_ref, id));
         let name = format!("backend-latency-{id}-RUN_ID");
         let dir = format!("$TMPDIR/kiln-backend-latency/{id}-RUN_ID");
         let github_runner_check = match &github_repo {

@@ -192,10 +192,10 @@ pub fn greedy(
     let body = request_body(prompt, steps, n_probs, seed)
         .to_string()
         .into_bytes();
-    let (status, bytes) = rt.block_on(qual_serve::unary::post_json(
+    let (status, bytes) = rt.block_on(qual_serve::client::fetch(
         addr,
         "/completion",
-        body,
+        Some(body),
         timeout,
         MAX_RESPONSE_BYTES,
     ))?;

@@ -404,199 +404,232 @@ fn first_line(s: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// What the probes of one capture found so far.
+#[derive(Default)]
+struct Found {
+    probes: Vec<ProbeResult>,
+    compiler: BTreeMap<String, String>,
+    runtime: BTreeMap<String, String>,
+    unsupported: Vec<String>,
+}
+
+/// The host CPU as the device (from the platform facts).
+fn cpu_device(platform: &Platform, c: &mut Found) -> Device {
+    let mut d = Device::unavailable();
+    let ok = match &platform.cpu_model {
+        Some(m) => {
+            d.name = m.clone();
+            d.architecture = platform.os.architecture.clone();
+            Ok(())
+        }
+        None => Err("cpu model name not reported by the host".to_string()),
+    };
+    d.memory_bytes = platform.memory_total_bytes;
+    d.memory_available_bytes = platform.memory_available_bytes;
+    d.unified_memory = true;
+    d.compute_units = platform.logical_cpus;
+    d.driver = format!("{} kernel {}", platform.os.name, platform.os.kernel);
+    c.probes
+        .push(ProbeResult::synthetic("cpu-device", true, ok));
+    c.runtime.insert("cpu".into(), d.name.clone());
+    c.runtime.insert(
+        "logical_cpus".into(),
+        platform
+            .logical_cpus
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| UNAVAILABLE.into()),
+    );
+    d
+}
+
+/// The first NVIDIA GPU (`nvidia-smi`) and the CUDA toolkit (`nvcc`).
+fn cuda_device(c: &mut Found) -> Device {
+    let q = format!("--query-gpu={NVIDIA_SMI_QUERY}");
+    let out = run_tool(
+        &["nvidia-smi", &q, "--format=csv,noheader,nounits"],
+        PROBE_TIMEOUT,
+    );
+    let mut probe = ProbeResult::from_tool("cuda-device-probe", true, &out);
+    let mut d = Device::unavailable();
+    if out.ok() {
+        match parse_nvidia_smi(&out.stdout) {
+            Ok(devs) => d = devs[0].clone(),
+            Err(e) => {
+                probe.status = ProbeStatus::Failed;
+                probe.details = Some(e);
+            }
+        }
+    }
+    c.probes.push(probe);
+    let nvcc = run_tool(&["nvcc", "--version"], PROBE_TIMEOUT);
+    c.probes
+        .push(ProbeResult::from_tool("nvcc-version", false, &nvcc));
+    let toolkit = nvcc
+        .ok()
+        .then(|| parse_nvcc_release(&nvcc.stdout))
+        .flatten();
+    if let Some(t) = &toolkit {
+        c.compiler.insert("nvcc".into(), t.clone());
+    } else {
+        c.unsupported
+            .push(format!("cuda_toolkit: nvcc {}", nvcc.failure()));
+    }
+    c.runtime.insert(
+        "cuda_driver".into(),
+        d.driver
+            .strip_prefix("NVIDIA ")
+            .unwrap_or(UNAVAILABLE)
+            .to_string(),
+    );
+    c.runtime.insert(
+        "cuda_toolkit".into(),
+        toolkit.unwrap_or_else(|| UNAVAILABLE.into()),
+    );
+    c.runtime
+        .insert("nvidia_smi_query".into(), NVIDIA_SMI_QUERY.into());
+    d
+}
+
+/// The first ROCm agent (`rocminfo`), HIP (`hipcc`) and the ROCm release.
+fn rocm_device(platform: &Platform, c: &mut Found) -> Device {
+    let out = run_tool(&["rocminfo"], PROBE_TIMEOUT);
+    let mut probe = ProbeResult::from_tool("rocm-device-probe", true, &out);
+    let mut d = Device::unavailable();
+    let mut hsa = None;
+    if out.ok() {
+        match parse_rocminfo(&out.stdout) {
+            Ok((dev, rt)) => {
+                d = dev;
+                hsa = rt;
+                d.driver = format!("amdgpu kernel {}", platform.os.kernel);
+            }
+            Err(e) => {
+                probe.status = ProbeStatus::Failed;
+                probe.details = Some(e);
+            }
+        }
+    }
+    c.probes.push(probe);
+    let hipcc = run_tool(&["hipcc", "--version"], PROBE_TIMEOUT);
+    c.probes
+        .push(ProbeResult::from_tool("hipcc-version", false, &hipcc));
+    let hip = hipcc
+        .ok()
+        .then(|| {
+            hipcc
+                .stdout
+                .lines()
+                .find(|l| l.starts_with("HIP version"))
+                .map(str::to_string)
+        })
+        .flatten();
+    if let Some(h) = &hip {
+        c.compiler.insert("hipcc".into(), h.clone());
+    }
+    let rocm = std::fs::read_to_string("/opt/rocm/.info/version")
+        .ok()
+        .and_then(|s| first_line(&s));
+    c.runtime
+        .insert("rocm".into(), rocm.unwrap_or_else(|| UNAVAILABLE.into()));
+    c.runtime
+        .insert("hsa".into(), hsa.unwrap_or_else(|| UNAVAILABLE.into()));
+    c.runtime
+        .insert("hipcc".into(), hip.unwrap_or_else(|| UNAVAILABLE.into()));
+    d
+}
+
+/// The first Vulkan device (`vulkaninfo --summary`) and a shader compiler.
+fn vulkan_device(c: &mut Found) -> Device {
+    let out = run_tool(&["vulkaninfo", "--summary"], PROBE_TIMEOUT);
+    let mut probe = ProbeResult::from_tool("vulkan-device-probe", true, &out);
+    let mut d = Device::unavailable();
+    if out.ok() {
+        match parse_vulkaninfo_summary(&out.stdout) {
+            Ok((dev, rt)) => {
+                d = dev;
+                c.runtime.extend(rt);
+            }
+            Err(e) => {
+                probe.status = ProbeStatus::Failed;
+                probe.details = Some(e);
+            }
+        }
+    }
+    c.probes.push(probe);
+    if c.runtime.is_empty() {
+        c.runtime
+            .insert("vulkan_instance".into(), UNAVAILABLE.into());
+    }
+    let mut shader = run_tool(&["glslc", "--version"], PROBE_TIMEOUT);
+    if !shader.ok() {
+        shader = run_tool(&["glslangValidator", "--version"], PROBE_TIMEOUT);
+    }
+    c.probes.push(ProbeResult::from_tool(
+        "shader-compiler-version",
+        false,
+        &shader,
+    ));
+    if let Some(l) = shader.ok().then(|| first_line(&shader.stdout)).flatten() {
+        c.compiler.insert("shader".into(), l);
+    }
+    d
+}
+
+/// The Metal GPU (`system_profiler SPDisplaysDataType`).
+fn metal_device(platform: &Platform, c: &mut Found) -> Device {
+    let out = run_tool(
+        &["system_profiler", "SPDisplaysDataType", "-json"],
+        SYSTEM_PROFILER_TIMEOUT,
+    );
+    let mut probe = ProbeResult::from_tool("metal-device-probe", true, &out);
+    let mut d = Device::unavailable();
+    if out.ok() {
+        match parse_system_profiler_displays(&out.stdout) {
+            Ok(dev) => d = dev,
+            Err(e) => {
+                probe.status = ProbeStatus::Failed;
+                probe.details = Some(e);
+            }
+        }
+    }
+    c.probes.push(probe);
+    d.memory_bytes = platform.memory_total_bytes;
+    d.driver = format!("{} {}", platform.os.name, platform.os.version);
+    c.runtime.insert(
+        "metal".into(),
+        if d.detected() {
+            d.name.clone()
+        } else {
+            UNAVAILABLE.into()
+        },
+    );
+    c.runtime
+        .insert("macos".into(), platform.os.version.clone());
+    d
+}
+
 /// Captures the backend's identity on this host.
 pub fn capture(backend: &str, platform: &Platform) -> BackendCapture {
-    let mut probes = Vec::new();
-    let mut compiler = BTreeMap::new();
-    let mut runtime = BTreeMap::new();
-    let mut unsupported = Vec::new();
+    let mut found = Found::default();
     for (id, argv) in [
         ("rustc-version", ["rustc", "--version"]),
         ("cargo-version", ["cargo", "--version"]),
     ] {
         let out = run_tool(&argv, PROBE_TIMEOUT);
-        probes.push(ProbeResult::from_tool(id, false, &out));
+        found.probes.push(ProbeResult::from_tool(id, false, &out));
         let v = out.ok().then(|| first_line(&out.stdout)).flatten();
-        compiler.insert(argv[0].to_string(), v.unwrap_or_else(|| UNAVAILABLE.into()));
+        found
+            .compiler
+            .insert(argv[0].to_string(), v.unwrap_or_else(|| UNAVAILABLE.into()));
     }
     let device = match backend {
-        "cpu" => {
-            let mut d = Device::unavailable();
-            let ok = match &platform.cpu_model {
-                Some(m) => {
-                    d.name = m.clone();
-                    d.architecture = platform.os.architecture.clone();
-                    Ok(())
-                }
-                None => Err("cpu model name not reported by the host".to_string()),
-            };
-            d.memory_bytes = platform.memory_total_bytes;
-            d.memory_available_bytes = platform.memory_available_bytes;
-            d.unified_memory = true;
-            d.compute_units = platform.logical_cpus;
-            d.driver = format!("{} kernel {}", platform.os.name, platform.os.kernel);
-            probes.push(ProbeResult::synthetic("cpu-device", true, ok));
-            runtime.insert("cpu".into(), d.name.clone());
-            runtime.insert(
-                "logical_cpus".into(),
-                platform
-                    .logical_cpus
-                    .map(|n| n.to_string())
-                    .unwrap_or_else(|| UNAVAILABLE.into()),
-            );
-            d
-        }
-        "cuda" => {
-            let q = format!("--query-gpu={NVIDIA_SMI_QUERY}");
-            let out = run_tool(
-                &["nvidia-smi", &q, "--format=csv,noheader,nounits"],
-                PROBE_TIMEOUT,
-            );
-            let mut probe = ProbeResult::from_tool("cuda-device-probe", true, &out);
-            let mut d = Device::unavailable();
-            if out.ok() {
-                match parse_nvidia_smi(&out.stdout) {
-                    Ok(devs) => d = devs[0].clone(),
-                    Err(e) => {
-                        probe.status = ProbeStatus::Failed;
-                        probe.details = Some(e);
-                    }
-                }
-            }
-            probes.push(probe);
-            let nvcc = run_tool(&["nvcc", "--version"], PROBE_TIMEOUT);
-            probes.push(ProbeResult::from_tool("nvcc-version", false, &nvcc));
-            let toolkit = nvcc
-                .ok()
-                .then(|| parse_nvcc_release(&nvcc.stdout))
-                .flatten();
-            if let Some(t) = &toolkit {
-                compiler.insert("nvcc".into(), t.clone());
-            } else {
-                unsupported.push(format!("cuda_toolkit: nvcc {}", nvcc.failure()));
-            }
-            runtime.insert(
-                "cuda_driver".into(),
-                d.driver
-                    .strip_prefix("NVIDIA ")
-                    .unwrap_or(UNAVAILABLE)
-                    .to_string(),
-            );
-            runtime.insert(
-                "cuda_toolkit".into(),
-                toolkit.unwrap_or_else(|| UNAVAILABLE.into()),
-            );
-            runtime.insert("nvidia_smi_query".into(), NVIDIA_SMI_QUERY.into());
-            d
-        }
-        "rocm" => {
-            let out = run_tool(&["rocminfo"], PROBE_TIMEOUT);
-            let mut probe = ProbeResult::from_tool("rocm-device-probe", true, &out);
-            let mut d = Device::unavailable();
-            let mut hsa = None;
-            if out.ok() {
-                match parse_rocminfo(&out.stdout) {
-                    Ok((dev, rt)) => {
-                        d = dev;
-                        hsa = rt;
-                        d.driver = format!("amdgpu kernel {}", platform.os.kernel);
-                    }
-                    Err(e) => {
-                        probe.status = ProbeStatus::Failed;
-                        probe.details = Some(e);
-                    }
-                }
-            }
-            probes.push(probe);
-            let hipcc = run_tool(&["hipcc", "--version"], PROBE_TIMEOUT);
-            probes.push(ProbeResult::from_tool("hipcc-version", false, &hipcc));
-            let hip = hipcc
-                .ok()
-                .then(|| {
-                    hipcc
-                        .stdout
-                        .lines()
-                        .find(|l| l.starts_with("HIP version"))
-                        .map(str::to_string)
-                })
-                .flatten();
-            if let Some(h) = &hip {
-                compiler.insert("hipcc".into(), h.clone());
-            }
-            let rocm = std::fs::read_to_string("/opt/rocm/.info/version")
-                .ok()
-                .and_then(|s| first_line(&s));
-            runtime.insert("rocm".into(), rocm.unwrap_or_else(|| UNAVAILABLE.into()));
-            runtime.insert("hsa".into(), hsa.unwrap_or_else(|| UNAVAILABLE.into()));
-            runtime.insert("hipcc".into(), hip.unwrap_or_else(|| UNAVAILABLE.into()));
-            d
-        }
-        "vulkan" => {
-            let out = run_tool(&["vulkaninfo", "--summary"], PROBE_TIMEOUT);
-            let mut probe = ProbeResult::from_tool("vulkan-device-probe", true, &out);
-            let mut d = Device::unavailable();
-            if out.ok() {
-                match parse_vulkaninfo_summary(&out.stdout) {
-                    Ok((dev, rt)) => {
-                        d = dev;
-                        runtime.extend(rt);
-                    }
-                    Err(e) => {
-                        probe.status = ProbeStatus::Failed;
-                        probe.details = Some(e);
-                    }
-                }
-            }
-            probes.push(probe);
-            if runtime.is_empty() {
-                runtime.insert("vulkan_instance".into(), UNAVAILABLE.into());
-            }
-            let mut shader = run_tool(&["glslc", "--version"], PROBE_TIMEOUT);
-            if !shader.ok() {
-                shader = run_tool(&["glslangValidator", "--version"], PROBE_TIMEOUT);
-            }
-            probes.push(ProbeResult::from_tool(
-                "shader-compiler-version",
-                false,
-                &shader,
-            ));
-            if let Some(l) = shader.ok().then(|| first_line(&shader.stdout)).flatten() {
-                compiler.insert("shader".into(), l);
-            }
-            d
-        }
-        "metal" => {
-            let out = run_tool(
-                &["system_profiler", "SPDisplaysDataType", "-json"],
-                SYSTEM_PROFILER_TIMEOUT,
-            );
-            let mut probe = ProbeResult::from_tool("metal-device-probe", true, &out);
-            let mut d = Device::unavailable();
-            if out.ok() {
-                match parse_system_profiler_displays(&out.stdout) {
-                    Ok(dev) => d = dev,
-                    Err(e) => {
-                        probe.status = ProbeStatus::Failed;
-                        probe.details = Some(e);
-                    }
-                }
-            }
-            probes.push(probe);
-            d.memory_bytes = platform.memory_total_bytes;
-            d.driver = format!("{} {}", platform.os.name, platform.os.version);
-            runtime.insert(
-                "metal".into(),
-                if d.detected() {
-                    d.name.clone()
-                } else {
-                    UNAVAILABLE.into()
-                },
-            );
-            runtime.insert("macos".into(), platform.os.version.clone());
-            d
-        }
+        "cpu" => cpu_device(platform, &mut found),
+        "cuda" => cuda_device(&mut found),
+        "rocm" => rocm_device(platform, &mut found),
+        "vulkan" => vulkan_device(&mut found),
+        "metal" => metal_device(platform, &mut found),
         other => {
-            probes.push(ProbeResult::synthetic(
+            found.probes.push(ProbeResult::synthetic(
                 "backend-environment",
                 true,
                 Err(format!(
@@ -604,10 +637,16 @@ pub fn capture(backend: &str, platform: &Platform) -> BackendCapture {
                     qual_json::show::quote(other)
                 )),
             ));
-            runtime.insert(other.to_string(), UNAVAILABLE.into());
+            found.runtime.insert(other.to_string(), UNAVAILABLE.into());
             Device::unavailable()
         }
     };
+    let Found {
+        probes,
+        mut compiler,
+        mut runtime,
+        unsupported,
+    } = found;
     for r in runtime.values_mut().chain(compiler.values_mut()) {
         if r.trim().is_empty() {
             *r = UNAVAILABLE.into();

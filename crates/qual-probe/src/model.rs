@@ -484,6 +484,106 @@ fn root_identity(root: &Path) -> Result<Identity, ModelError> {
     Ok(Identity::of(&m))
 }
 
+/// The weight shards, opened and held: none empty, no two the same file.
+fn open_shards(root: &Path) -> Result<Vec<Opened>, ModelError> {
+    let shard_names = discover_shards(root)?;
+    let from_index = exists_nofollow(root, INDEX_FILE);
+    let mut shards = Vec::with_capacity(shard_names.len());
+    for name in &shard_names {
+        let o = open_input(root, name).map_err(|e| {
+            if from_index {
+                ModelError::Shard {
+                    shard: name.clone(),
+                    reason: e.to_string(),
+                }
+            } else {
+                e
+            }
+        })?;
+        if o.identity.size == 0 {
+            return Err(ModelError::Input {
+                path: name.clone(),
+                reason: "weight file is empty".into(),
+            });
+        }
+        if let Some(prev) = shards.iter().find(|p: &&Opened| {
+            p.identity.dev == o.identity.dev && p.identity.ino == o.identity.ino
+        }) {
+            return Err(ModelError::Other(format!(
+                "weight paths {} and {} reference the same file",
+                qual_json::show::quote(&prev.rel),
+                qual_json::show::quote(&o.rel)
+            )));
+        }
+        shards.push(o);
+    }
+    Ok(shards)
+}
+
+/// The chat template's source: the standalone file (opened and held), else the digest of
+/// `tokenizer_config.json`'s `chat_template` string (`Some(None)`: that file has none).
+#[allow(clippy::type_complexity)]
+fn chat_template_source(
+    root: &Path,
+) -> Result<(Option<Opened>, Option<Option<String>>), ModelError> {
+    let mut template_file = None;
+    let mut template_from_config: Option<Option<String>> = None;
+    if exists_nofollow(root, "chat_template.jinja") {
+        template_file = Some(open_input(root, "chat_template.jinja")?);
+    } else if exists_nofollow(root, "tokenizer_config.json") {
+        let mut tc = open_input(root, "tokenizer_config.json")?;
+        let bytes = read_small(&mut tc)?;
+        let v = qual_json::from_slice(&bytes).map_err(|e| ModelError::Input {
+            path: "tokenizer_config.json".into(),
+            reason: format!("is not strict JSON: {e}"),
+        })?;
+        let Some(obj) = v.as_object() else {
+            return Err(ModelError::Input {
+                path: "tokenizer_config.json".into(),
+                reason: "must be a JSON object".into(),
+            });
+        };
+        template_from_config = Some(match obj.get("chat_template") {
+            None => None,
+            Some(Value::String(s)) => Some(qual_json::sha256_prefixed(s.as_bytes())),
+            Some(_) => {
+                return Err(ModelError::Input {
+                    path: "tokenizer_config.json".into(),
+                    reason: "chat_template must be a string".into(),
+                })
+            }
+        });
+    }
+    Ok((template_file, template_from_config))
+}
+
+/// The standalone template's digest `hash`, once its bytes are known to be UTF-8 and
+/// unchanged (re-read: templates are small, checked against the same held identity).
+fn checked_template_hash(t: &Opened, hash: &str) -> Result<String, ModelError> {
+    let mut text = Vec::new();
+    qual_json::open_regular(&t.abs)
+        .map_err(std::io::Error::from)
+        .and_then(|mut f| f.read_to_end(&mut text))
+        .map_err(|e| ModelError::Input {
+            path: t.rel.clone(),
+            reason: format!("cannot be read: {e}"),
+        })?;
+    verify_unchanged(t, text.len() as u64)?;
+    if std::str::from_utf8(&text).is_err() {
+        return Err(ModelError::Input {
+            path: t.rel.clone(),
+            reason: "must be valid UTF-8".into(),
+        });
+    }
+    if qual_json::sha256_prefixed(&text) != hash {
+        return Err(ModelError::Input {
+            path: t.rel.clone(),
+            reason: "changed while it was being fingerprinted".into(),
+        });
+    }
+    Ok(hash.to_string())
+}
+
 /// Fingerprints the model directory at `model_path`.
 pub fn fingerprint(
     model_path: &Path,
@@ -512,69 +612,11 @@ pub fn fingerprint(
         })?
         .to_string();
 
-    let shard_names = discover_shards(&root)?;
-    let from_index = exists_nofollow(&root, INDEX_FILE);
-    let mut shards = Vec::with_capacity(shard_names.len());
-    for name in &shard_names {
-        let o = open_input(&root, name).map_err(|e| {
-            if from_index {
-                ModelError::Shard {
-                    shard: name.clone(),
-                    reason: e.to_string(),
-                }
-            } else {
-                e
-            }
-        })?;
-        if o.identity.size == 0 {
-            return Err(ModelError::Input {
-                path: name.clone(),
-                reason: "weight file is empty".into(),
-            });
-        }
-        if let Some(prev) = shards.iter().find(|p: &&Opened| {
-            p.identity.dev == o.identity.dev && p.identity.ino == o.identity.ino
-        }) {
-            return Err(ModelError::Other(format!(
-                "weight paths {} and {} reference the same file",
-                qual_json::show::quote(&prev.rel),
-                qual_json::show::quote(&o.rel)
-            )));
-        }
-        shards.push(o);
-    }
+    let shards = open_shards(&root)?;
     let config = open_input(&root, "config.json")?;
     let tokenizer = open_input(&root, "tokenizer.json")?;
 
-    // Chat template: standalone file first, else tokenizer_config.json's string.
-    let mut template_file = None;
-    let mut template_from_config: Option<Option<String>> = None;
-    if exists_nofollow(&root, "chat_template.jinja") {
-        template_file = Some(open_input(&root, "chat_template.jinja")?);
-    } else if exists_nofollow(&root, "tokenizer_config.json") {
-        let mut tc = open_input(&root, "tokenizer_config.json")?;
-        let bytes = read_small(&mut tc)?;
-        let v = qual_json::from_slice(&bytes).map_err(|e| ModelError::Input {
-            path: "tokenizer_config.json".into(),
-            reason: format!("is not strict JSON: {e}"),
-        })?;
-        let Some(obj) = v.as_object() else {
-            return Err(ModelError::Input {
-                path: "tokenizer_config.json".into(),
-                reason: "must be a JSON object".into(),
-            });
-        };
-        template_from_config = Some(match obj.get("chat_template") {
-            None => None,
-            Some(Value::String(s)) => Some(qual_json::sha256_prefixed(s.as_bytes())),
-            Some(_) => {
-                return Err(ModelError::Input {
-                    path: "tokenizer_config.json".into(),
-                    reason: "chat_template must be a string".into(),
-                })
-            }
-        });
-    }
+    let (template_file, template_from_config) = chat_template_source(&root)?;
 
     let mut all: Vec<Opened> = shards;
     let n_shards = all.len();
@@ -599,31 +641,10 @@ pub fn fingerprint(
     let config_hash = hashes[n_shards].1.clone();
     let tokenizer_hash = hashes[n_shards + 1].1.clone();
     let chat_template_hash = if has_template_file {
-        let t = &all[n_shards + 2];
-        // The standalone template must be UTF-8: re-read is cheap (templates are small) and
-        // is checked against the same held identity.
-        let mut text = Vec::new();
-        qual_json::open_regular(&t.abs)
-            .map_err(std::io::Error::from)
-            .and_then(|mut f| f.read_to_end(&mut text))
-            .map_err(|e| ModelError::Input {
-                path: t.rel.clone(),
-                reason: format!("cannot be read: {e}"),
-            })?;
-        verify_unchanged(t, text.len() as u64)?;
-        if std::str::from_utf8(&text).is_err() {
-            return Err(ModelError::Input {
-                path: t.rel.clone(),
-                reason: "must be valid UTF-8".into(),
-            });
-        }
-        if qual_json::sha256_prefixed(&text) != hashes[n_shards + 2].1 {
-            return Err(ModelError::Input {
-                path: t.rel.clone(),
-                reason: "changed while it was being fingerprinted".into(),
-            });
-        }
-        Some(hashes[n_shards + 2].1.clone())
+        Some(checked_template_hash(
+            &all[n_shards + 2],
+            &hashes[n_shards + 2].1,
+        )?)
     } else {
         template_from_config.flatten()
     };

@@ -58,9 +58,9 @@ fn bytes_text(v: Option<&Value>) -> Option<String> {
     Some(format!("{:.1} GiB", n / (1024.0 * 1024.0 * 1024.0)))
 }
 
-/// Renders the human summary of a (valid) receipt.
-pub fn receipt_summary(r: &Value) -> String {
-    let mut out = String::new();
+/// The receipt line and what it binds: kind, workload, backend, device, host, source, model
+/// and run times. Returns the verdict.
+fn identity_lines(out: &mut String, r: &Value) -> String {
     let verdict = text(at(r, &["qualification", "verdict"]));
     let _ = writeln!(
         out,
@@ -169,6 +169,11 @@ pub fn receipt_summary(r: &Value) -> String {
         seconds(at(r, &["qualification", "duration_seconds"]))
     );
 
+    verdict
+}
+
+/// The cases table, then the first line of each failing case's details.
+fn cases_section(out: &mut String, r: &Value) {
     let results = r.get("results").and_then(Value::as_array);
     let count = results.map_or(0, Vec::len);
     let _ = writeln!(out, "\ncases ({count}):");
@@ -186,27 +191,7 @@ pub fn receipt_summary(r: &Value) -> String {
         })
         .collect();
     let header = ["case", "required", "status", "duration"];
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut line = |cells: [&str; 4]| {
-        let mut s = String::from("  ");
-        for (i, c) in cells.iter().enumerate() {
-            if i == 3 {
-                s.push_str(c);
-            } else {
-                let _ = write!(s, "{c:<w$}  ", w = widths[i]);
-            }
-        }
-        let _ = writeln!(out, "{}", s.trim_end());
-    };
-    line(header);
-    for row in &rows {
-        line([&row[0], &row[1], &row[2], &row[3]]);
-    }
+    out.push_str(&qual_json::table::render_indented("  ", &header, &rows));
 
     for res in results.into_iter().flatten() {
         let status = res.get("status").and_then(Value::as_str).unwrap_or("-");
@@ -227,7 +212,10 @@ pub fn receipt_summary(r: &Value) -> String {
             );
         }
     }
+}
 
+/// What the receipt does not establish (worded for a passed or a failed receipt).
+fn limits_section(out: &mut String, verdict: &str) {
     let _ = writeln!(out);
     if verdict == "passed" {
         let _ = writeln!(
@@ -246,6 +234,14 @@ pub fn receipt_summary(r: &Value) -> String {
     for item in NOT_ESTABLISHED {
         let _ = writeln!(out, "  - {item}");
     }
+}
+
+/// Renders the human summary of a (valid) receipt.
+pub fn receipt_summary(r: &Value) -> String {
+    let mut out = String::new();
+    let verdict = identity_lines(&mut out, r);
+    cases_section(&mut out, r);
+    limits_section(&mut out, &verdict);
     out
 }
 
@@ -306,23 +302,7 @@ pub fn comparison_table(report: &ComparisonReport) -> String {
                 ]
             })
             .collect();
-        let mut widths = header.map(str::len);
-        for row in &rows {
-            for (w, c) in widths.iter_mut().zip(row) {
-                *w = (*w).max(c.chars().count());
-            }
-        }
-        let mut line = |cells: [&str; 6]| {
-            let mut s = String::new();
-            for (i, c) in cells.iter().enumerate() {
-                let _ = write!(s, "{c:<w$}  ", w = widths[i]);
-            }
-            let _ = writeln!(out, "{}", s.trim_end());
-        };
-        line(header);
-        for r in &rows {
-            line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]);
-        }
+        out.push_str(&qual_json::table::render(&header, &rows));
         for e in &report.metric_evaluations {
             if let Some(reason) = &e.reason {
                 let _ = writeln!(out, "{}: {}", esc(&e.scope), esc(reason));

@@ -7,7 +7,7 @@
 //! (`metric_rows[].bound`, see `qual_serve::metrics`); nothing is recomputed here.
 
 use crate::collect::ReportSet;
-use crate::markdown::md;
+use crate::md;
 use crate::svg::esc;
 use std::fmt::Write as _;
 

@@ -246,7 +246,7 @@ pub fn markdown(o: &mut String, campaigns: &[CampaignView]) {
     if campaigns.is_empty() {
         return;
     }
-    let md = crate::markdown::md;
+    let md = crate::md;
     let _ = writeln!(o, "### Serving campaigns\n");
     for c in campaigns {
         let _ = writeln!(

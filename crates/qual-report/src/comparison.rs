@@ -262,7 +262,7 @@ pub fn markdown(o: &mut String, comparisons: &[ComparisonView]) {
     if comparisons.is_empty() {
         return;
     }
-    let cell = crate::markdown::md;
+    let cell = crate::md;
     o.push_str("\n### Comparisons\n");
     for c in comparisons {
         let _ = writeln!(

@@ -83,6 +83,24 @@ pub(crate) fn plain(s: &str) -> std::borrow::Cow<'_, str> {
     qual_json::escape_text(s)
 }
 
+/// Text escaped for Markdown (inline, also inside a GFM table cell): `plain`, then each
+/// character Markdown or a GFM table reads as markup behind a backslash. Shared by the
+/// Markdown summary and the sections other modules add to it.
+pub fn md(s: &str) -> String {
+    let plain = plain(s);
+    let mut out = String::with_capacity(plain.len());
+    for c in plain.chars() {
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '#' | '!' | '&'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The first 12 characters of a commit (or the whole text when shorter).
 pub(crate) fn short_commit(c: &str) -> &str {
     c.get(..12).unwrap_or(c)

@@ -18,21 +18,7 @@ pub const MAX_FAILURES: usize = 50;
 /// Longest reason shown, in characters.
 const MAX_REASON_CHARS: usize = 300;
 
-/// Text escaped for Markdown (inline, also inside a GFM table cell).
-pub fn md(s: &str) -> String {
-    let plain = crate::plain(s);
-    let mut out = String::with_capacity(plain.len());
-    for c in plain.chars() {
-        if matches!(
-            c,
-            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '#' | '!' | '&'
-        ) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use crate::md;
 
 fn clip(s: &str, n: usize) -> String {
     let first = s.lines().next().unwrap_or("");

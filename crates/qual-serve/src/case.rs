@@ -29,7 +29,7 @@ use crate::kiln_launch::{self, BaseUrl};
 use crate::lifecycle::{LifecycleRecord, OwnedServer};
 use crate::load::{self, Arrival, LoadSpec, ProgressSink};
 use crate::metrics::{self, MetricRow, ServingMetrics, Slo, ValidityLimits};
-use crate::recipe::LaunchRecipe;
+use crate::recipe::{is_identifier, LaunchRecipe};
 use crate::record::RequestRecord;
 use qual_json::Value;
 use std::io::Write;
@@ -124,15 +124,6 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
-}
-
-fn is_identifier(s: &str) -> bool {
-    let b = s.as_bytes();
-    (3..=128).contains(&b.len())
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter().all(|&c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'_' || c == b'-'
-        })
 }
 
 /// Checks a config object (§7.1 of the workload contract): keys `^[a-z][a-z0-9_-]*$` at every
@@ -317,31 +308,7 @@ pub fn run_with_base_url(
 ) -> Result<ServeOutcome, ServeError> {
     let epoch = Instant::now();
     let evidence_path = evidence_path_for(&o.result);
-    let parent = o
-        .result
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(ServeError::Write {
-            path: o.result.display().to_string(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "the result's directory does not exist",
-            ),
-        });
-    }
-    for p in [&o.result, &evidence_path] {
-        if p.exists() {
-            return Err(ServeError::Write {
-                path: p.display().to_string(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::AlreadyExists,
-                    "file already exists; refusing to replace it",
-                ),
-            });
-        }
-    }
+    check_output_paths(o, &evidence_path)?;
     let inputs = match read_inputs(o, base_url) {
         Ok(i) => i,
         Err((Some(case_id), errs)) => {
@@ -371,6 +338,97 @@ pub fn run_with_base_url(
             )))
         }
     };
+    let Served {
+        lifecycle,
+        records,
+        server_info,
+        load_spec,
+    } = serve_and_load(o, &inputs, (&rt, epoch), progress, &mut reasons);
+    if let Some(sig) = qual_exec::signals::interrupted() {
+        reasons.push(format!(
+            "interrupted by signal {sig}; the server was shut down"
+        ));
+    }
+    reasons.extend(lifecycle.failures.iter().cloned());
+    let ran = load_spec.is_some() && !records.is_empty();
+    let mut limits = o.validity;
+    limits.gate_late_sends &= !matches!(o.arrival, crate::load::Arrival::ClosedLoop { .. });
+    let m = ran.then(|| metrics::compute_gated(&records, o.slo, limits, o.metrics.as_deref()));
+    let rows = m.as_ref().map(|m| m.rows()).unwrap_or_default();
+    outcome_reasons(o, m.as_ref(), &rows, &records, &mut reasons);
+    let evidence = evidence_document(
+        o,
+        &inputs,
+        epoch,
+        &reasons,
+        Served {
+            lifecycle,
+            records,
+            server_info,
+            load_spec,
+        },
+        (&m, &rows),
+    );
+    let case_id = inputs.case_id.clone();
+    finish(
+        o,
+        &case_id,
+        epoch,
+        reasons,
+        m,
+        rows,
+        evidence,
+        evidence_path,
+    )
+}
+
+/// Refuses to start when the result's directory is missing or either output file exists.
+fn check_output_paths(o: &ServeOptions, evidence_path: &Path) -> Result<(), ServeError> {
+    let parent = o
+        .result
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(ServeError::Write {
+            path: o.result.display().to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the result's directory does not exist",
+            ),
+        });
+    }
+    for p in [o.result.as_path(), evidence_path] {
+        if p.exists() {
+            return Err(ServeError::Write {
+                path: p.display().to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "file already exists; refusing to replace it",
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What the owned server and the load produced.
+struct Served {
+    lifecycle: LifecycleRecord,
+    records: Vec<RequestRecord>,
+    server_info: serde_json::Value,
+    load_spec: Option<LoadSpec>,
+}
+
+/// Launches the server, waits for readiness, checks the model and the listener, runs the
+/// load, checks liveness and shuts the server down (each failure a reason).
+fn serve_and_load(
+    o: &ServeOptions,
+    inputs: &Inputs,
+    (rt, epoch): (&tokio::runtime::Runtime, Instant),
+    progress: Option<Arc<dyn ProgressSink>>,
+    reasons: &mut Vec<String>,
+) -> Served {
     let measured = o.requests.unwrap_or(inputs.corpus.entries.len());
     let mut records: Vec<RequestRecord> = Vec::new();
     let mut server_info = serde_json::Value::Null;
@@ -379,7 +437,7 @@ pub fn run_with_base_url(
     let lifecycle: LifecycleRecord = match OwnedServer::launch(&inputs.recipe, epoch, &protect) {
         Err(not_running) => not_running.into_record(),
         Ok(mut server) => {
-            if let Some((body, ids)) = server.wait_ready(&rt) {
+            if let Some((body, ids)) = server.wait_ready(rt) {
                 let model = o.model.clone().unwrap_or_else(|| ids[0].clone());
                 server_info = serde_json::json!({
                     "base_url": inputs.recipe.base_url(),
@@ -414,18 +472,24 @@ pub fn run_with_base_url(
             server.shutdown()
         }
     };
-    if let Some(sig) = qual_exec::signals::interrupted() {
-        reasons.push(format!(
-            "interrupted by signal {sig}; the server was shut down"
-        ));
+    Served {
+        lifecycle,
+        records,
+        server_info,
+        load_spec,
     }
-    reasons.extend(lifecycle.failures.iter().cloned());
-    let ran = load_spec.is_some() && !records.is_empty();
-    let mut limits = o.validity;
-    limits.gate_late_sends &= !matches!(o.arrival, crate::load::Arrival::ClosedLoop { .. });
-    let m = ran.then(|| metrics::compute_gated(&records, o.slo, limits, o.metrics.as_deref()));
-    let rows = m.as_ref().map(|m| m.rows()).unwrap_or_default();
-    if let Some(m) = &m {
+}
+
+/// The reasons the measured records give: no success, too many failures, failed warmup,
+/// validity violations, a selected metric without a value.
+fn outcome_reasons(
+    o: &ServeOptions,
+    m: Option<&ServingMetrics>,
+    rows: &[MetricRow],
+    records: &[RequestRecord],
+    reasons: &mut Vec<String>,
+) {
+    if let Some(m) = m {
         if m.succeeded_requests == 0 {
             reasons.push("no measured request succeeded".into());
         }
@@ -472,6 +536,17 @@ pub fn run_with_base_url(
     } else if reasons.is_empty() {
         reasons.push("the load did not run".into());
     }
+}
+
+/// The serve evidence document.
+fn evidence_document(
+    o: &ServeOptions,
+    inputs: &Inputs,
+    epoch: Instant,
+    reasons: &[String],
+    served: Served,
+    (m, rows): (&Option<ServingMetrics>, &[MetricRow]),
+) -> serde_json::Value {
     let definitions: serde_json::Map<String, serde_json::Value> = metrics::DEFINITIONS
         .iter()
         .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
@@ -480,7 +555,7 @@ pub fn run_with_base_url(
         .iter()
         .map(|(l, _, n)| (l.to_string(), serde_json::Value::from(*n)))
         .collect();
-    let evidence = serde_json::json!({
+    serde_json::json!({
         "schema": "kiln-qual.serve-evidence.v1",
         "case_id": inputs.case_id,
         "status": if reasons.is_empty() { "passed" } else { "failed" },
@@ -508,27 +583,16 @@ pub fn run_with_base_url(
             "sha256": inputs.corpus.sha256,
             "entries": inputs.corpus.entries.len(),
         },
-        "load": load_spec,
+        "load": served.load_spec,
         "stream_rules": {"allow_missing_usage": o.rules.allow_missing_usage, "allow_missing_done": o.rules.allow_missing_done},
         "slo": o.slo,
         "max_failed_requests": o.max_failed_requests,
-        "server": server_info,
-        "lifecycle": lifecycle,
+        "server": served.server_info,
+        "lifecycle": served.lifecycle,
         "metrics": m,
         "metric_rows": rows,
-        "requests": records,
-    });
-    let case_id = inputs.case_id.clone();
-    finish(
-        o,
-        &case_id,
-        epoch,
-        reasons,
-        m,
-        rows,
-        evidence,
-        evidence_path,
-    )
+        "requests": served.records,
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

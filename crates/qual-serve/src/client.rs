@@ -1107,7 +1107,8 @@ fn finish(
 /// Sends one non-streamed request (`GET` without a body, `POST` with a JSON body) on a fresh
 /// connection and reads at most `max_bytes` of the answer, all within `timeout`; returns the
 /// status and the body. Used for side channels that are not the measured traffic (a
-/// Prometheus `/metrics` scrape, a `/tokenize` preflight).
+/// Prometheus `/metrics` scrape, a `/tokenize` preflight, the numerical oracle's
+/// `/completion` with `n_probs`): the one one-shot request path of the workspace.
 pub async fn fetch(
     addr: SocketAddr,
     path: &str,

@@ -27,7 +27,7 @@
 //! Invariant: a [`KilnLaunch`] only exists when the document had no violation at all, and a
 //! Kiln-schema [`LaunchRecipe`] only exists with a valid [`BaseUrl`].
 
-use crate::recipe::{self, LaunchRecipe, RecipeError};
+use crate::recipe::{self, is_identifier, LaunchRecipe, RecipeError};
 use qual_json::{Int, LoadError, Number, Value};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The schema identifier of Kiln's launch recipe.
-pub const SCHEMA: &str = "kiln.serving-benchmark-server-launch.v1";
+pub const SCHEMA: &str = recipe::KILN_SCHEMA;
 
 /// The only variables a Kiln-schema server inherits from this process (when set and valid
 /// UTF-8); nothing else reaches it.
@@ -174,15 +174,6 @@ fn pointer(key: &str) -> String {
     format!("/{}", key.replace('~', "~0").replace('/', "~1"))
 }
 
-fn is_identifier(s: &str) -> bool {
-    let b = s.as_bytes();
-    (3..=128).contains(&b.len())
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter().all(|&c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'_' || c == b'-'
-        })
-}
-
 fn int_cmp(a: &Int, b: &Int) -> Ordering {
     let mag = |x: &Int| (x.digits().len(), x.digits().to_string());
     match (a.is_negative(), b.is_negative()) {
@@ -221,6 +212,71 @@ pub fn content_digest(doc: &Value) -> String {
         }
         other => qual_json::canonical_digest(other),
     }
+}
+
+/// `/command`: 1 to 256 literal strings, element 0 an executable file (resolved against the
+/// working directory when relative).
+fn command_of(x: &Value, working_directory: Option<&Path>, v: &mut Vec<String>) -> Vec<String> {
+    let mut command = Vec::new();
+    match x.as_array() {
+        Some(a) if (1..=256).contains(&a.len()) => {
+            let mut all_ok = true;
+            for (i, e) in a.iter().enumerate() {
+                match non_empty_string(e) {
+                    Some(s) => command.push(s.to_string()),
+                    None => {
+                        all_ok = false;
+                        v.push(format!(
+                            "/command/{i}: must be a non-empty string without NUL"
+                        ))
+                    }
+                }
+            }
+            if let (true, Some(first)) = (all_ok, command.first().cloned()) {
+                if !first.contains('/') {
+                    v.push("/command/0: must be an absolute path or contain '/' (no PATH lookup, no shell)".into());
+                } else if let Some(exe) = if first.starts_with('/') {
+                    Some(PathBuf::from(&first))
+                } else {
+                    working_directory.map(|wd| wd.join(&first))
+                } {
+                    if !is_executable_file(&exe) {
+                        v.push(format!(
+                            "/command/0: {} is not an executable file",
+                            exe.display()
+                        ));
+                    }
+                    command[0] = exe.display().to_string();
+                }
+            }
+        }
+        _ => v.push("/command: must be an array of 1 to 256 strings".into()),
+    }
+    command
+}
+
+/// `/acceptable_exit_codes`: 1 to 16 unique ascending integers.
+fn exit_codes_of(x: &Value, v: &mut Vec<String>) -> Vec<Int> {
+    let mut codes: Vec<Int> = Vec::new();
+    match x.as_array() {
+        Some(a) if (1..=16).contains(&a.len()) => {
+            for (i, e) in a.iter().enumerate() {
+                match e.as_int() {
+                    Some(c) => codes.push(c.clone()),
+                    None => v.push(format!("/acceptable_exit_codes/{i}: must be an integer")),
+                }
+            }
+            if codes.len() == a.len()
+                && codes
+                    .windows(2)
+                    .any(|w| int_cmp(&w[0], &w[1]) != Ordering::Less)
+            {
+                v.push("/acceptable_exit_codes: must be unique and sorted ascending".into());
+            }
+        }
+        _ => v.push("/acceptable_exit_codes: must be an array of 1 to 16 integers".into()),
+    }
+    codes
 }
 
 /// Validates a parsed Kiln launch document; `base` resolves relative directories. Checks that
@@ -270,40 +326,7 @@ pub fn validate(doc: &Value, base: &Path) -> Result<KilnLaunch, Vec<String>> {
     }
     let mut command = Vec::new();
     if let Some(x) = req("command", &mut v) {
-        match x.as_array() {
-            Some(a) if (1..=256).contains(&a.len()) => {
-                let mut all_ok = true;
-                for (i, e) in a.iter().enumerate() {
-                    match non_empty_string(e) {
-                        Some(s) => command.push(s.to_string()),
-                        None => {
-                            all_ok = false;
-                            v.push(format!(
-                                "/command/{i}: must be a non-empty string without NUL"
-                            ))
-                        }
-                    }
-                }
-                if let (true, Some(first)) = (all_ok, command.first().cloned()) {
-                    if !first.contains('/') {
-                        v.push("/command/0: must be an absolute path or contain '/' (no PATH lookup, no shell)".into());
-                    } else if let Some(exe) = if first.starts_with('/') {
-                        Some(PathBuf::from(&first))
-                    } else {
-                        working_directory.as_ref().map(|wd| wd.join(&first))
-                    } {
-                        if !is_executable_file(&exe) {
-                            v.push(format!(
-                                "/command/0: {} is not an executable file",
-                                exe.display()
-                            ));
-                        }
-                        command[0] = exe.display().to_string();
-                    }
-                }
-            }
-            _ => v.push("/command: must be an array of 1 to 256 strings".into()),
-        }
+        command = command_of(x, working_directory.as_deref(), &mut v);
     }
     let mut poll = 0u64;
     if let Some(x) = req("readiness_poll_interval_ms", &mut v) {
@@ -326,24 +349,7 @@ pub fn validate(doc: &Value, base: &Path) -> Result<KilnLaunch, Vec<String>> {
     }
     let mut codes: Vec<Int> = Vec::new();
     if let Some(x) = req("acceptable_exit_codes", &mut v) {
-        match x.as_array() {
-            Some(a) if (1..=16).contains(&a.len()) => {
-                for (i, e) in a.iter().enumerate() {
-                    match e.as_int() {
-                        Some(c) => codes.push(c.clone()),
-                        None => v.push(format!("/acceptable_exit_codes/{i}: must be an integer")),
-                    }
-                }
-                if codes.len() == a.len()
-                    && codes
-                        .windows(2)
-                        .any(|w| int_cmp(&w[0], &w[1]) != Ordering::Less)
-                {
-                    v.push("/acceptable_exit_codes: must be unique and sorted ascending".into());
-                }
-            }
-            _ => v.push("/acceptable_exit_codes: must be an array of 1 to 16 integers".into()),
-        }
+        codes = exit_codes_of(x, &mut v);
     }
     let content_sha256 = content_digest(doc);
     if let Some(x) = obj.get("content_sha256") {

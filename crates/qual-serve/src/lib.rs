@@ -35,4 +35,3 @@ pub mod rxclock;
 pub mod scaffold;
 pub mod sse;
 pub mod threadstat;
-pub mod unary;

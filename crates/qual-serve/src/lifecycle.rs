@@ -198,7 +198,7 @@ impl OwnedServer {
         };
         let busy = listening_inodes(recipe.port);
         if !busy.is_empty() {
-            let owners = pids_holding_sockets(&all_pids(), &busy);
+            let owners = pids_holding_sockets(&qual_exec::procfs::pids(), &busy);
             s.fail(
                 "port_checked",
                 format!(
@@ -602,34 +602,12 @@ fn pids_holding_sockets(pids: &[u32], inodes: &[u64]) -> Vec<u32> {
         .collect()
 }
 
-fn all_pids() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Non-zombie processes whose process group is `pgid`.
 pub fn group_members_by_pgrp(pgid: u32) -> Vec<u32> {
-    all_pids()
+    qual_exec::procfs::snapshot()
         .into_iter()
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .is_some_and(|s| {
-                    let Some(rest) = s.rfind(')').map(|i| &s[i + 1..]) else {
-                        return false;
-                    };
-                    let f: Vec<&str> = rest.split_whitespace().collect();
-                    f.len() > 2
-                        && f[0] != "Z"
-                        && f[0] != "X"
-                        && f[2].parse::<u32>().ok() == Some(pgid)
-                })
-        })
+        .filter(|s| !s.is_dead() && s.pgrp == pgid)
+        .map(|s| s.pid)
         .collect()
 }
 

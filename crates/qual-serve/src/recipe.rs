@@ -51,6 +51,10 @@ fn placeholder_ok(s: &str) -> bool {
 
 /// The schema identifier of a launch recipe.
 pub const SCHEMA: &str = "kiln-qual.serve-launch.v1";
+
+/// The schema identifier of Kiln's launch recipe, the other schema a [`LaunchRecipe`] is read
+/// from (re-exported as `kiln_launch::SCHEMA`, whose module reads that schema).
+pub const KILN_SCHEMA: &str = "kiln.serving-benchmark-server-launch.v1";
 /// The per-stream log bound when a recipe sets none.
 pub const DEFAULT_LOG_LIMIT: u64 = 8 * 1024 * 1024;
 const KEYS: [&str; 12] = [
@@ -84,7 +88,7 @@ pub struct LaunchRecipe {
     /// Loopback address the server is reached at (127.0.0.1 unless a Kiln-schema recipe's
     /// base URL names `[::1]`).
     pub host: IpAddr,
-    /// The schema the recipe was read from ([`SCHEMA`] or [`crate::kiln_launch::SCHEMA`]).
+    /// The schema the recipe was read from ([`SCHEMA`] or [`KILN_SCHEMA`]).
     pub schema: &'static str,
     /// Resolved log directory.
     pub log_directory: PathBuf,
@@ -123,7 +127,7 @@ pub enum RecipeError {
     /// A Kiln-schema recipe that is a symlink or not a regular file.
     #[error(
         "launch recipe {path} must be a regular file that is not a symlink ({})",
-        crate::kiln_launch::SCHEMA
+        KILN_SCHEMA
     )]
     NotRegular {
         /// The file.
@@ -142,7 +146,9 @@ pub enum RecipeError {
     },
 }
 
-fn is_identifier(s: &str) -> bool {
+/// The identifier rule of recipe ids, Kiln launch ids and case ids:
+/// `^[a-z0-9][a-z0-9._-]{2,127}$` (the one check of it in this crate).
+pub(crate) fn is_identifier(s: &str) -> bool {
     let b = s.as_bytes();
     (3..=128).contains(&b.len())
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
@@ -200,6 +206,87 @@ pub fn recipe_base(path: &Path) -> PathBuf {
     }
 }
 
+/// `/command`: 1 to 256 strings, element 0 a path (resolved against the working directory
+/// when relative), `${model_path}` only where allowed.
+fn command_of(x: &Value, working_directory: &Path, v: &mut Vec<String>) -> Vec<String> {
+    let mut command = Vec::new();
+    match x.as_array() {
+        Some(a) if (1..=256).contains(&a.len()) => {
+            for (i, e) in a.iter().enumerate() {
+                match e.as_str() {
+                    Some(s) if !s.is_empty() && !s.contains('\0') => {
+                        if !placeholder_ok(s) || (i == 0 && s.contains("${")) {
+                            v.push(format!("/command/{i}: the only placeholder is ${{model_path}} (the whole value or a ${{model_path}}/ prefix), never in element 0"));
+                        }
+                        command.push(s.to_string())
+                    }
+                    _ => v.push(format!(
+                        "/command/{i}: must be a non-empty string without NUL"
+                    )),
+                }
+            }
+            if let Some(first) = command.first() {
+                if !first.starts_with('/') && !first.contains('/') {
+                    v.push("/command/0: must be an absolute path or contain '/' (no PATH lookup, no shell)".into());
+                } else if !first.starts_with('/') {
+                    command[0] = working_directory.join(first).display().to_string();
+                }
+            }
+        }
+        _ => v.push("/command: must be an array of 1 to 256 strings".into()),
+    }
+    command
+}
+
+/// `/environment`: an object of strings under environment-variable names.
+fn environment_of(x: &Value, v: &mut Vec<String>) -> BTreeMap<String, String> {
+    let mut environment = BTreeMap::new();
+    match x.as_object() {
+        Some(o) => {
+            for (k, val) in o.iter() {
+                if !is_env_key(k) {
+                    v.push(format!(
+                        "/environment/{k}: key must match ^[A-Z_][A-Z0-9_]*$"
+                    ));
+                }
+                match val.as_str() {
+                    Some(s) if !s.contains('\0') => {
+                        if !placeholder_ok(s) {
+                            v.push(format!("/environment/{k}: the only placeholder is ${{model_path}} (the whole value or a ${{model_path}}/ prefix)"));
+                        }
+                        environment.insert(k.clone(), s.to_string());
+                    }
+                    _ => v.push(format!("/environment/{k}: must be a string without NUL")),
+                }
+            }
+        }
+        None => v.push("/environment: must be an object of strings".into()),
+    }
+    environment
+}
+
+/// `/acceptable_exit_codes`: 1 to 16 unique ascending integers in -255..=255.
+fn exit_codes_of(x: &Value, v: &mut Vec<String>) -> Vec<i64> {
+    let mut codes = Vec::new();
+    match x.as_array() {
+        Some(a) if (1..=16).contains(&a.len()) => {
+            for (i, e) in a.iter().enumerate() {
+                match int_in(e, -255, 255) {
+                    Some(c) => codes.push(c),
+                    None => v.push(format!(
+                        "/acceptable_exit_codes/{i}: must be an integer in -255..=255"
+                    )),
+                }
+            }
+            if codes.windows(2).any(|w| w[0] >= w[1]) {
+                v.push("/acceptable_exit_codes: must be unique and ascending".into());
+            }
+        }
+        _ => v.push("/acceptable_exit_codes: must be an array of 1 to 16 integers".into()),
+    }
+    codes
+}
+
 /// Validates a parsed recipe; `base` resolves relative directories.
 pub fn validate(
     doc: &Value,
@@ -250,55 +337,11 @@ pub fn validate(
     }
     let mut command = Vec::new();
     if let Some(x) = req("command", &mut v) {
-        match x.as_array() {
-            Some(a) if (1..=256).contains(&a.len()) => {
-                for (i, e) in a.iter().enumerate() {
-                    match e.as_str() {
-                        Some(s) if !s.is_empty() && !s.contains('\0') => {
-                            if !placeholder_ok(s) || (i == 0 && s.contains("${")) {
-                                v.push(format!("/command/{i}: the only placeholder is ${{model_path}} (the whole value or a ${{model_path}}/ prefix), never in element 0"));
-                            }
-                            command.push(s.to_string())
-                        }
-                        _ => v.push(format!(
-                            "/command/{i}: must be a non-empty string without NUL"
-                        )),
-                    }
-                }
-                if let Some(first) = command.first() {
-                    if !first.starts_with('/') && !first.contains('/') {
-                        v.push("/command/0: must be an absolute path or contain '/' (no PATH lookup, no shell)".into());
-                    } else if !first.starts_with('/') {
-                        command[0] = working_directory.join(first).display().to_string();
-                    }
-                }
-            }
-            _ => v.push("/command: must be an array of 1 to 256 strings".into()),
-        }
+        command = command_of(x, &working_directory, &mut v);
     }
     let mut environment = BTreeMap::new();
     if let Some(x) = obj.get("environment") {
-        match x.as_object() {
-            Some(o) => {
-                for (k, val) in o.iter() {
-                    if !is_env_key(k) {
-                        v.push(format!(
-                            "/environment/{k}: key must match ^[A-Z_][A-Z0-9_]*$"
-                        ));
-                    }
-                    match val.as_str() {
-                        Some(s) if !s.contains('\0') => {
-                            if !placeholder_ok(s) {
-                                v.push(format!("/environment/{k}: the only placeholder is ${{model_path}} (the whole value or a ${{model_path}}/ prefix)"));
-                            }
-                            environment.insert(k.clone(), s.to_string());
-                        }
-                        _ => v.push(format!("/environment/{k}: must be a string without NUL")),
-                    }
-                }
-            }
-            None => v.push("/environment: must be an object of strings".into()),
-        }
+        environment = environment_of(x, &mut v);
     }
     let mut port = 0u16;
     if let Some(x) = req("port", &mut v) {
@@ -337,22 +380,7 @@ pub fn validate(
     }
     let mut codes = Vec::new();
     if let Some(x) = req("acceptable_exit_codes", &mut v) {
-        match x.as_array() {
-            Some(a) if (1..=16).contains(&a.len()) => {
-                for (i, e) in a.iter().enumerate() {
-                    match int_in(e, -255, 255) {
-                        Some(c) => codes.push(c),
-                        None => v.push(format!(
-                            "/acceptable_exit_codes/{i}: must be an integer in -255..=255"
-                        )),
-                    }
-                }
-                if codes.windows(2).any(|w| w[0] >= w[1]) {
-                    v.push("/acceptable_exit_codes: must be unique and ascending".into());
-                }
-            }
-            _ => v.push("/acceptable_exit_codes: must be an array of 1 to 16 integers".into()),
-        }
+        codes = exit_codes_of(x, &mut v);
     }
     if !v.is_empty() {
         return Err(v);
@@ -396,13 +424,13 @@ impl LaunchRecipe {
     /// recipe that uses the placeholder without a model path, and a model path the recipe
     /// does not use (no flag is ever silently ignored).
     pub fn with_model_path(&self, model: Option<&Path>) -> Result<LaunchRecipe, String> {
-        if self.schema == crate::kiln_launch::SCHEMA {
+        if self.schema == KILN_SCHEMA {
             // Kiln's argv is literal: it has no placeholder to substitute.
             return match model {
                 None => Ok(self.clone()),
                 Some(_) => Err(format!(
                     "--model-path was given but a {} recipe has no ${{model_path}} placeholder (its argv is literal)",
-                    crate::kiln_launch::SCHEMA
+                    KILN_SCHEMA
                 )),
             };
         }

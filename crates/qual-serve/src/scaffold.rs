@@ -261,10 +261,9 @@ fn corpus() -> String {
     out
 }
 
-/// The files `init` would write, in writing order (`policy_exists`: leave the policy alone).
-pub fn plan(o: &Options, policy_exists: bool) -> Vec<Planned> {
+/// The launch recipe `init` writes: the engine's argv and environment on `o.port`.
+fn launch_document(o: &Options) -> serde_json::Value {
     let e = o.engine.name();
-    let dir = format!("qualification/serving/{e}");
     let (args, env) = o.engine.arguments(o.port);
     let mut command = vec![o.server.display().to_string()];
     command.extend(args);
@@ -272,7 +271,7 @@ pub fn plan(o: &Options, policy_exists: bool) -> Vec<Planned> {
         .into_iter()
         .map(|(k, v)| (k, serde_json::Value::from(v)))
         .collect();
-    let launch = serde_json::json!({
+    serde_json::json!({
         "schema": "kiln-qual.serve-launch.v1",
         "id": format!("{e}-server"),
         "command": command,
@@ -284,20 +283,17 @@ pub fn plan(o: &Options, policy_exists: bool) -> Vec<Planned> {
         "startup_timeout_seconds": o.engine.startup_timeout_seconds(),
         "shutdown_timeout_seconds": 30,
         "acceptable_exit_codes": [-15, 0, 143],
-    });
-    let case_id = format!("{e}-serving-c2");
-    let metrics = [
-        "itl_ms.p50",
-        "output_tokens_per_second",
-        "requests_failed",
-        "slo_attainment",
-        "ttft_ms.p50",
-    ];
+    })
+}
+
+/// The serving case's command: `kiln-qual serve` on the written launch recipe and corpus,
+/// closed loop at concurrency 2, the selected `metrics`.
+fn case_command(case_id: &str, dir: &str, metrics: &[&str]) -> Vec<String> {
     let mut case_command: Vec<String> = [
         "qualification/bin/kiln-qual",
         "serve",
         "--case-id",
-        &case_id,
+        case_id,
         "--launch",
         &format!("{dir}/launch.json"),
         "--corpus",
@@ -322,8 +318,19 @@ pub fn plan(o: &Options, policy_exists: bool) -> Vec<Planned> {
         case_command.push(a.to_owned());
     }
     for m in metrics {
-        case_command.extend(["--metric".to_owned(), m.to_owned()]);
+        case_command.extend(["--metric".to_owned(), (*m).to_owned()]);
     }
+    case_command
+}
+
+/// The workload `init` writes: one variant, one serving case, its comparison rules.
+fn workload_document(
+    o: &Options,
+    case_id: &str,
+    case_command: Vec<String>,
+    metrics: &[&str],
+) -> serde_json::Value {
+    let e = o.engine.name();
     let rule = |metric: &str, unit: &str, aggregation: &str, lower: bool, abs: f64, rel: f64| {
         serde_json::json!({
             "scope": "result", "result_id": case_id, "metric": metric,
@@ -333,7 +340,7 @@ pub fn plan(o: &Options, policy_exists: bool) -> Vec<Planned> {
             "absolute_tolerance": abs, "relative_tolerance": rel, "required": true
         })
     };
-    let workload = serde_json::json!({
+    serde_json::json!({
         "schema_version": 1,
         "workload_id": format!("serving-{e}-v1"),
         "kind": "performance",
@@ -377,7 +384,24 @@ pub fn plan(o: &Options, policy_exists: bool) -> Vec<Planned> {
                 rule("ttft_ms.p50", "ms", "p50", true, 1.0, 0.2),
             ]
         }
-    });
+    })
+}
+
+/// The files `init` would write, in writing order (`policy_exists`: leave the policy alone).
+pub fn plan(o: &Options, policy_exists: bool) -> Vec<Planned> {
+    let e = o.engine.name();
+    let dir = format!("qualification/serving/{e}");
+    let launch = launch_document(o);
+    let case_id = format!("{e}-serving-c2");
+    let metrics = [
+        "itl_ms.p50",
+        "output_tokens_per_second",
+        "requests_failed",
+        "slo_attainment",
+        "ttft_ms.p50",
+    ];
+    let case_command = case_command(&case_id, &dir, &metrics);
+    let workload = workload_document(o, &case_id, case_command, &metrics);
     let mut out = Vec::new();
     if !policy_exists {
         out.push(Planned {

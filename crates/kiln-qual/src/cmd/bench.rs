@@ -424,23 +424,7 @@ pub fn run(a: BenchArgs) -> i32 {
         rules: a.load.rules(),
         pin_cpu: a.load.pin_cpu,
         realtime_reader: a.load.realtime_reader,
-        engine: EngineOptions {
-            target: None,
-            stream: !a.no_stream,
-            ramp_up: Duration::from_secs_f64(a.ramp_up_seconds),
-            duration: a.duration_seconds.map(Duration::from_secs_f64),
-            early_stop: (a.early_stop_error_rate.is_some() || a.early_stop_late_fraction.is_some())
-                .then_some(EarlyStop {
-                    max_error_fraction: a.early_stop_error_rate,
-                    max_late_send_fraction: a.early_stop_late_fraction,
-                    late_send_ms: a.load.gate.late_send_ms,
-                    min_requests: a.early_stop_min_requests,
-                }),
-            trace_time_scale: None,
-            token_counter: tok
-                .clone()
-                .map(|t| TokenCounter(Arc::new(move |s: &str| t.count(s)))),
-        },
+        engine: engine_options(&a, tok.as_ref()),
         slo,
         validity: a.load.gate.limits(),
         percentiles: a.percentiles.0.clone(),
@@ -458,12 +442,43 @@ pub fn run(a: BenchArgs) -> i32 {
         }
     };
     err!("{}", summary(&result, &cfg));
+    let mut code = write_outputs(&a, &result, &cfg);
+    if !any_valid_success(&result) {
+        code = exit::FAILED;
+    }
+    code
+}
+
+/// The load engine's options: streaming, ramp-up, duration, early stop, token counting.
+fn engine_options(a: &BenchArgs, tok: Option<&Arc<Tok>>) -> EngineOptions {
+    EngineOptions {
+        target: None,
+        stream: !a.no_stream,
+        ramp_up: Duration::from_secs_f64(a.ramp_up_seconds),
+        duration: a.duration_seconds.map(Duration::from_secs_f64),
+        early_stop: (a.early_stop_error_rate.is_some() || a.early_stop_late_fraction.is_some())
+            .then_some(EarlyStop {
+                max_error_fraction: a.early_stop_error_rate,
+                max_late_send_fraction: a.early_stop_late_fraction,
+                late_send_ms: a.load.gate.late_send_ms,
+                min_requests: a.early_stop_min_requests,
+            }),
+        trace_time_scale: None,
+        token_counter: tok
+            .cloned()
+            .map(|t| TokenCounter(Arc::new(move |s: &str| t.count(s)))),
+    }
+}
+
+/// Writes the `--json`, `--csv` and `--records` files that were asked for (each created new);
+/// `exit::FAILED` when one could not be written.
+fn write_outputs(a: &BenchArgs, result: &run::BenchResult, cfg: &BenchConfig) -> i32 {
     let mut code = exit::OK;
     let writes: [(&Option<PathBuf>, Vec<u8>); 3] = [
         (
             &a.json,
             if a.json.is_some() {
-                serde_json::to_vec_pretty(&result).unwrap_or_default()
+                serde_json::to_vec_pretty(result).unwrap_or_default()
             } else {
                 Vec::new()
             },
@@ -471,7 +486,7 @@ pub fn run(a: BenchArgs) -> i32 {
         (
             &a.csv,
             if a.csv.is_some() {
-                run::csv(&result, &cfg.percentiles).into_bytes()
+                run::csv(result, &cfg.percentiles).into_bytes()
             } else {
                 Vec::new()
             },
@@ -479,7 +494,7 @@ pub fn run(a: BenchArgs) -> i32 {
         (
             &a.records,
             if a.records.is_some() {
-                run::records_jsonl(&result).into_bytes()
+                run::records_jsonl(result).into_bytes()
             } else {
                 Vec::new()
             },
@@ -496,15 +511,22 @@ pub fn run(a: BenchArgs) -> i32 {
             }
         }
     }
+    code
+}
+
+/// Whether some run had a successful measured request and some run passed the validity gate
+/// (otherwise says which did not).
+fn any_valid_success(result: &run::BenchResult) -> bool {
     let runs: Vec<&run::RunResult> = result.points.iter().flat_map(|p| &p.runs).collect();
     if runs.iter().all(|r| r.metrics.succeeded_requests == 0) {
         errln!("kiln-qual: no measured request succeeded");
-        code = exit::FAILED;
+        false
     } else if runs.iter().all(|r| !r.valid) {
         errln!("kiln-qual: every run was refused by the measurement-validity gate");
-        code = exit::FAILED;
+        false
+    } else {
+        true
     }
-    code
 }
 
 fn fmt(v: Option<f64>) -> String {
