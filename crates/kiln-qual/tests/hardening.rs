@@ -4,6 +4,9 @@
 //! point outside the repository, a zip bomb is refused without extracting, and a huge raw log
 //! is parsed in bounded memory (measured).
 
+// Tests: libc calls (signals, ids, forks) set up and observe the processes under test.
+#![allow(unsafe_code)]
+
 mod common;
 
 use assert_cmd::Command;

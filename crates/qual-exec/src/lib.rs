@@ -112,18 +112,30 @@
 
 mod capture;
 mod cgroup;
+// `unsafe`: the fork-safety check asks the kernel for the thread and process ids.
+#[allow(unsafe_code)]
 mod exec;
 mod group;
 pub mod memstat;
 mod owned;
 mod procfs;
+// `unsafe`: namespaces, mounts, capabilities and the box's init: raw system calls between fork and exec.
+#[allow(unsafe_code)]
 pub mod sandbox;
+// `unsafe`: installing the filter is a raw prctl/seccomp call.
+#[allow(unsafe_code)]
 mod seccomp;
+// `unsafe`: the pre-exec hooks and the loopback probe run raw system calls in the child.
+#[allow(unsafe_code)]
 mod spawn;
+// `unsafe`: the thin wrappers over prctl, pidfd_open, kill, waitpid, poll and read.
+#[allow(unsafe_code)]
 mod sys;
 
 pub mod wrap;
 
+// `unsafe`: the forwarding handler and its self-pipe are installed with sigaction and pipe2.
+#[allow(unsafe_code)]
 pub mod signals;
 
 pub use capture::{CaptureLimits, Captured};

@@ -78,6 +78,8 @@
 //! git would *execute* is closed off above; the only comparison that needs file contents is
 //! done here, in process.
 
+#![forbid(unsafe_code)]
+
 pub mod command;
 pub mod status;
 pub mod tracked;

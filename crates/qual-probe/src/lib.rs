@@ -14,10 +14,14 @@
 
 pub mod backend;
 pub mod git;
+// `unsafe`: the model root is opened with O_NOFOLLOW | O_DIRECTORY through libc.
+#[allow(unsafe_code)]
 pub mod model;
 pub mod platform;
 pub mod policy;
 pub mod source_tree;
+// `unsafe`: a probe tool's process group is killed at its deadline.
+#[allow(unsafe_code)]
 pub mod tool;
 
 pub use policy::{load_policy, RepoPolicy, SourceTreeProfile};

@@ -298,6 +298,7 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    #[allow(unsafe_code)] // geteuid: the tests' one libc call.
     fn is_root() -> bool {
         // SAFETY: trivial getter.
         unsafe { libc::geteuid() == 0 }
