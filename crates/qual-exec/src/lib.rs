@@ -132,6 +132,7 @@ mod spawn;
 #[allow(unsafe_code)]
 mod sys;
 
+pub mod tool;
 pub mod wrap;
 
 // `unsafe`: the forwarding handler and its self-pipe are installed with sigaction and pipe2.
@@ -144,9 +145,11 @@ pub use exec::{execute, execute_observed, execute_watched, Observer, OutputStrea
 #[doc(hidden)]
 pub use group::force_full_proc_scan;
 pub use owned::{OwnedProcess, OwnedSpec, Shutdown};
+pub use procfs::{read_system_bytes, read_system_file, SYSTEM_FILE_LIMIT};
 pub use sandbox::{HostFiles, Sandbox, SandboxRecord, SeccompRecord};
 pub use spawn::{probe_containment, probe_loopback_only};
 pub use sys::signal_name;
+pub use tool::{run_tool, ToolRun};
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

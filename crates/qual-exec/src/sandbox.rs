@@ -128,8 +128,8 @@ pub struct SandboxRecord {
 pub fn enclosed() -> bool {
     static ENCLOSED: OnceLock<bool> = OnceLock::new();
     *ENCLOSED.get_or_init(|| {
-        let init = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let init = crate::procfs::read_system_file("/proc/1/comm").unwrap_or_default();
+        let status = crate::procfs::read_system_file("/proc/self/status").unwrap_or_default();
         let field = |name: &str| {
             status
                 .lines()
@@ -381,7 +381,7 @@ fn cstring(p: &Path) -> Option<CString> {
 
 /// Mount points of cgroup file systems (v1 and v2) and the tmpfs that usually holds them.
 fn cgroup_mounts() -> Vec<PathBuf> {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+    let Ok(info) = crate::procfs::read_system_file("/proc/self/mountinfo") else {
         return Vec::new();
     };
     let mut out: Vec<PathBuf> = Vec::new();

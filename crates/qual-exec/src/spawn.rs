@@ -130,6 +130,7 @@ pub(crate) fn validate(argv: &[String], env: &[(String, String)]) -> Result<(), 
 /// Builds the command: closed environment, null stdin, stdout/stderr piped, and the box. The
 /// working directory is the plan's, entered inside the box once its mounts exist (never by
 /// `std` before them).
+#[allow(clippy::disallowed_methods)] // the home of case spawns: the box runs in the pre-exec hook
 pub(crate) fn build_command(
     program: &Path,
     argv: &[String],

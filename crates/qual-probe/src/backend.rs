@@ -523,7 +523,7 @@ pub fn capture(backend: &str, platform: &Platform) -> BackendCapture {
             if let Some(h) = &hip {
                 compiler.insert("hipcc".into(), h.clone());
             }
-            let rocm = std::fs::read_to_string("/opt/rocm/.info/version")
+            let rocm = qual_exec::read_system_file("/opt/rocm/.info/version")
                 .ok()
                 .and_then(|s| first_line(&s));
             runtime.insert("rocm".into(), rocm.unwrap_or_else(|| UNAVAILABLE.into()));

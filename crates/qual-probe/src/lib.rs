@@ -20,8 +20,6 @@ pub mod model;
 pub mod platform;
 pub mod policy;
 pub mod source_tree;
-// `unsafe`: a probe tool's process group is killed at its deadline.
-#[allow(unsafe_code)]
 pub mod tool;
 
 pub use policy::{load_policy, RepoPolicy, SourceTreeProfile};

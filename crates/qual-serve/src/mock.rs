@@ -292,6 +292,7 @@ fn report_usage(state: &State) {
     );
 }
 
+#[allow(clippy::disallowed_methods)] // the mock's lingering child is the residue serve's tests must find and kill
 fn spawn_lingering_child(escape: bool, ignore_term: bool) -> Result<(), MockError> {
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().map_err(|source| MockError::Io {

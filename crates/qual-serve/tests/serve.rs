@@ -10,6 +10,8 @@
 //!
 //! Tests run one at a time (a file-wide lock) so timing is not disturbed by sibling tests.
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
 // Tests: libc calls (signals, ids, forks) set up and observe the processes under test.
 #![allow(unsafe_code)]
 

@@ -34,6 +34,9 @@
 //! cargo does not build a dependency's binaries); they can call [`fixture_binary`] after
 //! `cargo build -p qual-test-fixtures --bins`, or put their integration tests here.
 
+// Test support: fixtures spawn helpers and read back what tests wrote, without bounds.
+#![allow(clippy::disallowed_methods)]
+
 // `unsafe`: the harness asks geteuid whether a test can run as root.
 #[allow(unsafe_code)]
 pub mod harness;
