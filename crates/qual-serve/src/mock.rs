@@ -424,7 +424,7 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
         }
     };
     if let Some(every) = st.cfg.http_500_every {
-        if n % every == 0 {
+        if n.is_multiple_of(every) {
             return json_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 serde_json::json!({"error": {"message": "injected internal error", "type": "server_error"}}),
