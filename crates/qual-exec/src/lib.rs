@@ -10,6 +10,9 @@
 //! - [`signals`]: SIGINT/SIGTERM forwarding to running case groups.
 //! - [`probe_loopback_only`]: a preflight check that loopback-only isolation works here.
 //! - [`wrap`]: the rules of bounded tool wrappers (`kiln-qual cargo`).
+//! - [`run_tool`]: a helper program kiln-qual starts for itself (probe tools, `gh api`): own
+//!   process group, deadline, bounded output ([`tool`]).
+//! - [`read_system_file`]: the bounded reader of the host's own files (`/proc`, `/sys`, `/etc`).
 //!
 //! ```
 //! use qual_exec::{execute, CaptureLimits, ExecSpec, NetworkPolicy, Termination};
