@@ -494,6 +494,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn gh_runs_through_qual_exec_and_keeps_its_messages() {
+        let gh = |program: &str| GhCli {
+            program: program.into(),
+        };
+        // `false` and `true` stand in for a failing and a silent gh.
+        assert_eq!(
+            gh("false").list_runners("o/r").unwrap_err(),
+            "failed to list GitHub runners for o/r: "
+        );
+        let silent = gh("true").list_runners("o/r").unwrap_err();
+        assert!(
+            silent.starts_with("gh runner response was not valid JSON: "),
+            "{silent}"
+        );
+        assert_eq!(
+            gh("kiln-qual-no-such-gh").list_runners("o/r").unwrap_err(),
+            "gh CLI is required for --check-runners"
+        );
+    }
+
+    #[test]
     fn quotes_like_shlex() {
         assert_eq!(shell_quote("abc-1.2/x"), "abc-1.2/x");
         assert_eq!(shell_quote(""), "''");
