@@ -1,7 +1,4 @@
 //! Helpers shared by the CLI integration tests.
-
-// Tests and benches start programs and read back files directly.
-#![allow(clippy::disallowed_methods)]
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

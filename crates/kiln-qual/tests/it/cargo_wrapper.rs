@@ -2,9 +2,6 @@
 //! forces offline mode, enforces its deadline and refuses a missing program. The wrapped
 //! program is replaced with `--cargo` so that the tests run without building anything.
 
-// Tests and benches start programs and read back files directly.
-#![allow(clippy::disallowed_methods)]
-
 use assert_cmd::Command;
 use predicates::prelude::*;
 

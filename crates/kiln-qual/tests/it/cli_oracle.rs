@@ -3,9 +3,6 @@
 //! tolerances, a NaN and a shape mismatch refused with their place, token ids bound, the
 //! result document validated by `oracle check` and broken by any edit.
 
-// Tests and benches start programs and read back files directly.
-#![allow(clippy::disallowed_methods)]
-
 use assert_cmd::Command;
 use std::path::Path;
 

@@ -2,9 +2,6 @@
 //! temporary paths and digests redacted), and the strict checks on receipts written by our own
 //! runner, each failing after the matching tampering.
 
-// Tests and benches start programs and read back files directly.
-#![allow(clippy::disallowed_methods)]
-
 use assert_cmd::Command;
 use serde_json::{json, Value};
 use std::path::Path;

@@ -3,9 +3,6 @@
 //! alive when the leader has exited, so it is residue — recorded by pid, pid inside the box,
 //! session and command line, killed, and a failure — and nothing of it is alive afterwards.
 
-// Tests and benches start programs and read back files directly.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::Path;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kiln-qual");

@@ -7,9 +7,6 @@
 //! user's clone has no `../shared`) both tests are reported ignored, and fail under `CI=true`
 //! (`qual_test_fixtures::harness`).
 
-// Tests and benches start programs and read back files directly.
-#![allow(clippy::disallowed_methods)]
-
 use assert_cmd::Command;
 use qual_test_fixtures::harness::{self, Trial};
 use std::collections::BTreeMap;

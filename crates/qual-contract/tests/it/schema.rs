@@ -1,9 +1,6 @@
 //! The checked-in JSON Schema is generated from the typed contract and must be current.
 //! Regenerate with `KILN_QUAL_UPDATE_SCHEMAS=1 cargo test -p qual-contract --test it schema`.
 
-// Tests and benches start programs and read back files directly.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::PathBuf;
 
 fn schema_path() -> PathBuf {

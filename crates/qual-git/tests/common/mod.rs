@@ -1,7 +1,5 @@
 //! Real git repositories in temp directories for the qual-git tests.
 
-// Tests and benches start programs and read back files directly.
-#![allow(clippy::disallowed_methods)]
 #![allow(dead_code)]
 
 use std::os::unix::fs::PermissionsExt;

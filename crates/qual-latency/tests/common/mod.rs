@@ -1,7 +1,5 @@
 //! Shared helpers for qual-latency integration tests: real git repositories in temp dirs.
 
-// Tests and benches start programs and read back files directly.
-#![allow(clippy::disallowed_methods)]
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

@@ -1,8 +1,6 @@
 //! Helpers shared by the integration tests: building specs for the fixture binary and
 //! checking `/proc` for anything left behind.
 
-// Tests and benches start programs and read back files directly.
-#![allow(clippy::disallowed_methods)]
 #![allow(dead_code)]
 
 use qual_exec::{CaptureLimits, ExecSpec, Execution, NetworkPolicy};

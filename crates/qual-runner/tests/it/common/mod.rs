@@ -1,7 +1,5 @@
 //! Shared helpers: a real temporary git repository with committed workloads, and run requests.
 
-// Tests and benches start programs and read back files directly.
-#![allow(clippy::disallowed_methods)]
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
