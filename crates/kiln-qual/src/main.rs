@@ -6,6 +6,8 @@
 //! own codes (see `exit`). A closed stdout ends any command quietly with 141 (see `output`),
 //! except that `run` keeps its verdict's code once the receipt is written.
 
+#![forbid(unsafe_code)]
+
 mod cmd;
 mod exit;
 mod output;

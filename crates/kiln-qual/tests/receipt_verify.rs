@@ -5,6 +5,9 @@
 //! plain `receipt check` must fail exactly on the edits that leave the receipt contradicting
 //! itself.
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use assert_cmd::Command;

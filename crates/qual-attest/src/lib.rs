@@ -25,6 +25,8 @@
 //! No cryptography is implemented here: keys are parsed by `ssh-key`, signatures made and
 //! checked by `ed25519-dalek`.
 
+#![forbid(unsafe_code)]
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

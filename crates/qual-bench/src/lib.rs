@@ -8,6 +8,8 @@
 //! with sample support, t-intervals, time series), the outputs (result JSON, CSV, records
 //! JSONL) and the comparison of results ([`compare`]).
 
+#![forbid(unsafe_code)]
+
 pub mod compare;
 pub mod run;
 pub mod stats;

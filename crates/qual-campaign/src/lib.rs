@@ -15,6 +15,8 @@
 pub mod campaign;
 pub mod identity;
 pub mod manifest;
+// `unsafe`: device memory is read through the NVIDIA management library loaded with dlopen.
+#[allow(unsafe_code)]
 pub mod memory;
 pub mod pairing;
 pub mod profiles;

@@ -14,6 +14,7 @@
 
 use crate::identity::digest_file;
 use crate::records::{FileDigest, ManifestBinding};
+use qual_json::file::{read_regular_bytes, read_regular_string};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -172,10 +173,13 @@ fn gpu_only(name: &str) -> bool {
     n.starts_with("nvidia-") || n.starts_with("nvidia_") || n.starts_with("cuda-") || n == "triton"
 }
 
+/// The most a distribution's `METADATA` or `RECORD` may hold.
+const DIST_INFO_FILE_LIMIT: usize = 64 << 20;
+
 fn distribution(site: &Path, info: &Path) -> Result<Distribution, ManifestError> {
     let files = |e: std::io::Error| ManifestError::Files(format!("{}: {e}", info.display()));
-    let meta = std::fs::read_to_string(info.join("METADATA")).map_err(files)?;
-    let record = std::fs::read(info.join("RECORD")).map_err(files)?;
+    let meta = read_regular_string(&info.join("METADATA"), DIST_INFO_FILE_LIMIT).map_err(files)?;
+    let record = read_regular_bytes(&info.join("RECORD"), DIST_INFO_FILE_LIMIT).map_err(files)?;
     let name = metadata_field(&meta, "Name:").unwrap_or_default();
     let version = metadata_field(&meta, "Version:").unwrap_or_default();
     let text = String::from_utf8_lossy(&record);

@@ -51,8 +51,8 @@ impl Source {
     pub fn read(&self) -> Result<u64, String> {
         match self {
             Source::Drm(p) => {
-                let t =
-                    std::fs::read_to_string(p).map_err(|e| format!("read {}: {e}", p.display()))?;
+                let t = qual_exec::read_system_file(p)
+                    .map_err(|e| format!("read {}: {e}", p.display()))?;
                 t.trim()
                     .parse::<u64>()
                     .map_err(|_| format!("{} does not hold a byte count", p.display()))

@@ -2,6 +2,9 @@
 //! campaign passes, verifies and pairs; one injected fault per gate fails exactly that gate
 //! with its name and detail, while the evidence stays consistent (`verify` finds nothing).
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 use qual_campaign::campaign::{self, CampaignOptions, ServerSpec};
 use qual_campaign::memory::SourceRequest;
 use qual_campaign::pairing::ReferenceRole;

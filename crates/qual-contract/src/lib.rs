@@ -8,6 +8,8 @@
 //! - [`variables`] resolves `--var NAME=VALUE` into typed, constrained parameters;
 //! - [`model`] holds the typed contract and generates the JSON Schema.
 
+#![forbid(unsafe_code)]
+
 pub mod assertions;
 pub mod constants;
 pub mod model;

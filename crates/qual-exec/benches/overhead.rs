@@ -4,6 +4,9 @@
 //!
 //! Run: `cargo bench -p qual-exec --bench overhead`.
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 use qual_exec::{execute, CaptureLimits, ExecSpec, Mechanism, NetworkPolicy};
 use std::time::{Duration, Instant};
 

@@ -156,7 +156,7 @@ impl CaseCgroup {
     pub(crate) fn pids(&self) -> Vec<u32> {
         let mut out = Vec::new();
         for dir in subtree(&self.dir) {
-            if let Ok(s) = fs::read_to_string(dir.join("cgroup.procs")) {
+            if let Ok(s) = crate::procfs::read_system_file(dir.join("cgroup.procs")) {
                 out.extend(s.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
             }
         }
@@ -170,7 +170,7 @@ impl CaseCgroup {
             return false;
         };
         let nested = format!("{rel}/");
-        fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        crate::procfs::read_system_file(format!("/proc/{pid}/cgroup"))
             .map(|s| {
                 s.lines().filter_map(|l| l.strip_prefix("0::")).any(|p| {
                     let p = p.trim_end();
@@ -250,7 +250,7 @@ fn join_v1_pids() -> Result<(), &'static str> {
 
 /// This process's cgroup directory in a mounted v1 `pids` hierarchy.
 fn v1_pids_dir() -> Option<PathBuf> {
-    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let info = crate::procfs::read_system_file("/proc/self/mountinfo").ok()?;
     let (mount, root) = info.lines().find_map(|line| {
         let (pre, post) = line.split_once(" - ")?;
         let mut it = post.split_whitespace();
@@ -264,7 +264,7 @@ fn v1_pids_dir() -> Option<PathBuf> {
         let f: Vec<&str> = pre.split_whitespace().collect();
         (f.len() >= 5).then(|| (PathBuf::from(unescape(f[4])), unescape(f[3])))
     })?;
-    let cg = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let cg = crate::procfs::read_system_file("/proc/self/cgroup").ok()?;
     let path = cg.lines().find_map(|l| {
         let mut parts = l.splitn(3, ':');
         let _ = parts.next()?;
@@ -346,7 +346,7 @@ fn sweep_stale(parent: &std::path::Path) {
 
 /// The cgroup v2 mount point and its root as seen in mountinfo.
 fn v2_mount() -> Option<(PathBuf, String)> {
-    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let info = crate::procfs::read_system_file("/proc/self/mountinfo").ok()?;
     for line in info.lines() {
         // id parent major:minor root mount-point options... - fstype source super-options
         let (pre, post) = line.split_once(" - ")?;
@@ -385,7 +385,7 @@ pub(crate) fn unescape(s: &str) -> String {
 /// This process's cgroup v2 directory under the mount point.
 fn own_cgroup_dir() -> Option<PathBuf> {
     let (mount, root) = v2_mount()?;
-    let cg = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let cg = crate::procfs::read_system_file("/proc/self/cgroup").ok()?;
     let path = cg.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
     // With a cgroup namespace the mount root is "/" and the path is namespace-relative; a
     // bind-mounted sub-tree has root = that sub-tree.

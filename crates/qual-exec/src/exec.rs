@@ -49,6 +49,7 @@ pub(crate) struct Started {
 /// die-with-parent and serializes fallback-mode executions; an owned process gets
 /// die-with-parent only when spawned from the main thread (its namespace init dies with this
 /// process in every case).
+#[allow(clippy::disallowed_methods)] // the home of case spawns (bounded, contained: crate docs)
 pub(crate) fn start(
     argv: &[String],
     cwd: &Path,

@@ -10,6 +10,9 @@
 //! - [`signals`]: SIGINT/SIGTERM forwarding to running case groups.
 //! - [`probe_loopback_only`]: a preflight check that loopback-only isolation works here.
 //! - [`wrap`]: the rules of bounded tool wrappers (`kiln-qual cargo`).
+//! - [`run_tool`]: a helper program kiln-qual starts for itself (probe tools, `gh api`): own
+//!   process group, deadline, bounded output ([`tool`]).
+//! - [`read_system_file`]: the bounded reader of the host's own files (`/proc`, `/sys`, `/etc`).
 //!
 //! ```
 //! use qual_exec::{execute, CaptureLimits, ExecSpec, NetworkPolicy, Termination};
@@ -112,18 +115,31 @@
 
 mod capture;
 mod cgroup;
+// `unsafe`: the fork-safety check asks the kernel for the thread and process ids.
+#[allow(unsafe_code)]
 mod exec;
 mod group;
 pub mod memstat;
 mod owned;
 pub mod procfs;
+// `unsafe`: namespaces, mounts, capabilities and the box's init: raw system calls between fork and exec.
+#[allow(unsafe_code)]
 pub mod sandbox;
+// `unsafe`: installing the filter is a raw prctl/seccomp call.
+#[allow(unsafe_code)]
 mod seccomp;
+// `unsafe`: the pre-exec hooks and the loopback probe run raw system calls in the child.
+#[allow(unsafe_code)]
 mod spawn;
+// `unsafe`: the thin wrappers over prctl, pidfd_open, kill, waitpid, poll and read.
+#[allow(unsafe_code)]
 mod sys;
 
+pub mod tool;
 pub mod wrap;
 
+// `unsafe`: the forwarding handler and its self-pipe are installed with sigaction and pipe2.
+#[allow(unsafe_code)]
 pub mod signals;
 
 pub use capture::{CaptureLimits, Captured};
@@ -132,9 +148,11 @@ pub use exec::{execute, execute_observed, execute_watched, Observer, OutputStrea
 #[doc(hidden)]
 pub use group::force_full_proc_scan;
 pub use owned::{OwnedProcess, OwnedSpec, Shutdown};
+pub use procfs::{read_system_bytes, read_system_file, SYSTEM_FILE_LIMIT};
 pub use sandbox::{HostFiles, Sandbox, SandboxRecord, SeccompRecord};
 pub use spawn::{probe_containment, probe_loopback_only};
 pub use sys::signal_name;
+pub use tool::{run_tool, ToolRun};
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

@@ -7,8 +7,6 @@
 //! proportion). A process that exits between the snapshot and the read is left out; a tree
 //! whose root cannot be read is an error, never a zero.
 
-use std::fs;
-
 /// `pid` and every live descendant (zombies excluded), root first.
 pub fn process_tree(pid: u32) -> Vec<u32> {
     let all = crate::procfs::snapshot();
@@ -53,7 +51,7 @@ pub fn tree_pss_bytes(pid: u32) -> Result<(u64, usize), MemstatError> {
     let mut total = 0u64;
     let mut counted = 0usize;
     for (i, p) in process_tree(pid).into_iter().enumerate() {
-        match fs::read_to_string(format!("/proc/{p}/smaps_rollup")) {
+        match crate::procfs::read_system_file(format!("/proc/{p}/smaps_rollup")) {
             Ok(t) => match parse_pss(&t) {
                 Some(b) => {
                     total = total.saturating_add(b);

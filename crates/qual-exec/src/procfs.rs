@@ -6,8 +6,46 @@
 //!
 //! This is the one reader of `/proc/<pid>/stat` in the workspace: other crates use [`stat`],
 //! [`snapshot`] and [`pids`] (public) instead of parsing the file again.
+//!
+//! [`read_system_file`] is kiln-qual's one reader of the host's own files (kernel
+//! pseudo-files under `/proc` and `/sys`, `/etc/os-release`, an installed runtime's version
+//! file): whole, bounded by [`SYSTEM_FILE_LIMIT`]. Files a user or a document names go
+//! through `qual_json::file` instead (regular files only, never a FIFO).
 
 use std::fs;
+use std::io::Read;
+use std::path::Path;
+
+/// The most a system file may hold (`/proc/net/tcp` of a busy host, `mountinfo` of a
+/// host with many containers are the large ones).
+pub const SYSTEM_FILE_LIMIT: usize = 64 << 20;
+
+/// Reads a system file (`/proc/...`, `/sys/...`, `/etc/...`) whole as bytes; more than
+/// [`SYSTEM_FILE_LIMIT`] bytes is an `InvalidData` error.
+pub fn read_system_bytes(path: impl AsRef<Path>) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    fs::File::open(path)?
+        .take(SYSTEM_FILE_LIMIT as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() > SYSTEM_FILE_LIMIT {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {SYSTEM_FILE_LIMIT} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// [`read_system_bytes`] as text (invalid UTF-8 is an `InvalidData` error, as with
+/// `std::fs::read_to_string`).
+pub fn read_system_file(path: impl AsRef<Path>) -> std::io::Result<String> {
+    String::from_utf8(read_system_bytes(path)?).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
+}
 
 /// The fields of `/proc/<pid>/stat` this crate uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +94,7 @@ pub(crate) fn parse_stat(pid: u32, text: &str) -> Option<Stat> {
 
 /// Reads `/proc/<pid>/stat`; `None` when the process is gone.
 pub fn stat(pid: u32) -> Option<Stat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let text = read_system_file(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(pid, &text)
 }
 
@@ -84,7 +122,7 @@ pub fn snapshot() -> Vec<Stat> {
 /// `[comm]` for kernel threads and zombies, empty when the process is gone.
 pub(crate) fn cmdline(pid: u32) -> String {
     const MAX: usize = 512;
-    match fs::read(format!("/proc/{pid}/cmdline")) {
+    match read_system_bytes(format!("/proc/{pid}/cmdline")) {
         Ok(bytes) if !bytes.is_empty() => {
             let trimmed = bytes.strip_suffix(&[0]).unwrap_or(&bytes);
             let mut s: String =
@@ -94,7 +132,7 @@ pub(crate) fn cmdline(pid: u32) -> String {
             }
             s
         }
-        _ => match fs::read_to_string(format!("/proc/{pid}/comm")) {
+        _ => match read_system_file(format!("/proc/{pid}/comm")) {
             Ok(c) => format!("[{}]", c.trim_end()),
             Err(_) => String::new(),
         },
@@ -115,7 +153,7 @@ fn read_children(task_dir: &str) -> Option<Vec<u32>> {
     let mut out = Vec::new();
     let mut any = false;
     for t in fs::read_dir(task_dir).ok()?.flatten() {
-        let Ok(text) = fs::read_to_string(t.path().join("children")) else {
+        let Ok(text) = read_system_file(t.path().join("children")) else {
             continue;
         };
         any = true;
@@ -135,7 +173,7 @@ pub(crate) fn is_pidns_init(pid: u32) -> bool {
 /// The pid of `pid` in its innermost PID namespace (last `NSpid` entry), when that is
 /// nested below ours.
 pub(crate) fn innermost_pid(pid: u32) -> Option<u32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let s = read_system_file(format!("/proc/{pid}/status")).ok()?;
     let line = s.lines().find(|l| l.starts_with("NSpid:"))?;
     let ids: Vec<u32> = line["NSpid:".len()..]
         .split_whitespace()

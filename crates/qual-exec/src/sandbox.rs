@@ -130,8 +130,8 @@ pub struct SandboxRecord {
 pub fn enclosed() -> bool {
     static ENCLOSED: OnceLock<bool> = OnceLock::new();
     *ENCLOSED.get_or_init(|| {
-        let init = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let init = crate::procfs::read_system_file("/proc/1/comm").unwrap_or_default();
+        let status = crate::procfs::read_system_file("/proc/self/status").unwrap_or_default();
         let field = |name: &str| {
             status
                 .lines()
@@ -373,7 +373,7 @@ fn cstring(p: &Path) -> Option<CString> {
 
 /// Mount points of cgroup file systems (v1 and v2) and the tmpfs that usually holds them.
 fn cgroup_mounts() -> Vec<PathBuf> {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+    let Ok(info) = crate::procfs::read_system_file("/proc/self/mountinfo") else {
         return Vec::new();
     };
     let mut out: Vec<PathBuf> = Vec::new();
@@ -652,297 +652,313 @@ impl Plan {
 /// C's part, run as the `pre_exec` closure of the spawned leader. Returns only in P (to let
 /// `std` execute the program) or with an error before G exists.
 pub(crate) unsafe fn run_chain(plan: &Plan) -> io::Result<()> {
-    if libc::setsid() < 0 {
-        return Err(tagged(Step::Setsid, 0));
-    }
-    if let Some(parent) = plan.die_with_parent {
-        if libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        ) != 0
-            || libc::getppid() != parent
-        {
+    unsafe {
+        if libc::setsid() < 0 {
             return Err(tagged(Step::Setsid, 0));
         }
-    }
-    for fd in &plan.cgroup_procs {
-        if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
-            return Err(tagged(Step::Cgroup, 0));
+        if let Some(parent) = plan.die_with_parent {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+                || libc::getppid() != parent
+            {
+                return Err(tagged(Step::Setsid, 0));
+            }
         }
-    }
-    if plan.nested {
-        // The enclosing box already holds everything; only the descriptors remain ours.
-        if !cloexec_above_stdio() {
-            return Err(tagged(Step::Descriptors, 0));
+        for fd in &plan.cgroup_procs {
+            if libc::write(*fd, b"0".as_ptr().cast(), 1) != 1 {
+                return Err(tagged(Step::Cgroup, 0));
+            }
         }
-        if libc::chdir(plan.cwd.as_ptr()) != 0 {
-            return Err(tagged(Step::Chdir, 0));
+        if plan.nested {
+            // The enclosing box already holds everything; only the descriptors remain ours.
+            if !cloexec_above_stdio() {
+                return Err(tagged(Step::Descriptors, 0));
+            }
+            if libc::chdir(plan.cwd.as_ptr()) != 0 {
+                return Err(tagged(Step::Chdir, 0));
+            }
+            if plan.probe {
+                libc::_exit(0);
+            }
+            return Ok(());
         }
-        if plan.probe {
-            libc::_exit(0);
+        // (Not dumpable only after the id maps are written: /proc/self/uid_map of a
+        // non-dumpable process belongs to root.)
+        enter_namespaces(plan)?;
+        if libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) != 0 {
+            return Err(tagged(Step::Dumpable, 0));
         }
-        return Ok(());
+        let mut status_pipe = [0 as libc::c_int; 2];
+        if libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(tagged(Step::Fork, 0));
+        }
+        let (status_r, status_w) = (status_pipe[0], status_pipe[1]);
+        let g = libc::fork();
+        if g < 0 {
+            return Err(tagged(Step::Fork, 0));
+        }
+        if g == 0 {
+            libc::close(status_r);
+            return init_main(plan, status_w);
+        }
+        leader_main(status_r)
     }
-    // (Not dumpable only after the id maps are written: /proc/self/uid_map of a
-    // non-dumpable process belongs to root.)
-    enter_namespaces(plan)?;
-    if libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) != 0 {
-        return Err(tagged(Step::Dumpable, 0));
-    }
-    let mut status_pipe = [0 as libc::c_int; 2];
-    if libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-        return Err(tagged(Step::Fork, 0));
-    }
-    let (status_r, status_w) = (status_pipe[0], status_pipe[1]);
-    let g = libc::fork();
-    if g < 0 {
-        return Err(tagged(Step::Fork, 0));
-    }
-    if g == 0 {
-        libc::close(status_r);
-        return init_main(plan, status_w);
-    }
-    leader_main(status_r)
 }
 
 unsafe fn enter_namespaces(plan: &Plan) -> io::Result<()> {
-    let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
-    if plan.new_net {
-        flags |= libc::CLONE_NEWNET;
-    }
-    if let Some(maps) = &plan.userns {
-        if libc::unshare(libc::CLONE_NEWUSER) != 0 {
-            return Err(tagged(Step::UserNs, 0));
+    unsafe {
+        let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
+        if plan.new_net {
+            flags |= libc::CLONE_NEWNET;
         }
-        if !write_file(b"/proc/self/setgroups\0", b"deny")
-            || !write_file(b"/proc/self/uid_map\0", &maps.uid_map[..maps.uid_len])
-            || !write_file(b"/proc/self/gid_map\0", &maps.gid_map[..maps.gid_len])
-        {
-            return Err(tagged(Step::IdMap, 0));
+        if let Some(maps) = &plan.userns {
+            if libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                return Err(tagged(Step::UserNs, 0));
+            }
+            if !write_file(b"/proc/self/setgroups\0", b"deny")
+                || !write_file(b"/proc/self/uid_map\0", &maps.uid_map[..maps.uid_len])
+                || !write_file(b"/proc/self/gid_map\0", &maps.gid_map[..maps.gid_len])
+            {
+                return Err(tagged(Step::IdMap, 0));
+            }
         }
+        if libc::unshare(flags) != 0 {
+            return Err(tagged(Step::Namespaces, 0));
+        }
+        if plan.new_net && !crate::spawn::loopback_up() {
+            return Err(tagged(Step::LoopbackUp, 0));
+        }
+        Ok(())
     }
-    if libc::unshare(flags) != 0 {
-        return Err(tagged(Step::Namespaces, 0));
-    }
-    if plan.new_net && !crate::spawn::loopback_up() {
-        return Err(tagged(Step::LoopbackUp, 0));
-    }
-    Ok(())
 }
 
 /// C after the fork: hold nothing, survive the group's polite signals, and end exactly as P
 /// ended once G reports it.
 unsafe fn leader_main(status_r: RawFd) -> ! {
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
-        libc::signal(sig, libc::SIG_IGN);
-    }
-    close_all_except(&[status_r]);
-    let mut status: libc::c_int = 0;
-    let mut got = 0usize;
-    let size = std::mem::size_of::<libc::c_int>();
-    while got < size {
-        let r = libc::read(
-            status_r,
-            (&mut status as *mut libc::c_int)
-                .cast::<u8>()
-                .add(got)
-                .cast(),
-            size - got,
-        );
-        if r > 0 {
-            got += r as usize;
-        } else if r < 0 && *libc::__errno_location() == libc::EINTR {
-            continue;
-        } else {
-            break;
+    unsafe {
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
+            libc::signal(sig, libc::SIG_IGN);
         }
+        close_all_except(&[status_r]);
+        let mut status: libc::c_int = 0;
+        let mut got = 0usize;
+        let size = std::mem::size_of::<libc::c_int>();
+        while got < size {
+            let r = libc::read(
+                status_r,
+                (&mut status as *mut libc::c_int)
+                    .cast::<u8>()
+                    .add(got)
+                    .cast(),
+                size - got,
+            );
+            if r > 0 {
+                got += r as usize;
+            } else if r < 0 && *libc::__errno_location() == libc::EINTR {
+                continue;
+            } else {
+                break;
+            }
+        }
+        if got < size {
+            // G ended without a report (killed): the program was killed with it.
+            mirror_signal(libc::SIGKILL);
+        }
+        if libc::WIFEXITED(status) {
+            libc::_exit(libc::WEXITSTATUS(status));
+        }
+        mirror_signal(if libc::WIFSIGNALED(status) {
+            libc::WTERMSIG(status)
+        } else {
+            libc::SIGKILL
+        })
     }
-    if got < size {
-        // G ended without a report (killed): the program was killed with it.
-        mirror_signal(libc::SIGKILL);
-    }
-    if libc::WIFEXITED(status) {
-        libc::_exit(libc::WEXITSTATUS(status));
-    }
-    mirror_signal(if libc::WIFSIGNALED(status) {
-        libc::WTERMSIG(status)
-    } else {
-        libc::SIGKILL
-    })
 }
 
 unsafe fn mirror_signal(sig: libc::c_int) -> ! {
-    let no_core = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-    libc::signal(sig, libc::SIG_DFL);
-    let mut set: libc::sigset_t = std::mem::zeroed();
-    libc::sigemptyset(&mut set);
-    libc::sigaddset(&mut set, sig);
-    libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-    libc::kill(libc::getpid(), sig);
-    libc::_exit(128 + sig)
+    unsafe {
+        let no_core = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::kill(libc::getpid(), sig);
+        libc::_exit(128 + sig)
+    }
 }
 
 /// G: pid 1 of the namespace. Sets up the mounts, forks P, then reaps until the namespace is
 /// empty. Returns only in P.
 unsafe fn init_main(plan: &Plan, status_w: RawFd) -> io::Result<()> {
-    // Die-with-parent is replaced by the death pipe (C exits before the namespace may be
-    // empty: residue must stay observable). A runner that is already gone ends us now.
-    if libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) != 0 {
-        return Err(tagged(Step::Dumpable, 0));
+    unsafe {
+        // Die-with-parent is replaced by the death pipe (C exits before the namespace may be
+        // empty: residue must stay observable). A runner that is already gone ends us now.
+        if libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) != 0 {
+            return Err(tagged(Step::Dumpable, 0));
+        }
+        let name = b"kq-pidns-init\0"; // INIT_NAME
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0);
+        match &plan.sealed {
+            Some(order) => seal_host(plan, order)?,
+            None => setup_mounts(plan)?,
+        }
+        // Entered only now: a directory below a read-only path is read-only from here on (a
+        // working directory entered before the mounts would keep the host's writable mount).
+        if libc::chdir(plan.cwd.as_ptr()) != 0 {
+            return Err(tagged(Step::Chdir, 0));
+        }
+        // SIGCHLD is consumed through a signalfd; block it before P exists.
+        let mut chld: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut chld);
+        libc::sigaddset(&mut chld, libc::SIGCHLD);
+        libc::sigprocmask(libc::SIG_BLOCK, &chld, std::ptr::null_mut());
+        let sfd = libc::signalfd(-1, &chld, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if sfd < 0 {
+            return Err(tagged(Step::Fork, 0));
+        }
+        let p = libc::fork();
+        if p < 0 {
+            return Err(tagged(Step::Fork, 0));
+        }
+        if p == 0 {
+            let empty: libc::sigset_t = {
+                let mut s: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut s);
+                s
+            };
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            return program_main(plan);
+        }
+        close_all_except(&[status_w, sfd, plan.death_read]);
+        reap_loop(p, status_w, sfd, plan.death_read)
     }
-    let name = b"kq-pidns-init\0"; // INIT_NAME
-    libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0);
-    match &plan.sealed {
-        Some(order) => seal_host(plan, order)?,
-        None => setup_mounts(plan)?,
-    }
-    // Entered only now: a directory below a read-only path is read-only from here on (a
-    // working directory entered before the mounts would keep the host's writable mount).
-    if libc::chdir(plan.cwd.as_ptr()) != 0 {
-        return Err(tagged(Step::Chdir, 0));
-    }
-    // SIGCHLD is consumed through a signalfd; block it before P exists.
-    let mut chld: libc::sigset_t = std::mem::zeroed();
-    libc::sigemptyset(&mut chld);
-    libc::sigaddset(&mut chld, libc::SIGCHLD);
-    libc::sigprocmask(libc::SIG_BLOCK, &chld, std::ptr::null_mut());
-    let sfd = libc::signalfd(-1, &chld, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-    if sfd < 0 {
-        return Err(tagged(Step::Fork, 0));
-    }
-    let p = libc::fork();
-    if p < 0 {
-        return Err(tagged(Step::Fork, 0));
-    }
-    if p == 0 {
-        let empty: libc::sigset_t = {
-            let mut s: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut s);
-            s
-        };
-        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        return program_main(plan);
-    }
-    close_all_except(&[status_w, sfd, plan.death_read]);
-    reap_loop(p, status_w, sfd, plan.death_read)
 }
 
 unsafe fn reap_loop(p: libc::pid_t, mut status_w: RawFd, sfd: RawFd, death: RawFd) -> ! {
-    let mut reported = false;
-    loop {
-        // Reap everything that has ended.
+    unsafe {
+        let mut reported = false;
         loop {
-            let mut st: libc::c_int = 0;
-            let r = libc::waitpid(-1, &mut st, libc::WNOHANG);
-            if r == p && !reported {
-                let bytes = (&st as *const libc::c_int).cast::<u8>();
-                libc::write(status_w, bytes.cast(), std::mem::size_of::<libc::c_int>());
-                libc::close(status_w);
-                status_w = -1;
-                reported = true;
+            // Reap everything that has ended.
+            loop {
+                let mut st: libc::c_int = 0;
+                let r = libc::waitpid(-1, &mut st, libc::WNOHANG);
+                if r == p && !reported {
+                    let bytes = (&st as *const libc::c_int).cast::<u8>();
+                    libc::write(status_w, bytes.cast(), std::mem::size_of::<libc::c_int>());
+                    libc::close(status_w);
+                    status_w = -1;
+                    reported = true;
+                    continue;
+                }
+                if r > 0 {
+                    continue;
+                }
+                if r < 0 && *libc::__errno_location() == libc::ECHILD {
+                    // The namespace is empty.
+                    libc::_exit(0);
+                }
+                break;
+            }
+            let mut fds = [
+                libc::pollfd {
+                    fd: sfd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: death,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let n = libc::poll(fds.as_mut_ptr(), 2, -1);
+            if n < 0 {
                 continue;
             }
-            if r > 0 {
-                continue;
+            if fds[1].revents != 0 {
+                // The runner is gone: nothing of the namespace may outlive it.
+                libc::kill(-1, libc::SIGKILL);
+                libc::_exit(137);
             }
-            if r < 0 && *libc::__errno_location() == libc::ECHILD {
-                // The namespace is empty.
-                libc::_exit(0);
+            if fds[0].revents != 0 {
+                let mut info = [0u8; 128];
+                while libc::read(sfd, info.as_mut_ptr().cast(), info.len()) > 0 {}
             }
-            break;
-        }
-        let mut fds = [
-            libc::pollfd {
-                fd: sfd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: death,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let n = libc::poll(fds.as_mut_ptr(), 2, -1);
-        if n < 0 {
-            continue;
-        }
-        if fds[1].revents != 0 {
-            // The runner is gone: nothing of the namespace may outlive it.
-            libc::kill(-1, libc::SIGKILL);
-            libc::_exit(137);
-        }
-        if fds[0].revents != 0 {
-            let mut info = [0u8; 128];
-            while libc::read(sfd, info.as_mut_ptr().cast(), info.len()) > 0 {}
         }
     }
 }
 
 unsafe fn setup_mounts(plan: &Plan) -> io::Result<()> {
-    let none = std::ptr::null::<libc::c_char>();
-    if libc::mount(
-        none,
-        c"/".as_ptr(),
-        none,
-        libc::MS_REC | libc::MS_SLAVE,
-        std::ptr::null(),
-    ) != 0
-    {
-        return Err(tagged(Step::MountPrivate, 0));
-    }
-    for (i, w) in plan.writable.iter().enumerate() {
-        if !bind_over_itself(w) {
-            return Err(tagged(Step::BindWritable, i));
+    unsafe {
+        let none = std::ptr::null::<libc::c_char>();
+        if libc::mount(
+            none,
+            c"/".as_ptr(),
+            none,
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(tagged(Step::MountPrivate, 0));
         }
-    }
-    for (i, r) in plan.read_only.iter().enumerate() {
-        if !bind_over_itself(r) {
-            return Err(tagged(Step::BindReadOnly, i));
+        for (i, w) in plan.writable.iter().enumerate() {
+            if !bind_over_itself(w) {
+                return Err(tagged(Step::BindWritable, i));
+            }
         }
-        if !set_read_only(r, true) {
-            return Err(tagged(Step::SetReadOnly, i));
+        for (i, r) in plan.read_only.iter().enumerate() {
+            if !bind_over_itself(r) {
+                return Err(tagged(Step::BindReadOnly, i));
+            }
+            if !set_read_only(r, true) {
+                return Err(tagged(Step::SetReadOnly, i));
+            }
         }
-    }
-    for (i, c) in plan.cgroup_fs.iter().enumerate() {
-        if !set_read_only(c, true) {
-            return Err(tagged(Step::SetReadOnly, i));
+        for (i, c) in plan.cgroup_fs.iter().enumerate() {
+            if !set_read_only(c, true) {
+                return Err(tagged(Step::SetReadOnly, i));
+            }
         }
-    }
-    for (i, w) in plan.writable.iter().enumerate() {
-        if !set_read_only(w, false) {
-            return Err(tagged(Step::BindWritable, i));
+        for (i, w) in plan.writable.iter().enumerate() {
+            if !set_read_only(w, false) {
+                return Err(tagged(Step::BindWritable, i));
+            }
         }
+        if libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(tagged(Step::ProcMount, 0));
+        }
+        Ok(())
     }
-    if libc::mount(
-        c"proc".as_ptr(),
-        c"/proc".as_ptr(),
-        c"proc".as_ptr(),
-        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        std::ptr::null(),
-    ) != 0
-    {
-        return Err(tagged(Step::ProcMount, 0));
-    }
-    Ok(())
 }
 
 /// `mount(path, path, MS_BIND | MS_REC)`: makes `path` a mount point of its own.
 unsafe fn bind_over_itself(path: &CString) -> bool {
-    libc::mount(
-        path.as_ptr(),
-        path.as_ptr(),
-        std::ptr::null(),
-        libc::MS_BIND | libc::MS_REC,
-        std::ptr::null(),
-    ) == 0
+    unsafe {
+        libc::mount(
+            path.as_ptr(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        ) == 0
+    }
 }
 
 #[repr(C)]
@@ -957,29 +973,33 @@ const AT_RECURSIVE: libc::c_uint = 0x8000;
 
 /// `mount_setattr(path, AT_RECURSIVE, {set|clear RDONLY})`.
 unsafe fn set_read_only(path: &CStr, on: bool) -> bool {
-    if on {
-        set_attr(path, MOUNT_ATTR_RDONLY, 0, AT_RECURSIVE)
-    } else {
-        set_attr(path, 0, MOUNT_ATTR_RDONLY, AT_RECURSIVE)
+    unsafe {
+        if on {
+            set_attr(path, MOUNT_ATTR_RDONLY, 0, AT_RECURSIVE)
+        } else {
+            set_attr(path, 0, MOUNT_ATTR_RDONLY, AT_RECURSIVE)
+        }
     }
 }
 
 /// `mount_setattr(path, flags, {set, clear})`.
 unsafe fn set_attr(path: &CStr, set: u64, clear: u64, flags: libc::c_uint) -> bool {
-    let attr = MountAttr {
-        attr_set: set,
-        attr_clr: clear,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    libc::syscall(
-        libc::SYS_mount_setattr,
-        libc::AT_FDCWD,
-        path.as_ptr(),
-        flags,
-        &attr as *const MountAttr,
-        std::mem::size_of::<MountAttr>(),
-    ) == 0
+    unsafe {
+        let attr = MountAttr {
+            attr_set: set,
+            attr_clr: clear,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        ) == 0
+    }
 }
 
 const ROOT: &CStr = c"/";
@@ -990,80 +1010,88 @@ const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 /// `open_tree(path, OPEN_TREE_CLONE | AT_RECURSIVE)`: a detached copy of the mounts at
 /// `path`, with the attributes they have now.
 unsafe fn clone_tree(path: &CString) -> RawFd {
-    libc::syscall(
-        libc::SYS_open_tree,
-        libc::AT_FDCWD,
-        path.as_ptr(),
-        OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as libc::c_uint,
-    ) as RawFd
+    unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as libc::c_uint,
+        ) as RawFd
+    }
 }
 
 /// `move_mount(tree, path)`: attaches a detached copy at `path` (and closes it).
 unsafe fn attach(tree: RawFd, path: &CString) -> bool {
-    let ok = libc::syscall(
-        libc::SYS_move_mount,
-        tree,
-        c"".as_ptr(),
-        libc::AT_FDCWD,
-        path.as_ptr(),
-        MOVE_MOUNT_F_EMPTY_PATH,
-    ) == 0;
-    let saved = *libc::__errno_location();
-    libc::close(tree);
-    *libc::__errno_location() = saved;
-    ok
+    unsafe {
+        let ok = libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        ) == 0;
+        let saved = *libc::__errno_location();
+        libc::close(tree);
+        *libc::__errno_location() = saved;
+        ok
+    }
 }
 
 /// Creates what is missing of `path` (its parents and, as a directory or an empty file, the
 /// path itself), as a place to attach a mount on. Only the box's own tmpfs is writable at
 /// this point, so only places there can be missing.
 unsafe fn make_place(path: &CString, dir: bool) -> bool {
-    let bytes = path.as_bytes();
-    let mut buf = [0u8; 4096];
-    if bytes.len() >= buf.len() {
-        *libc::__errno_location() = libc::ENAMETOOLONG;
-        return false;
-    }
-    buf[..bytes.len()].copy_from_slice(bytes);
-    let exists = |p: *const libc::c_char| libc::access(p, libc::F_OK) == 0;
-    for i in 1..bytes.len() {
-        if buf[i] != b'/' {
-            continue;
-        }
-        buf[i] = 0;
-        let p = buf.as_ptr().cast();
-        if !exists(p) && libc::mkdir(p, 0o755) != 0 {
+    unsafe {
+        let bytes = path.as_bytes();
+        let mut buf = [0u8; 4096];
+        if bytes.len() >= buf.len() {
+            *libc::__errno_location() = libc::ENAMETOOLONG;
             return false;
         }
-        buf[i] = b'/';
+        buf[..bytes.len()].copy_from_slice(bytes);
+        let exists = |p: *const libc::c_char| libc::access(p, libc::F_OK) == 0;
+        for i in 1..bytes.len() {
+            if buf[i] != b'/' {
+                continue;
+            }
+            buf[i] = 0;
+            let p = buf.as_ptr().cast();
+            if !exists(p) && libc::mkdir(p, 0o755) != 0 {
+                return false;
+            }
+            buf[i] = b'/';
+        }
+        if exists(path.as_ptr()) {
+            return true;
+        }
+        if dir {
+            return libc::mkdir(path.as_ptr(), 0o755) == 0;
+        }
+        let fd = libc::open(
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o644,
+        );
+        if fd < 0 {
+            return false;
+        }
+        libc::close(fd);
+        true
     }
-    if exists(path.as_ptr()) {
-        return true;
-    }
-    if dir {
-        return libc::mkdir(path.as_ptr(), 0o755) == 0;
-    }
-    let fd = libc::open(
-        path.as_ptr(),
-        libc::O_RDONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        0o644,
-    );
-    if fd < 0 {
-        return false;
-    }
-    libc::close(fd);
-    true
 }
 
 /// `mount -t tmpfs` at `path` with `options`.
 unsafe fn tmpfs(path: &CStr, flags: libc::c_ulong, options: &CStr) -> bool {
-    libc::mount(
-        c"tmpfs".as_ptr(),
-        path.as_ptr(),
-        c"tmpfs".as_ptr(),
-        flags,
-        options.as_ptr().cast(),
-    ) == 0
+    unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            path.as_ptr(),
+            c"tmpfs".as_ptr(),
+            flags,
+            options.as_ptr().cast(),
+        ) == 0
+    }
 }
 
 /// The mounts of a read-only host ([`HostFiles::ReadOnly`]), in G:
@@ -1078,90 +1106,92 @@ unsafe fn tmpfs(path: &CStr, flags: libc::c_ulong, options: &CStr) -> bool {
 ///    read-only again with whatever they hold, and the writable ones below them attached
 ///    later stay writable.
 unsafe fn seal_host(plan: &Plan, order: &[Entry]) -> io::Result<()> {
-    let none = std::ptr::null::<libc::c_char>();
-    if libc::mount(
-        none,
-        c"/".as_ptr(),
-        none,
-        libc::MS_REC | libc::MS_SLAVE,
-        std::ptr::null(),
-    ) != 0
-    {
-        return Err(tagged(Step::MountPrivate, 0));
-    }
-    let mut clones = [-1 as RawFd; MAX_CLONES];
-    let n = order.len().min(2 * MAX_PATHS);
-    for (i, e) in order[..n].iter().enumerate() {
-        clones[i] = clone_tree(&e.path);
-        if clones[i] < 0 {
-            return Err(tagged(Step::Clone, e.index));
+    unsafe {
+        let none = std::ptr::null::<libc::c_char>();
+        if libc::mount(
+            none,
+            c"/".as_ptr(),
+            none,
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(tagged(Step::MountPrivate, 0));
         }
-    }
-    let devices = &plan.devices[..plan.devices.len().min(MAX_DEVICES)];
-    for (j, d) in devices.iter().enumerate() {
-        clones[n + j] = clone_tree(&d.path);
-        if clones[n + j] < 0 {
-            return Err(tagged(Step::PrivateDev, j));
+        let mut clones = [-1 as RawFd; MAX_CLONES];
+        let n = order.len().min(2 * MAX_PATHS);
+        for (i, e) in order[..n].iter().enumerate() {
+            clones[i] = clone_tree(&e.path);
+            if clones[i] < 0 {
+                return Err(tagged(Step::Clone, e.index));
+            }
         }
-    }
-    if libc::mount(
-        c"proc".as_ptr(),
-        c"/proc".as_ptr(),
-        c"proc".as_ptr(),
-        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        std::ptr::null(),
-    ) != 0
-    {
-        return Err(tagged(Step::ProcMount, 0));
-    }
-    if !set_read_only(ROOT, true) {
-        return Err(tagged(Step::HostReadOnly, 0));
-    }
-    if !tmpfs(c"/tmp", libc::MS_NOSUID | libc::MS_NODEV, c"mode=1777") {
-        return Err(tagged(Step::PrivateTmp, 0));
-    }
-    if !tmpfs(
-        c"/dev",
-        libc::MS_NOSUID | libc::MS_NOEXEC,
-        c"mode=755,size=64k",
-    ) {
-        return Err(tagged(Step::PrivateDev, 0));
-    }
-    for (j, d) in devices.iter().enumerate() {
-        if !make_place(&d.path, d.dir) || !attach(clones[n + j], &d.path) {
-            return Err(tagged(Step::PrivateDev, j));
+        let devices = &plan.devices[..plan.devices.len().min(MAX_DEVICES)];
+        for (j, d) in devices.iter().enumerate() {
+            clones[n + j] = clone_tree(&d.path);
+            if clones[n + j] < 0 {
+                return Err(tagged(Step::PrivateDev, j));
+            }
         }
-    }
-    for (target, link) in [
-        (c"/proc/self/fd", c"/dev/fd"),
-        (c"/proc/self/fd/0", c"/dev/stdin"),
-        (c"/proc/self/fd/1", c"/dev/stdout"),
-        (c"/proc/self/fd/2", c"/dev/stderr"),
-    ] {
-        if libc::symlink(target.as_ptr(), link.as_ptr()) != 0 {
+        if libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(tagged(Step::ProcMount, 0));
+        }
+        if !set_read_only(ROOT, true) {
+            return Err(tagged(Step::HostReadOnly, 0));
+        }
+        if !tmpfs(c"/tmp", libc::MS_NOSUID | libc::MS_NODEV, c"mode=1777") {
+            return Err(tagged(Step::PrivateTmp, 0));
+        }
+        if !tmpfs(
+            c"/dev",
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            c"mode=755,size=64k",
+        ) {
             return Err(tagged(Step::PrivateDev, 0));
         }
-    }
-    if libc::mkdir(c"/dev/shm".as_ptr(), 0o755) != 0
-        || !tmpfs(c"/dev/shm", libc::MS_NOSUID | libc::MS_NODEV, c"mode=1777")
-        || !set_attr(c"/dev", MOUNT_ATTR_RDONLY, 0, 0)
-    {
-        return Err(tagged(Step::PrivateDev, 0));
-    }
-    for (i, e) in order[..n].iter().enumerate() {
-        let step = if e.writable {
-            Step::BindWritable
-        } else {
-            Step::BindReadOnly
-        };
-        if !make_place(&e.path, e.dir) || !attach(clones[i], &e.path) {
-            return Err(tagged(step, e.index));
+        for (j, d) in devices.iter().enumerate() {
+            if !make_place(&d.path, d.dir) || !attach(clones[n + j], &d.path) {
+                return Err(tagged(Step::PrivateDev, j));
+            }
         }
-        if !e.writable && !set_read_only(&e.path, true) {
-            return Err(tagged(Step::SetReadOnly, e.index));
+        for (target, link) in [
+            (c"/proc/self/fd", c"/dev/fd"),
+            (c"/proc/self/fd/0", c"/dev/stdin"),
+            (c"/proc/self/fd/1", c"/dev/stdout"),
+            (c"/proc/self/fd/2", c"/dev/stderr"),
+        ] {
+            if libc::symlink(target.as_ptr(), link.as_ptr()) != 0 {
+                return Err(tagged(Step::PrivateDev, 0));
+            }
         }
+        if libc::mkdir(c"/dev/shm".as_ptr(), 0o755) != 0
+            || !tmpfs(c"/dev/shm", libc::MS_NOSUID | libc::MS_NODEV, c"mode=1777")
+            || !set_attr(c"/dev", MOUNT_ATTR_RDONLY, 0, 0)
+        {
+            return Err(tagged(Step::PrivateDev, 0));
+        }
+        for (i, e) in order[..n].iter().enumerate() {
+            let step = if e.writable {
+                Step::BindWritable
+            } else {
+                Step::BindReadOnly
+            };
+            if !make_place(&e.path, e.dir) || !attach(clones[i], &e.path) {
+                return Err(tagged(step, e.index));
+            }
+            if !e.writable && !set_read_only(&e.path, true) {
+                return Err(tagged(Step::SetReadOnly, e.index));
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// In P, for the probe: the host is read-only inside the box and no terminal is reachable.
@@ -1169,58 +1199,62 @@ unsafe fn seal_host(plan: &Plan, order: &[Entry]) -> io::Result<()> {
 /// `EACCES` for `/` and `/proc/sys/kernel/core_pattern`; `/dev/tty`, `/dev/console` and
 /// `/dev/pts` do not exist.
 unsafe fn host_read_only() -> bool {
-    let refused = |p: &CStr| {
-        libc::syscall(libc::SYS_faccessat, libc::AT_FDCWD, p.as_ptr(), libc::W_OK) != 0
-            && matches!(*libc::__errno_location(), libc::EROFS | libc::EACCES)
-    };
-    let absent = |p: &CStr| {
-        libc::syscall(libc::SYS_faccessat, libc::AT_FDCWD, p.as_ptr(), libc::F_OK) != 0
-            && *libc::__errno_location() == libc::ENOENT
-    };
-    refused(c"/")
-        && refused(c"/proc/sys/kernel/core_pattern")
-        && absent(c"/dev/tty")
-        && absent(c"/dev/console")
-        && absent(c"/dev/pts")
+    unsafe {
+        let refused = |p: &CStr| {
+            libc::syscall(libc::SYS_faccessat, libc::AT_FDCWD, p.as_ptr(), libc::W_OK) != 0
+                && matches!(*libc::__errno_location(), libc::EROFS | libc::EACCES)
+        };
+        let absent = |p: &CStr| {
+            libc::syscall(libc::SYS_faccessat, libc::AT_FDCWD, p.as_ptr(), libc::F_OK) != 0
+                && *libc::__errno_location() == libc::ENOENT
+        };
+        refused(c"/")
+            && refused(c"/proc/sys/kernel/core_pattern")
+            && absent(c"/dev/tty")
+            && absent(c"/dev/console")
+            && absent(c"/dev/pts")
+    }
 }
 
 /// P: the program's own process, right before `exec`.
 unsafe fn program_main(plan: &Plan) -> io::Result<()> {
-    if libc::prctl(
-        libc::PR_SET_PDEATHSIG,
-        libc::SIGKILL as libc::c_ulong,
-        0,
-        0,
-        0,
-    ) != 0
-    {
-        return Err(tagged(Step::Setsid, 0));
-    }
-    if libc::getppid() != 1 {
-        // G is already gone.
-        libc::_exit(137);
-    }
-    // Everything above stdio is closed at exec (std's error-report pipe keeps working).
-    if !cloexec_above_stdio() {
-        return Err(tagged(Step::Descriptors, 0));
-    }
-    drop_capabilities()?;
-    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) != 0 {
-        return Err(tagged(Step::NoNewPrivs, 0));
-    }
-    if !plan.filters.install() {
-        return Err(tagged(Step::Seccomp, 0));
-    }
-    if plan.probe {
-        if plan.new_net {
-            crate::spawn::check_loopback_only().map_err(|step| tagged(step, 0))?;
+    unsafe {
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(tagged(Step::Setsid, 0));
         }
-        if plan.sealed.is_some() && !host_read_only() {
-            return Err(tagged(Step::ProbeHostReadOnly, 0));
+        if libc::getppid() != 1 {
+            // G is already gone.
+            libc::_exit(137);
         }
-        libc::_exit(0);
+        // Everything above stdio is closed at exec (std's error-report pipe keeps working).
+        if !cloexec_above_stdio() {
+            return Err(tagged(Step::Descriptors, 0));
+        }
+        drop_capabilities()?;
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) != 0 {
+            return Err(tagged(Step::NoNewPrivs, 0));
+        }
+        if !plan.filters.install() {
+            return Err(tagged(Step::Seccomp, 0));
+        }
+        if plan.probe {
+            if plan.new_net {
+                crate::spawn::check_loopback_only().map_err(|step| tagged(step, 0))?;
+            }
+            if plan.sealed.is_some() && !host_read_only() {
+                return Err(tagged(Step::ProbeHostReadOnly, 0));
+            }
+            libc::_exit(0);
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 #[repr(C)]
@@ -1238,91 +1272,99 @@ struct CapData {
 const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
 unsafe fn drop_capabilities() -> io::Result<()> {
-    for cap in 0..64 {
-        if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
-            let e = *libc::__errno_location();
-            if e == libc::EINVAL {
-                break; // past the last capability the kernel knows
+    unsafe {
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+                let e = *libc::__errno_location();
+                if e == libc::EINVAL {
+                    break; // past the last capability the kernel knows
+                }
+                return Err(tagged(Step::Capabilities, 0));
             }
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
             return Err(tagged(Step::Capabilities, 0));
         }
+        let header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) != 0 {
+            return Err(tagged(Step::Capabilities, 0));
+        }
+        Ok(())
     }
-    if libc::prctl(
-        libc::PR_CAP_AMBIENT,
-        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-        0,
-        0,
-        0,
-    ) != 0
-    {
-        return Err(tagged(Step::Capabilities, 0));
-    }
-    let header = CapHeader {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let data = [CapData {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    if libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) != 0 {
-        return Err(tagged(Step::Capabilities, 0));
-    }
-    Ok(())
 }
 
 /// Marks every descriptor above 2 close-on-exec (`std`'s exec-error pipe keeps working).
 unsafe fn cloexec_above_stdio() -> bool {
-    libc::syscall(
-        libc::SYS_close_range,
-        3 as libc::c_uint,
-        libc::c_uint::MAX,
-        libc::CLOSE_RANGE_CLOEXEC,
-    ) == 0
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) == 0
+    }
 }
 
 /// Closes every descriptor except `keep` (two `close_range` calls around each kept one).
 unsafe fn close_all_except(keep: &[RawFd]) {
-    let mut sorted = [-1 as RawFd; 4];
-    let n = keep.len().min(4);
-    sorted[..n].copy_from_slice(&keep[..n]);
-    // Insertion sort on at most four values.
-    for i in 1..n {
-        let mut j = i;
-        while j > 0 && sorted[j - 1] > sorted[j] {
-            sorted.swap(j - 1, j);
-            j -= 1;
+    unsafe {
+        let mut sorted = [-1 as RawFd; 4];
+        let n = keep.len().min(4);
+        sorted[..n].copy_from_slice(&keep[..n]);
+        // Insertion sort on at most four values.
+        for i in 1..n {
+            let mut j = i;
+            while j > 0 && sorted[j - 1] > sorted[j] {
+                sorted.swap(j - 1, j);
+                j -= 1;
+            }
         }
+        let mut from: libc::c_uint = 0;
+        for fd in &sorted[..n] {
+            if *fd < 0 {
+                continue;
+            }
+            let fd = *fd as libc::c_uint;
+            if fd > from {
+                libc::syscall(libc::SYS_close_range, from, fd - 1, 0 as libc::c_uint);
+            }
+            from = fd + 1;
+        }
+        libc::syscall(
+            libc::SYS_close_range,
+            from,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        );
     }
-    let mut from: libc::c_uint = 0;
-    for fd in &sorted[..n] {
-        if *fd < 0 {
-            continue;
-        }
-        let fd = *fd as libc::c_uint;
-        if fd > from {
-            libc::syscall(libc::SYS_close_range, from, fd - 1, 0 as libc::c_uint);
-        }
-        from = fd + 1;
-    }
-    libc::syscall(
-        libc::SYS_close_range,
-        from,
-        libc::c_uint::MAX,
-        0 as libc::c_uint,
-    );
 }
 
 /// open + write + close on a NUL-terminated path (async-signal-safe).
 pub(crate) unsafe fn write_file(path: &[u8], data: &[u8]) -> bool {
-    let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
-    if fd < 0 {
-        return false;
+    unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let ok = libc::write(fd, data.as_ptr().cast(), data.len()) == data.len() as isize;
+        libc::close(fd);
+        ok
     }
-    let ok = libc::write(fd, data.as_ptr().cast(), data.len()) == data.len() as isize;
-    libc::close(fd);
-    ok
 }
 
 // ---------------------------------------------------------------------------------------

@@ -184,22 +184,24 @@ impl Filters {
     /// Installs every filter in the calling thread (needs `no_new_privs`). Async-signal-safe:
     /// only `seccomp(2)` on prepared memory.
     pub(crate) unsafe fn install(&self) -> bool {
-        for p in &self.programs {
-            let prog = libc::sock_fprog {
-                len: p.len() as u16,
-                filter: p.as_ptr() as *mut libc::sock_filter,
-            };
-            if libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                0 as libc::c_ulong,
-                &prog as *const libc::sock_fprog,
-            ) != 0
-            {
-                return false;
+        unsafe {
+            for p in &self.programs {
+                let prog = libc::sock_fprog {
+                    len: p.len() as u16,
+                    filter: p.as_ptr() as *mut libc::sock_filter,
+                };
+                if libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0 as libc::c_ulong,
+                    &prog as *const libc::sock_fprog,
+                ) != 0
+                {
+                    return false;
+                }
             }
+            true
         }
-        true
     }
 }
 

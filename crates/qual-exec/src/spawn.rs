@@ -130,6 +130,7 @@ pub(crate) fn validate(argv: &[String], env: &[(String, String)]) -> Result<(), 
 /// Builds the command: closed environment, null stdin, stdout/stderr piped, and the box. The
 /// working directory is the plan's, entered inside the box once its mounts exist (never by
 /// `std` before them).
+#[allow(clippy::disallowed_methods)] // the home of case spawns: the box runs in the pre-exec hook
 pub(crate) fn build_command(
     program: &Path,
     argv: &[String],
@@ -183,98 +184,104 @@ pub fn probe_loopback_only() -> Result<NetworkIsolation, ExecError> {
 
 /// In a child inside the new network namespace: only `lo` exists and loopback TCP works.
 pub(crate) unsafe fn check_loopback_only() -> Result<(), Step> {
-    // Interfaces: every line of /proc/net/dev after the two headers must name `lo`.
-    let fd = libc::open(c"/proc/net/dev".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-    if fd < 0 {
-        return Err(Step::ProbeInterfaces);
-    }
-    let mut buf = [0u8; 8192];
-    let mut len = 0usize;
-    loop {
-        let r = libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len);
-        if r <= 0 {
-            break;
-        }
-        len += r as usize;
-        if len == buf.len() {
-            break;
-        }
-    }
-    libc::close(fd);
-    let mut lo_seen = false;
-    for line in buf[..len].split(|b| *b == b'\n').skip(2) {
-        let Some(colon) = line.iter().position(|b| *b == b':') else {
-            continue;
-        };
-        let name = line[..colon].trim_ascii();
-        if name == b"lo" {
-            lo_seen = true;
-        } else {
+    unsafe {
+        // Interfaces: every line of /proc/net/dev after the two headers must name `lo`.
+        let fd = libc::open(c"/proc/net/dev".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
             return Err(Step::ProbeInterfaces);
         }
+        let mut buf = [0u8; 8192];
+        let mut len = 0usize;
+        loop {
+            let r = libc::read(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len);
+            if r <= 0 {
+                break;
+            }
+            len += r as usize;
+            if len == buf.len() {
+                break;
+            }
+        }
+        libc::close(fd);
+        let mut lo_seen = false;
+        for line in buf[..len].split(|b| *b == b'\n').skip(2) {
+            let Some(colon) = line.iter().position(|b| *b == b':') else {
+                continue;
+            };
+            let name = line[..colon].trim_ascii();
+            if name == b"lo" {
+                lo_seen = true;
+            } else {
+                return Err(Step::ProbeInterfaces);
+            }
+        }
+        if !lo_seen {
+            return Err(Step::ProbeInterfaces);
+        }
+        tcp_round_trip().map_err(|_| Step::ProbeTcp)
     }
-    if !lo_seen {
-        return Err(Step::ProbeInterfaces);
-    }
-    tcp_round_trip().map_err(|_| Step::ProbeTcp)
 }
 
 /// Listener on 127.0.0.1:0, a client connects, the server side sends `x`, the client reads it.
 unsafe fn tcp_round_trip() -> Result<(), ()> {
-    let l = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-    let c = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-    if l < 0 || c < 0 {
-        return Err(());
+    unsafe {
+        let l = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        let c = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if l < 0 || c < 0 {
+            return Err(());
+        }
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let alen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if libc::bind(l, (&addr as *const libc::sockaddr_in).cast(), alen) != 0
+            || libc::listen(l, 1) != 0
+        {
+            return Err(());
+        }
+        let mut bound: libc::sockaddr_in = std::mem::zeroed();
+        let mut blen = alen;
+        if libc::getsockname(l, (&mut bound as *mut libc::sockaddr_in).cast(), &mut blen) != 0
+            || libc::connect(c, (&bound as *const libc::sockaddr_in).cast(), alen) != 0
+        {
+            return Err(());
+        }
+        let s = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
+        if s < 0 || libc::write(s, b"x".as_ptr().cast(), 1) != 1 {
+            return Err(());
+        }
+        let mut b = [0u8; 1];
+        if libc::read(c, b.as_mut_ptr().cast(), 1) != 1 || b[0] != b'x' {
+            return Err(());
+        }
+        libc::close(s);
+        libc::close(c);
+        libc::close(l);
+        Ok(())
     }
-    let mut addr: libc::sockaddr_in = std::mem::zeroed();
-    addr.sin_family = libc::AF_INET as libc::sa_family_t;
-    addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
-    let alen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    if libc::bind(l, (&addr as *const libc::sockaddr_in).cast(), alen) != 0
-        || libc::listen(l, 1) != 0
-    {
-        return Err(());
-    }
-    let mut bound: libc::sockaddr_in = std::mem::zeroed();
-    let mut blen = alen;
-    if libc::getsockname(l, (&mut bound as *mut libc::sockaddr_in).cast(), &mut blen) != 0
-        || libc::connect(c, (&bound as *const libc::sockaddr_in).cast(), alen) != 0
-    {
-        return Err(());
-    }
-    let s = libc::accept(l, std::ptr::null_mut(), std::ptr::null_mut());
-    if s < 0 || libc::write(s, b"x".as_ptr().cast(), 1) != 1 {
-        return Err(());
-    }
-    let mut b = [0u8; 1];
-    if libc::read(c, b.as_mut_ptr().cast(), 1) != 1 || b[0] != b'x' {
-        return Err(());
-    }
-    libc::close(s);
-    libc::close(c);
-    libc::close(l);
-    Ok(())
 }
 
 /// Sets IFF_UP on `lo` of the current network namespace.
 pub(crate) unsafe fn loopback_up() -> bool {
-    let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-    if s < 0 {
-        return false;
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return false;
+        }
+        let mut ifr: libc::ifreq = std::mem::zeroed();
+        for (dst, src) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
+            *dst = *src as libc::c_char;
+        }
+        let mut ok = libc::ioctl(s, libc::SIOCGIFFLAGS as _, &mut ifr) == 0;
+        if ok {
+            ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            ok = libc::ioctl(s, libc::SIOCSIFFLAGS as _, &ifr) == 0;
+        }
+        let saved = *libc::__errno_location();
+        libc::close(s);
+        *libc::__errno_location() = saved;
+        ok
     }
-    let mut ifr: libc::ifreq = std::mem::zeroed();
-    for (dst, src) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = *src as libc::c_char;
-    }
-    let mut ok = libc::ioctl(s, libc::SIOCGIFFLAGS as _, &mut ifr) == 0;
-    if ok {
-        ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        ok = libc::ioctl(s, libc::SIOCSIFFLAGS as _, &ifr) == 0;
-    }
-    let saved = *libc::__errno_location();
-    libc::close(s);
-    *libc::__errno_location() = saved;
-    ok
 }
 
 #[cfg(test)]

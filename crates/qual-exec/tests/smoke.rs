@@ -1,3 +1,6 @@
+//! Smoke tests of the public `execute` API: a plain run, the loopback-only probe against a real
+//! execution, unbounded durations and a missing working directory.
+
 use qual_exec::*;
 use std::time::Duration;
 

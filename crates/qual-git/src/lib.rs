@@ -78,6 +78,8 @@
 //! git would *execute* is closed off above; the only comparison that needs file contents is
 //! done here, in process.
 
+#![forbid(unsafe_code)]
+
 pub mod command;
 pub mod status;
 pub mod tracked;
@@ -445,9 +447,12 @@ pub fn parse_ls_files_stage(out: &[u8]) -> Result<Vec<IndexEntry>, GitError> {
 /// which holds its config, hooks and objects). Canonical paths of what exists; `top/.git`
 /// always comes first. Everything here must be read-only to a case.
 pub fn state_dirs(top: &Path) -> Vec<PathBuf> {
+    use qual_json::file::read_regular_string;
+    /// A `.git` file or `commondir` holds one path.
+    const GIT_LINK_FILE_LIMIT: usize = 1 << 20;
     let dot_git = top.join(".git");
     let mut out = vec![dot_git.clone()];
-    let Ok(text) = std::fs::read_to_string(&dot_git) else {
+    let Ok(text) = read_regular_string(&dot_git, GIT_LINK_FILE_LIMIT) else {
         return out;
     };
     let Some(dir) = text.lines().find_map(|l| l.strip_prefix("gitdir: ")) else {
@@ -456,7 +461,7 @@ pub fn state_dirs(top: &Path) -> Vec<PathBuf> {
     let Ok(gitdir) = std::fs::canonicalize(top.join(dir.trim())) else {
         return out;
     };
-    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
+    if let Ok(common) = read_regular_string(&gitdir.join("commondir"), GIT_LINK_FILE_LIMIT) {
         if let Ok(common) = std::fs::canonicalize(gitdir.join(common.trim())) {
             if !out.contains(&common) {
                 out.push(common);

@@ -191,6 +191,7 @@ impl Opened {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make a FIFO with mkfifo
 mod tests {
     use super::*;
 

@@ -1,6 +1,9 @@
 //! What the binding takes from kiln-qual's own environment: only `PATH`. One test, because
 //! it changes the process environment.
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::time::{Duration, Instant};

@@ -293,6 +293,7 @@ pub fn replace_file(root: &Path, path: &Path, bytes: &[u8], mode: u32) -> Result
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests read back what they wrote
 mod tests {
     use super::*;
 

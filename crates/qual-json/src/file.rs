@@ -144,6 +144,28 @@ pub fn read_regular_file(path: &Path, max_bytes: usize) -> Result<Option<Vec<u8>
     read_opened(open_regular(path)?, path, max_bytes)
 }
 
+/// [`read_regular_file`] for callers that report plain I/O errors: the OS error unchanged, a
+/// non-regular file as kind `Other`, a file over `max_bytes` as kind `InvalidData`.
+pub fn read_regular_bytes(path: &Path, max_bytes: usize) -> std::io::Result<Vec<u8>> {
+    read_regular_file(path, max_bytes)?.ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than the limit of {max_bytes} bytes"),
+        )
+    })
+}
+
+/// [`read_regular_bytes`] as text (invalid UTF-8 is an `InvalidData` error, as with
+/// `std::fs::read_to_string`).
+pub fn read_regular_string(path: &Path, max_bytes: usize) -> std::io::Result<String> {
+    String::from_utf8(read_regular_bytes(path, max_bytes)?).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
+}
+
 /// Reads a file opened by [`open_regular`] up to `max_bytes` (`Ok(None)` past the limit);
 /// `path` only names it in errors.
 pub fn read_opened(
@@ -175,6 +197,7 @@ const O_NOFOLLOW: i32 = 0o400000;
 const ELOOP: i32 = 40;
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make a FIFO with mkfifo
 mod tests {
     use super::*;
 

@@ -27,6 +27,8 @@
 //! Invariant: a [`Value`] that came out of the reader never holds a duplicate key, a
 //! non-finite float or `-0.0`, and keeps each number's lexical kind (`1` vs `1.0`).
 
+#![forbid(unsafe_code)]
+
 mod canonical;
 pub mod confine;
 pub mod doc;

@@ -146,6 +146,7 @@ fn write_temp(tmp: &Path, bytes: &[u8], mode: Option<u32>) -> std::io::Result<()
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests read back what they published
 mod tests {
     use super::*;
 

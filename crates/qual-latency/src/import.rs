@@ -638,6 +638,7 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests read back what they extracted
 mod tests {
     use super::*;
     use std::io::Write;

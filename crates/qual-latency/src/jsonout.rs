@@ -71,6 +71,7 @@ fn write(v: &Value, sort: bool, level: usize, out: &mut String) {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests read the shared corpus
 mod tests {
     use super::*;
 

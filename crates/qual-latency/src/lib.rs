@@ -20,6 +20,8 @@
 //! Every function takes the repository root explicitly ([`git::Repo`]); nothing here reads the
 //! current directory except [`git::Repo::discover`].
 
+#![forbid(unsafe_code)]
+
 pub mod artifact;
 pub mod digest;
 pub mod git;

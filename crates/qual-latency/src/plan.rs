@@ -49,6 +49,12 @@ pub trait RunnerInventory {
     fn list_runners(&self, repo: &str) -> std::result::Result<Value, String>;
 }
 
+/// How long `gh api` may take to list a repository's runners (every page).
+pub const GH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The most output `gh api` may print (the pages of the runner list).
+pub const GH_MAX_OUTPUT_BYTES: usize = 64 << 20;
+
 /// The real inventory: the `gh` CLI (`program` is `gh` unless overridden, e.g. in tests).
 #[derive(Clone, Debug)]
 pub struct GhCli {
@@ -74,24 +80,32 @@ impl RunnerInventory for GhCli {
             }
             Err(e) => return Err(e.to_string()),
         };
-        let out = cmd
-            .args([
-                "api",
-                &format!("repos/{repo}/actions/runners"),
-                "--paginate",
-                "--slurp",
-            ])
-            .stdin(std::process::Stdio::null())
-            .env("GH_PROMPT_DISABLED", "1")
-            .output();
-        let out = match out {
+        cmd.args([
+            "api",
+            &format!("repos/{repo}/actions/runners"),
+            "--paginate",
+            "--slurp",
+        ])
+        .env("GH_PROMPT_DISABLED", "1");
+        let out = match qual_exec::run_tool(cmd, GH_DEADLINE, GH_MAX_OUTPUT_BYTES) {
             Ok(o) => o,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err("gh CLI is required for --check-runners".into())
             }
             Err(e) => return Err(format!("failed to list GitHub runners for {repo}: {e}")),
         };
-        if !out.status.success() {
+        if out.timed_out {
+            return Err(format!(
+                "failed to list GitHub runners for {repo}: gh did not finish within {} seconds",
+                GH_DEADLINE.as_secs()
+            ));
+        }
+        if out.stdout_truncated {
+            return Err(format!(
+                "failed to list GitHub runners for {repo}: gh printed more than {GH_MAX_OUTPUT_BYTES} bytes"
+            ));
+        }
+        if !out.status.is_some_and(|s| s.success()) {
             return Err(format!(
                 "failed to list GitHub runners for {repo}: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
@@ -506,6 +520,27 @@ pub fn shell_lines(plan: &Plan) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gh_runs_through_qual_exec_and_keeps_its_messages() {
+        let gh = |program: &str| GhCli {
+            program: program.into(),
+        };
+        // `false` and `true` stand in for a failing and a silent gh.
+        assert_eq!(
+            gh("false").list_runners("o/r").unwrap_err(),
+            "failed to list GitHub runners for o/r: "
+        );
+        let silent = gh("true").list_runners("o/r").unwrap_err();
+        assert!(
+            silent.starts_with("gh runner response was not valid JSON: "),
+            "{silent}"
+        );
+        assert_eq!(
+            gh("kiln-qual-no-such-gh").list_runners("o/r").unwrap_err(),
+            "gh CLI is required for --check-runners"
+        );
+    }
 
     #[test]
     fn quotes_like_shlex() {

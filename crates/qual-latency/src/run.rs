@@ -547,6 +547,7 @@ pub fn write_from_log(repo: &Repo, req: &WriteRequest<'_>) -> Result<(PathBuf, V
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests read back the logs they wrote
 mod tests {
     use super::*;
 

@@ -2,6 +2,9 @@
 //! of the five committed artifacts, under both manifests. Without the shared corpus every test
 //! is reported ignored (failed under `CI=true`) by `qual_test_fixtures::harness`.
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use qual_json::Value;

@@ -24,6 +24,8 @@
 
 pub mod attribution;
 pub mod check;
+// `unsafe`: the AVX2 row comparison is a target_feature function behind a runtime check.
+#[allow(unsafe_code)]
 pub mod compare;
 pub mod divergence;
 pub mod greedy;

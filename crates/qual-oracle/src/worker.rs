@@ -32,6 +32,9 @@ pub const WORKER_SCHEMA: &str = "kiln-qual.hf-logits.v1";
 /// `PYTHONHASHSEED` (the worker's seed too).
 pub const SEED: &str = "20260715";
 
+/// The most the reference worker script may hold.
+const WORKER_FILE_LIMIT: usize = 16 << 20;
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct WorkerRequest {
@@ -182,7 +185,8 @@ pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
             )));
         }
     }
-    let worker_bytes = std::fs::read(&req.worker).map_err(|e| prep(e.to_string()))?;
+    let worker_bytes = qual_json::file::read_regular_bytes(&req.worker, WORKER_FILE_LIMIT)
+        .map_err(|e| prep(e.to_string()))?;
     let home = tempfile::Builder::new()
         .prefix("kiln-qual-reference-")
         .tempdir()

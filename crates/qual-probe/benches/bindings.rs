@@ -14,6 +14,9 @@
 //! run. Everything is generated into a temporary directory that is removed at the end. Files
 //! are read once before timing so both sides measure hashing from the page cache.
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;

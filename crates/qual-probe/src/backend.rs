@@ -526,7 +526,7 @@ fn rocm_device(platform: &Platform, c: &mut Found) -> Device {
     if let Some(h) = &hip {
         c.compiler.insert("hipcc".into(), h.clone());
     }
-    let rocm = std::fs::read_to_string("/opt/rocm/.info/version")
+    let rocm = qual_exec::read_system_file("/opt/rocm/.info/version")
         .ok()
         .and_then(|s| first_line(&s));
     c.runtime

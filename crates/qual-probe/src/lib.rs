@@ -14,6 +14,8 @@
 
 pub mod backend;
 pub mod git;
+// `unsafe`: the model root is opened with O_NOFOLLOW | O_DIRECTORY through libc.
+#[allow(unsafe_code)]
 pub mod model;
 pub mod platform;
 pub mod policy;

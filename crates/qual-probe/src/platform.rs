@@ -141,7 +141,7 @@ pub fn is_wsl2_kernel(release: &str) -> bool {
 }
 
 fn read(path: &str, unavailable: &mut Vec<String>, what: &str) -> Option<String> {
-    match std::fs::read_to_string(path) {
+    match qual_exec::read_system_file(path) {
         Ok(s) => Some(s),
         Err(e) => {
             unavailable.push(format!("{what}: cannot read {path}: {e}"));

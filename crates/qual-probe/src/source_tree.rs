@@ -271,6 +271,7 @@ fn hash_file(
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests make a FIFO with mkfifo
 mod tests {
     use super::*;
 

@@ -1,15 +1,12 @@
 //! Bounded execution of probe tools (`nvidia-smi`, `rocminfo`, `rustc --version`, ...).
 //!
 //! A probe tool runs with stdin null, in its own process group, with a deadline; on the
-//! deadline the whole group is killed with SIGKILL. Output is kept up to [`OUTPUT_LIMIT`]
-//! bytes per stream (the rest is drained and counted). A missing executable is reported as
+//! deadline the whole group is killed with SIGKILL (`qual_exec::run_tool` spawns and waits).
+//! Output is kept up to [`OUTPUT_LIMIT`] bytes per stream (the rest is drained). A missing executable is reported as
 //! [`ToolStatus::NotFound`], never as an invented value. The executable is the one
 //! `qual-trusted` resolved (before any case ran, only root can change it, re-checked); a
 //! refused one is [`ToolStatus::SpawnFailed`] with the reason.
 
-use std::io::Read;
-use std::os::unix::process::CommandExt;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// Bytes kept per stream.
@@ -90,110 +87,46 @@ pub fn strip_ansi(s: &str) -> String {
     out
 }
 
-fn drain(mut r: impl Read) -> Vec<u8> {
-    let mut kept = Vec::new();
-    let mut buf = [0u8; 64 * 1024];
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let room = OUTPUT_LIMIT.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    kept
-}
-
 /// Runs `argv` with a deadline and the given environment additions (the rest is inherited).
 pub fn run_tool(argv: &[&str], timeout: Duration) -> ToolOutput {
     let start = Instant::now();
+    let failed = |status| ToolOutput {
+        status,
+        stdout: String::new(),
+        stderr: String::new(),
+        duration: start.elapsed(),
+    };
     let mut cmd = match qual_trusted::command(argv[0]) {
         Ok(c) => c,
-        Err(e) => {
-            return ToolOutput {
-                status: if e.is_not_found() {
-                    ToolStatus::NotFound
-                } else {
-                    ToolStatus::SpawnFailed(e.to_string())
-                },
-                stdout: String::new(),
-                stderr: String::new(),
-                duration: start.elapsed(),
-            }
-        }
+        Err(e) if e.is_not_found() => return failed(ToolStatus::NotFound),
+        Err(e) => return failed(ToolStatus::SpawnFailed(e.to_string())),
     };
-    cmd.args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env("LC_ALL", "C")
-        .process_group(0);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            let status = if e.kind() == std::io::ErrorKind::NotFound {
-                ToolStatus::NotFound
-            } else {
-                ToolStatus::SpawnFailed(e.to_string())
-            };
-            return ToolOutput {
-                status,
-                stdout: String::new(),
-                stderr: String::new(),
-                duration: start.elapsed(),
-            };
-        }
-    };
-    let pgid = child.id() as i32;
-    let out = child
-        .stdout
-        .take()
-        .map(|s| std::thread::spawn(move || drain(s)));
-    let err = child
-        .stderr
-        .take()
-        .map(|s| std::thread::spawn(move || drain(s)));
-    let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) => {}
-            Err(_) => break None,
-        }
-        if start.elapsed() >= timeout {
-            timed_out = true;
-            // SAFETY: signalling our own child's process group.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-            break child.wait().ok();
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    // Anything left in the group after the leader exited is killed too.
-    // SAFETY: as above; ESRCH when the group is already gone is fine.
-    unsafe { libc::kill(-pgid, libc::SIGKILL) };
-    let stdout = out.and_then(|h| h.join().ok()).unwrap_or_default();
-    let stderr = err.and_then(|h| h.join().ok()).unwrap_or_default();
-    use std::os::unix::process::ExitStatusExt;
-    let status = if timed_out {
-        ToolStatus::TimedOut
-    } else {
-        match status {
-            Some(s) => match (s.code(), s.signal()) {
-                (Some(c), _) => ToolStatus::Exited(c),
-                (None, Some(sig)) => ToolStatus::Signaled(sig),
-                _ => ToolStatus::SpawnFailed("unknown exit status".into()),
-            },
-            None => ToolStatus::SpawnFailed("cannot wait for the tool".into()),
-        }
+    cmd.args(&argv[1..]).env("LC_ALL", "C");
+    let run = match qual_exec::run_tool(cmd, timeout, OUTPUT_LIMIT) {
+        Ok(run) => run,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return failed(ToolStatus::NotFound),
+        Err(e) => return failed(ToolStatus::SpawnFailed(e.to_string())),
     };
     ToolOutput {
-        status,
-        stdout: strip_ansi(&String::from_utf8_lossy(&stdout)),
-        stderr: strip_ansi(&String::from_utf8_lossy(&stderr)),
+        status: status_of(&run),
+        stdout: strip_ansi(&String::from_utf8_lossy(&run.stdout)),
+        stderr: strip_ansi(&String::from_utf8_lossy(&run.stderr)),
         duration: start.elapsed(),
+    }
+}
+
+fn status_of(run: &qual_exec::ToolRun) -> ToolStatus {
+    use std::os::unix::process::ExitStatusExt;
+    if run.timed_out {
+        return ToolStatus::TimedOut;
+    }
+    match run.status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => ToolStatus::Exited(c),
+            (None, Some(sig)) => ToolStatus::Signaled(sig),
+            _ => ToolStatus::SpawnFailed("unknown exit status".into()),
+        },
+        None => ToolStatus::SpawnFailed("cannot wait for the tool".into()),
     }
 }
 

@@ -1,5 +1,8 @@
 //! The git binding and the source-tree digest against real repositories made with `git`.
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::process::Command;
 

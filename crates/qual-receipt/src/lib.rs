@@ -13,6 +13,8 @@
 //! - [`aggregate`] and [`details`]: how per-execution case results become a receipt's results
 //!   and verdict (the runner writes with them, `receipt verify` recomputes with them).
 
+#![forbid(unsafe_code)]
+
 pub mod aggregate;
 pub mod compare;
 pub mod consistency;

@@ -167,6 +167,7 @@ pub fn write_json_exclusive(path: &Path, v: &Value) -> Result<Vec<u8>, WriteErro
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests read back what they wrote
 mod tests {
     use super::*;
 

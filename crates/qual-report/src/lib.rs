@@ -23,6 +23,8 @@
 //! terminals, then the format's own markup); this crate touches no network and starts no
 //! process.
 
+#![forbid(unsafe_code)]
+
 pub mod bounds;
 pub mod campaign;
 pub mod collect;

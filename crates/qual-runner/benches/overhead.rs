@@ -7,6 +7,9 @@
 //! baseline, measured in the same run, is a bare `std::process::Command::new("true")` spawn and
 //! wait. Target: under 5 ms per case.
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;

@@ -26,6 +26,8 @@ pub mod evidence;
 pub mod execute;
 pub mod paths;
 pub mod preflight;
+// `unsafe`: the receipt's file system is flushed with syncfs before the receipt is linked.
+#[allow(unsafe_code)]
 mod run;
 
 /// Repetition aggregation, skip policy, infrastructure failures and the verdict (shared with

@@ -17,6 +17,11 @@
 //!
 //! Run with `cargo bench -p qual-serve --bench serve_headroom`.
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+// Bench: pins its threads to CPUs and signals the mock server through libc.
+#![allow(unsafe_code)]
+
 use qual_serve::client::{self, StreamRules};
 use qual_serve::corpus::{Corpus, CorpusEntry};
 use qual_serve::load::{self, Arrival, LoadSpec};

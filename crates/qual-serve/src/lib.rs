@@ -22,16 +22,26 @@
 pub mod case;
 pub mod client;
 pub mod corpus;
+// `unsafe`: reads land in the receive buffer's spare capacity without zeroing it first.
+#[allow(unsafe_code)]
 pub mod io;
 pub mod kiln_launch;
 pub mod lifecycle;
+// `unsafe`: the realtime reader asks for SCHED_FIFO and pins itself to a CPU through libc.
+#[allow(unsafe_code)]
 pub mod load;
 pub mod metrics;
+// `unsafe`: the mock server's pre-exec hook, its CPU pinning and its own rusage.
+#[allow(unsafe_code)]
 pub mod mock;
 pub mod pacer;
 pub mod recipe;
 pub mod record;
+// `unsafe`: receive timestamps come from recvmsg control messages and clock_gettime.
+#[allow(unsafe_code)]
 pub mod rxclock;
 pub mod scaffold;
 pub mod sse;
+// `unsafe`: per-thread context switches come from getrusage; its tests pin a thread to a CPU.
+#[allow(unsafe_code)]
 pub mod threadstat;

@@ -291,7 +291,7 @@ impl OwnedServer {
     fn log_tail(&self) -> String {
         let mut out = String::new();
         for p in [&self.stderr_path, &self.stdout_path] {
-            if let Ok(b) = std::fs::read(p) {
+            if let Ok(b) = qual_json::file::read_regular_bytes(p, MAX_LOG_BYTES) {
                 let tail = &b[b.len().saturating_sub(600)..];
                 let t = String::from_utf8_lossy(tail).trim().to_string();
                 if !t.is_empty() {
@@ -522,13 +522,16 @@ impl OwnedServer {
     }
 }
 
+/// The most a server log file can hold: the recipe's largest `log_limit_bytes`.
+const MAX_LOG_BYTES: usize = 1 << 30;
+
 fn log_record(path: &Path, total_bytes: u64, kept_bytes: u64, truncated: bool) -> LogRecord {
     LogRecord {
         path: path.display().to_string(),
         total_bytes,
         kept_bytes,
         truncated,
-        sha256: std::fs::read(path)
+        sha256: qual_json::file::read_regular_bytes(path, MAX_LOG_BYTES)
             .ok()
             .map(|b| qual_json::sha256_prefixed(&b)),
     }
@@ -552,7 +555,7 @@ fn describe(t: &Termination) -> String {
 pub fn listening_inodes(port: u16) -> Vec<u64> {
     let mut out = Vec::new();
     for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        if let Ok(text) = std::fs::read_to_string(f) {
+        if let Ok(text) = qual_exec::read_system_file(f) {
             out.extend(parse_proc_net_tcp(&text, port));
         }
     }

@@ -292,6 +292,7 @@ fn report_usage(state: &State) {
     );
 }
 
+#[allow(clippy::disallowed_methods)] // the mock's lingering child is the residue serve's tests must find and kill
 fn spawn_lingering_child(escape: bool, ignore_term: bool) -> Result<(), MockError> {
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().map_err(|source| MockError::Io {
@@ -423,7 +424,7 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
         }
     };
     if let Some(every) = st.cfg.http_500_every {
-        if n % every == 0 {
+        if n.is_multiple_of(every) {
             return json_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 serde_json::json!({"error": {"message": "injected internal error", "type": "server_error"}}),

@@ -452,7 +452,10 @@ pub fn write(root: &Path, files: &[Planned]) -> Result<Vec<PathBuf>, ScaffoldErr
         if let Ok(m) = std::fs::symlink_metadata(&target) {
             if f.executable
                 && m.is_file()
-                && std::fs::read_to_string(&target).ok().as_deref() == Some(&f.contents)
+                && qual_json::file::read_regular_string(&target, f.contents.len())
+                    .ok()
+                    .as_deref()
+                    == Some(&f.contents)
             {
                 continue;
             }

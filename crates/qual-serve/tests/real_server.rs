@@ -6,6 +6,9 @@
 //! attempt, no retry: a run the product declares invalid (busy host) fails the test like any
 //! other failure, so CI never passes by luck.
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 use qual_serve::case::{self, CaseStatus, ServeOptions};
 use qual_serve::client::StreamRules;
 use qual_serve::lifecycle::{group_members_by_pgrp, listening_inodes};

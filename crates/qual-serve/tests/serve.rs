@@ -10,6 +10,11 @@
 //!
 //! Tests run one at a time (a file-wide lock) so timing is not disturbed by sibling tests.
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+// Tests: libc calls (signals, ids, forks) set up and observe the processes under test.
+#![allow(unsafe_code)]
+
 use qual_serve::case::{self, CaseStatus, ServeOptions};
 use qual_serve::client::StreamRules;
 use qual_serve::lifecycle::{group_members_by_pgrp, listening_inodes};

@@ -34,6 +34,11 @@
 //! cargo does not build a dependency's binaries); they can call [`fixture_binary`] after
 //! `cargo build -p qual-test-fixtures --bins`, or put their integration tests here.
 
+// Test support: fixtures spawn helpers and read back what tests wrote, without bounds.
+#![allow(clippy::disallowed_methods)]
+
+// `unsafe`: the harness asks geteuid whether a test can run as root.
+#[allow(unsafe_code)]
 pub mod harness;
 pub mod synth;
 
@@ -143,6 +148,7 @@ impl DelegatedCgroup {
     }
 
     /// Makes `cmd`'s child join this cgroup before it executes anything.
+    #[allow(unsafe_code)] // the pre-exec hook writes to a descriptor opened before the fork
     pub fn enter_before_exec(&self, cmd: &mut std::process::Command) -> std::io::Result<()> {
         use std::os::fd::AsRawFd;
         use std::os::unix::process::CommandExt;

@@ -157,7 +157,7 @@ pub fn write_set(root: &Path, o: &Options) -> std::io::Result<usize> {
                     n += 1;
                     let seq = n as u64;
                     let minutes = commit as u64 * 60 + (hi * 7 + bi * 3 + wi) as u64;
-                    let fail = o.fail_every > 0 && n % o.fail_every == 0;
+                    let fail = o.fail_every > 0 && n.is_multiple_of(o.fail_every);
                     write_one(
                         root,
                         o,

@@ -2,6 +2,9 @@
 //! find, kill and record escaped descendants. Tests here are serialized, because in this mode
 //! orphans re-parented to this process are attributed to the running execution.
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

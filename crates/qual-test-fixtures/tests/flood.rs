@@ -2,6 +2,9 @@
 //! head + tail, and this process's peak RSS stays bounded (own test binary, so no other test
 //! inflates the peak).
 
+// Tests and benches start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use common::*;

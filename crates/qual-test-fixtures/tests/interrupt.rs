@@ -2,6 +2,11 @@
 //! is terminated, the execution reports `Interrupted`, nothing is left, and no new execution
 //! starts. Own test binary, because the signal state is process-wide.
 
+// Tests start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+// Tests: libc calls (signals, ids, forks) set up and observe the processes under test.
+#![allow(unsafe_code)]
+
 mod common;
 
 use common::*;

@@ -127,6 +127,7 @@ impl Program {
 
     /// Re-checks the file (identity and ownership rule) and returns a command for it, with
     /// `argv[0]` the name it was asked for.
+    #[allow(clippy::disallowed_methods)] // builds, never spawns: callers start it through qual-exec or qual-git
     pub fn command(&self) -> Result<Command, TrustError> {
         self.verify()?;
         let mut cmd = Command::new(&self.path);
@@ -294,10 +295,12 @@ pub fn trusted_by_owner(uid: u32, mode: u32) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests run a resolved program directly
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    #[allow(unsafe_code)] // geteuid: the tests' one libc call.
     fn is_root() -> bool {
         // SAFETY: trivial getter.
         unsafe { libc::geteuid() == 0 }

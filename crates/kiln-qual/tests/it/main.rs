@@ -8,6 +8,11 @@
 //! `receipt_verify.rs` runs the runner in-process (`qual_runner::run`), whose process-wide
 //! containment saw other tests' processes (merged, its cases died of SIGABRT; alone they pass).
 
+// Tests: libc calls (signals, ids, forks) set up and observe the processes under test.
+#![allow(unsafe_code)]
+// Tests start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 mod adversarial;
 mod cargo_wrapper;
 mod cli_campaign;

@@ -4,6 +4,9 @@
 //! missing as ignored, saying what is missing, and fails it under `CI=true`. Trials are named
 //! `module::trial`; `scripts/compat-check` runs the `compat_` ones.
 
+// Tests start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 mod bench;
 #[path = "../common/mod.rs"]
 mod common;

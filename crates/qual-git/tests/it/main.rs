@@ -3,6 +3,9 @@
 //! own binary: it changes the process environment (`GIT_DIR`, `HOME`, …) that this binary's
 //! helpers pass to the git they run to build repositories.
 
+// Tests start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 #[path = "../common/mod.rs"]
 mod common;
 mod hostile;

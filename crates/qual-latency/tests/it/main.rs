@@ -3,6 +3,9 @@
 //! metric parser's properties. `tests/corpus.rs` (the Kiln corpus, a loud-skip `harness = false`
 //! target) stays its own binary; both use `tests/common`.
 
+// Tests start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 #[path = "../common/mod.rs"]
 mod common;
 mod e2e;

@@ -2,6 +2,9 @@
 //! per file on a 2-core machine): comparison modes, properties and the validator's rules, over
 //! the hand-written fixtures of `common`.
 
+// Tests start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 mod compare_modes;
 mod properties;

@@ -6,6 +6,10 @@
 //! `--leak` leaves a `sleep 30` child behind.
 //! `--skip` prints only a skip notice (no metric lines); `--fail` exits 3 after printing.
 
+// Test fixture: it leaves a lingering child for the residue tests.
+#![allow(clippy::disallowed_methods)]
+#![forbid(unsafe_code)]
+
 use std::time::Instant;
 
 fn workload(n: u64) -> u64 {

@@ -5,6 +5,8 @@
 //! itself (e.g. with SIGKILL) and for manual experiments. Exit 0 when the evidence was
 //! printed, 1 when the execution could not run, 64 on usage errors.
 
+#![forbid(unsafe_code)]
+
 use qual_exec::{execute, signals, CaptureLimits, ExecSpec, NetworkPolicy};
 use std::time::Duration;
 

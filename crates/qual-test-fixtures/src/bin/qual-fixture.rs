@@ -1,6 +1,11 @@
 //! `qual-fixture <mode> [args]`: adversarial programs for process-containment tests. See the
 //! crate docs for the modes. Exit code 64 means a usage error.
 
+// Test fixture: it execs and reads /proc as the containment tests need.
+#![allow(clippy::disallowed_methods)]
+// Test fixture: adversarial forks, setsid and signal handling are the behaviour under test.
+#![allow(unsafe_code)]
+
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
 use std::time::Duration;

@@ -23,6 +23,9 @@
 //!
 //! Exit code 64 is a usage error.
 
+// Test fixture: signals (ignore SIGTERM, raise) and raw forks are the behaviour under test.
+#![allow(unsafe_code)]
+
 use std::time::Duration;
 
 fn usage(msg: &str) -> ! {

@@ -2,6 +2,8 @@
 //! tests and benchmark (found with `qual_test_fixtures::fixture_binary`) (the product exposes the same server as `kiln-qual mock-server`).
 //! Flags are those of `kiln-qual mock-server`; the bound port is printed on stdout.
 
+#![forbid(unsafe_code)]
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cfg = match qual_serve::mock::parse_flags(&args) {

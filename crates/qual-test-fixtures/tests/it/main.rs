@@ -5,6 +5,11 @@
 //! are attributed to the running execution), `interrupt` (signal forwarding) and `flood`
 //! (this process's peak RSS).
 
+// Tests: libc calls (signals, ids, forks) set up and observe the processes under test.
+#![allow(unsafe_code)]
+// Tests start programs and read back files directly.
+#![allow(clippy::disallowed_methods)]
+
 #[path = "../common/mod.rs"]
 mod common;
 mod containment;
