@@ -25,7 +25,6 @@
 //! No cryptography is implemented here: keys are parsed by `ssh-key`, signatures made and
 //! checked by `ed25519-dalek`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::engine::general_purpose::STANDARD;
@@ -340,19 +339,12 @@ pub fn sign(receipt_path: &Path, key: &SigningKey) -> Result<PathBuf, AttestErro
         path: out.display().to_string(),
         reason,
     };
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&out)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => {
-                write_err("it already exists (an attestation is never replaced)".into())
-            }
-            _ => write_err(e.to_string()),
-        })?;
-    f.write_all(text.as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(|e| write_err(e.to_string()))?;
+    qual_json::publish::write_new(&out, text.as_bytes()).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => {
+            write_err("it already exists (an attestation is never replaced)".into())
+        }
+        _ => write_err(e.to_string()),
+    })?;
     Ok(out)
 }
 

@@ -32,7 +32,6 @@ use crate::metrics::{self, MetricRow, ServingMetrics, Slo, ValidityLimits};
 use crate::recipe::LaunchRecipe;
 use crate::record::RequestRecord;
 use qual_json::Value;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -265,14 +264,7 @@ fn create_new(path: &Path, bytes: &[u8]) -> Result<(), ServeError> {
         path: path.display().to_string(),
         source,
     };
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(w)?;
-    f.write_all(bytes).map_err(w)?;
-    f.sync_all().map_err(w)?;
-    Ok(())
+    qual_json::publish::write_new(path, bytes).map_err(w)
 }
 
 /// What the server must not write: the directory of the case result and evidence, and git's

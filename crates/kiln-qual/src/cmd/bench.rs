@@ -241,16 +241,6 @@ fn parse_url(s: &str) -> Result<Url, String> {
     })
 }
 
-fn create_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
-}
-
 fn load_workload(a: &BenchArgs, tok: Option<&Tok>) -> Result<Workload, String> {
     let body = BodyOptions {
         endpoint: match a.endpoint {
@@ -487,7 +477,7 @@ pub fn run(a: BenchArgs) -> i32 {
     ];
     for (path, bytes) in writes {
         if let Some(p) = path {
-            match create_new(p, &bytes) {
+            match qual_json::publish::write_new(p, &bytes) {
                 Ok(()) => errln!("kiln-qual: wrote {}", esc_path(p)),
                 Err(e) => {
                     errln!("kiln-qual: failed to write {}: {e}", esc_path(p));

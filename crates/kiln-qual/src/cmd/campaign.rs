@@ -394,13 +394,7 @@ fn run_campaign(a: RunArgs) -> i32 {
         );
         let mut bytes = serde_json::to_vec_pretty(&doc).expect("case result serializes");
         bytes.push(b'\n');
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .and_then(|mut f| {
-                std::io::Write::write_all(&mut f, &bytes).and_then(|()| f.sync_all())
-            });
+        let written = qual_json::publish::write_new(&path, &bytes);
         if let Err(e) = written {
             errln!(
                 "kiln-qual: failed to write the case result {}: {e}",
