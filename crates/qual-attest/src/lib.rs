@@ -357,34 +357,26 @@ pub struct Verified {
     pub comment: String,
 }
 
-fn closed<'v>(v: &'v Value, keys: &[&str], what: &str) -> Result<&'v Object, AttestError> {
+/// The attestation's phrasing of a closed object: unknown keys first, then missing ones (in
+/// declared order); only the first finding is reported.
+const PHRASING: qual_json::Phrasing = qual_json::Phrasing {
+    missing: "lacks keys: {}",
+    unknown: "has unknown keys: {}",
+    list: qual_json::KeyList::Plain,
+    unknown_first: true,
+};
+
+fn exact_object<'v>(v: &'v Value, keys: &[&str], what: &str) -> Result<&'v Object, AttestError> {
     let o = v
         .as_object()
         .ok_or_else(|| AttestError::Envelope(format!("{what} must be a JSON object")))?;
-    let mut unknown: Vec<&str> = o
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !keys.contains(k))
-        .collect();
-    unknown.sort_unstable();
-    if !unknown.is_empty() {
-        return Err(AttestError::Envelope(format!(
-            "{what} has unknown keys: {}",
-            unknown.join(", ")
-        )));
+    let diff = qual_json::ClosedKeys::new(keys)
+        .missing_order(qual_json::Order::Declared)
+        .check(o);
+    match diff.messages(&PHRASING).into_iter().next() {
+        Some(m) => Err(AttestError::Envelope(format!("{what} {m}"))),
+        None => Ok(o),
     }
-    let missing: Vec<&str> = keys
-        .iter()
-        .copied()
-        .filter(|k| !o.contains_key(k))
-        .collect();
-    if !missing.is_empty() {
-        return Err(AttestError::Envelope(format!(
-            "{what} lacks keys: {}",
-            missing.join(", ")
-        )));
-    }
-    Ok(o)
 }
 
 fn string<'v>(o: &'v Object, key: &str, what: &str) -> Result<&'v str, AttestError> {
@@ -415,7 +407,7 @@ pub fn verify(
     };
     let value = qual_json::from_slice_with(&bytes, limits)
         .map_err(|e| AttestError::Envelope(format!("not strict JSON: {e}")))?;
-    let e = closed(
+    let e = exact_object(
         &value,
         &["payload", "payloadType", "signatures"],
         "the envelope",
@@ -442,7 +434,7 @@ pub fn verify(
     let mut verified = None;
     for (i, s) in signatures.iter().enumerate() {
         let what = format!("the envelope's signatures[{i}]");
-        let s = closed(s, &["keyid", "sig"], &what)?;
+        let s = exact_object(s, &["keyid", "sig"], &what)?;
         let keyid = string(s, "keyid", &what)?;
         let sig = base64(string(s, "sig", &what)?, &format!("{what}.sig"))?;
         seen.push(keyid.to_owned());
@@ -467,7 +459,7 @@ pub fn verify(
     };
     let statement = qual_json::from_slice_with(&payload, limits)
         .map_err(|e| AttestError::Envelope(format!("the payload is not strict JSON: {e}")))?;
-    let st = closed(
+    let st = exact_object(
         &statement,
         &["_type", "subject", "predicateType", "predicate"],
         "the statement",
@@ -487,14 +479,14 @@ pub fn verify(
         .ok_or_else(|| {
             AttestError::Envelope("the statement must have exactly one subject".into())
         })?;
-    let subject = closed(&subjects[0], &["name", "digest"], "the statement's subject")?;
+    let subject = exact_object(&subjects[0], &["name", "digest"], "the statement's subject")?;
     let name = string(subject, "name", "the statement's subject")?;
     if name != receipt_name {
         return Err(AttestError::Mismatch(format!(
             "the subject is {name:?}, the receipt file is {receipt_name:?}"
         )));
     }
-    let digest = closed(
+    let digest = exact_object(
         subject.get("digest").unwrap_or(&Value::Null),
         &["sha256"],
         "the subject's digest",

@@ -725,6 +725,9 @@ pub fn self_hash<T: Serialize>(record: &T, hash_key: &str) -> String {
 pub fn to_file_bytes<T: Serialize>(record: &T) -> Vec<u8> {
     // serde_json::Value objects are BTreeMaps (no preserve_order): keys come out sorted.
     let v = serde_json::to_value(record).expect("records serialize");
+    // serde's pretty format, not `qual_json::to_pretty_json`: this document's bytes (field
+    // order, raw UTF-8, serde's float spelling) are its format; the Python-compatible writer
+    // would change them.
     let mut b = serde_json::to_vec_pretty(&v).expect("records serialize");
     b.push(b'\n');
     b

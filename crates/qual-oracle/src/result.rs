@@ -258,6 +258,9 @@ pub fn write_new(path: &Path, doc: &serde_json::Value) -> Result<(), WriteError>
         path: qual_json::escape_path(path),
         source,
     };
+    // serde's pretty format, not `qual_json::to_pretty_json`: this document's bytes (field
+    // order, raw UTF-8, serde's float spelling) are its format; the Python-compatible writer
+    // would change them.
     let mut bytes = serde_json::to_vec_pretty(doc).expect("a value serializes");
     bytes.push(b'\n');
     qual_json::publish::write_new(path, &bytes).map_err(w)

@@ -177,24 +177,23 @@ fn finite_number(v: Option<&Value>) -> Option<Number> {
     }
 }
 
+/// The case-result protocol's phrasing: missing keys in declared order, then unknown ones.
+const PHRASING: qual_json::Phrasing = qual_json::Phrasing {
+    missing: "is missing keys: {}",
+    unknown: "has unknown keys: {}",
+    list: qual_json::KeyList::Plain,
+    unknown_first: false,
+};
+
 fn closed_keys(o: &qual_json::Object, keys: &[&str], at: &str, errors: &mut Vec<String>) {
-    let missing: Vec<&str> = keys
-        .iter()
-        .copied()
-        .filter(|k| !o.contains_key(k))
-        .collect();
-    let mut unknown: Vec<&str> = o
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !keys.contains(k))
-        .collect();
-    unknown.sort();
-    if !missing.is_empty() {
-        errors.push(format!("{at} is missing keys: {}", missing.join(", ")));
-    }
-    if !unknown.is_empty() {
-        errors.push(format!("{at} has unknown keys: {}", unknown.join(", ")));
-    }
+    let diff = qual_json::ClosedKeys::new(keys)
+        .missing_order(qual_json::Order::Declared)
+        .check(o);
+    errors.extend(
+        diff.messages(&PHRASING)
+            .into_iter()
+            .map(|m| format!("{at} {m}")),
+    );
 }
 
 /// Validates a command result against the case id and declared metrics (set

@@ -575,6 +575,9 @@ fn finish(
         "tolerances": [],
         "details": details,
     });
+    // serde's pretty format, not `qual_json::to_pretty_json`: this document's bytes (field
+    // order, raw UTF-8, serde's float spelling) are its format; the Python-compatible writer
+    // would change them.
     let mut ev_bytes = serde_json::to_vec_pretty(&evidence).expect("evidence serializes");
     ev_bytes.push(b'\n');
     create_new(&evidence_path, &ev_bytes)?;

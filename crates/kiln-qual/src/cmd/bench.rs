@@ -453,6 +453,8 @@ pub fn run(a: BenchArgs) -> i32 {
         (
             &a.json,
             if a.json.is_some() {
+                // serde's pretty format of the typed result (its field order is the format),
+                // not `qual_json::to_pretty_json`.
                 serde_json::to_vec_pretty(&result).unwrap_or_default()
             } else {
                 Vec::new()

@@ -392,6 +392,9 @@ fn run_campaign(a: RunArgs) -> i32 {
             effective_config,
             started.elapsed().as_secs_f64(),
         );
+        // serde's pretty format, not `qual_json::to_pretty_json`: this document's bytes (field
+        // order, raw UTF-8, serde's float spelling) are its format; the Python-compatible writer
+        // would change them.
         let mut bytes = serde_json::to_vec_pretty(&doc).expect("case result serializes");
         bytes.push(b'\n');
         let written = qual_json::publish::write_new(&path, &bytes);

@@ -8,6 +8,9 @@
 //! compared within its bounds and engine and worker ran cleanly, 1 otherwise (the case result
 //! says why); `attribute` 0 when the attribution was written (whatever it attributes), 1 when a
 //! source result is invalid or the output could not be written; 2 for usage errors.
+//!
+//! `--json` prints serde's pretty format of the typed documents (field order, raw UTF-8), not
+//! `qual_json::to_pretty_json`: those bytes are this command's output format.
 
 use crate::exit;
 use crate::output::{errln, esc, esc_path, outln};
