@@ -758,13 +758,23 @@ pub enum ReadError {
 pub fn read_record<T: serde::de::DeserializeOwned>(
     path: &std::path::Path,
 ) -> Result<(Vec<u8>, Value, T), ReadError> {
-    let shown = path.display().to_string();
     let bytes =
         qual_json::read_file_limited(path, MAX_RECORD_BYTES).map_err(|e| ReadError::Load {
-            path: shown.clone(),
+            path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-    let doc = qual_json::from_slice(&bytes).map_err(|e| ReadError::Load {
+    let (doc, typed) = parse_record(path, &bytes)?;
+    Ok((bytes, doc, typed))
+}
+
+/// Parses the bytes of a record already read from `path` (which only names it in errors),
+/// as [`read_record`] does after reading.
+pub fn parse_record<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+    bytes: &[u8],
+) -> Result<(Value, T), ReadError> {
+    let shown = path.display().to_string();
+    let doc = qual_json::from_slice(bytes).map_err(|e| ReadError::Load {
         path: shown.clone(),
         reason: e.to_string(),
     })?;
@@ -776,7 +786,7 @@ pub fn read_record<T: serde::de::DeserializeOwned>(
         path: shown,
         reason: e.to_string(),
     })?;
-    Ok((bytes, doc, typed))
+    Ok((doc, typed))
 }
 
 /// The self-hash recomputed on a parsed document.

@@ -92,11 +92,6 @@ pub struct ComparisonView {
     pub evaluations: Vec<EvaluationView>,
 }
 
-/// Whether `v` looks like a comparison document (it has the comparator's distinctive members).
-pub fn is_comparison(v: &Value) -> bool {
-    v.get("metric_evaluations").is_some() && v.get("result_status_changes").is_some()
-}
-
 fn text(v: Option<&Value>) -> String {
     qual_json::show::text(v)
 }

@@ -497,12 +497,22 @@ pub fn runtime_manifest(a: ManifestArgs) -> i32 {
 
 /// `kiln-qual compare BASELINE CANDIDATE` on two campaign receipts: the candidate's rows paired
 /// with the baseline's. 0 when matched, 1 when mismatched or not comparable.
-pub fn compare_receipts(
-    baseline: &std::path::Path,
-    candidate: &std::path::Path,
+pub fn compare_read_receipts(
+    baseline: &qual_documents::Source,
+    candidate: &qual_documents::Source,
     json: bool,
 ) -> i32 {
-    match qual_campaign::pairing::compare_files(baseline, candidate) {
+    print_comparison(
+        qual_campaign::pairing::compare_read(
+            (&baseline.path, &baseline.bytes),
+            (&candidate.path, &candidate.bytes),
+        ),
+        json,
+    )
+}
+
+fn print_comparison(result: Result<qual_campaign::records::Comparison, String>, json: bool) -> i32 {
+    match result {
         Ok(c) => {
             if json {
                 crate::output::print_json(&c);
