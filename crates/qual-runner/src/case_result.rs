@@ -185,7 +185,7 @@ const PHRASING: qual_json::Phrasing = qual_json::Phrasing {
     unknown_first: false,
 };
 
-fn closed_keys(o: &qual_json::Object, keys: &[&str], at: &str, errors: &mut Vec<String>) {
+fn check_keys(o: &qual_json::Object, keys: &[&str], at: &str, errors: &mut Vec<String>) {
     let diff = qual_json::ClosedKeys::new(keys)
         .missing_order(qual_json::Order::Declared)
         .check(o);
@@ -209,7 +209,7 @@ pub fn validate(
     let Some(o) = v.as_object() else {
         return Err(vec!["case result must be a JSON object".into()]);
     };
-    closed_keys(
+    check_keys(
         o,
         &[
             "schema_version",
@@ -262,7 +262,7 @@ pub fn validate(
                     errors.push(format!("{at} must be an object"));
                     continue;
                 };
-                closed_keys(
+                check_keys(
                     mo,
                     &["name", "value", "unit", "aggregation", "lower_is_better"],
                     &at,
@@ -351,7 +351,7 @@ pub fn validate(
                     errors.push(format!("{at} must be an object"));
                     continue;
                 };
-                closed_keys(
+                check_keys(
                     to,
                     &["metric", "absolute_tolerance", "relative_tolerance"],
                     &at,
