@@ -4,7 +4,7 @@
 //! byte limit.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use qual_legacy::import::{extract_zip, ImportLimits};
+use qual_latency::import::{extract_zip, ImportLimits};
 use std::io::Write;
 
 fuzz_target!(|data: &[u8]| {

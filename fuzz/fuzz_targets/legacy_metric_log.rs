@@ -3,6 +3,6 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let text = qual_legacy::metric::decode_log(data);
-    let _ = qual_legacy::metric::parse_metric_text(&text, "fuzz.log");
+    let text = qual_latency::metric::decode_log(data);
+    let _ = qual_latency::metric::parse_metric_text(&text, "fuzz.log");
 });

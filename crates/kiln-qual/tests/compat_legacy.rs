@@ -62,9 +62,9 @@ fn artifact_digests_raw_logs_and_metrics_agree() {
             .to_owned();
         for m in ["manifest-current.json", "manifest-covered.json"] {
             let manifest = load(&c.join(m));
-            let fixture = qual_legacy::manifest::find_fixture(&manifest, &id).unwrap();
+            let fixture = qual_latency::manifest::find_fixture(&manifest, &id).unwrap();
             total += 1;
-            let got = qual_legacy::digest::fixture_spec_sha256(fixture).unwrap();
+            let got = qual_latency::digest::fixture_spec_sha256(fixture).unwrap();
             assert_eq!(
                 Some(got.as_str()),
                 art.get("fixture_spec_sha256")
@@ -80,7 +80,7 @@ fn artifact_digests_raw_logs_and_metrics_agree() {
         let raw = c.join("raw").join(Path::new(raw_rel).file_name().unwrap());
         total += 2;
         assert_eq!(
-            Some(qual_legacy::sha256_file(&raw).unwrap().as_str()),
+            Some(qual_latency::sha256_file(&raw).unwrap().as_str()),
             art.get("raw_log_sha256").and_then(qual_json::Value::as_str),
             "{id}"
         );
@@ -129,7 +129,7 @@ fn artifact_digests_raw_logs_and_metrics_agree() {
         ] {
             same.insert(k, art.get(k).unwrap().clone());
         }
-        let text = qual_legacy::jsonout::to_file_text(&qual_json::Value::Object(same), true);
+        let text = qual_latency::jsonout::to_file_text(&qual_json::Value::Object(same), true);
         assert_eq!(
             text.as_bytes(),
             &std::fs::read(&art_path).unwrap()[..],

@@ -298,7 +298,7 @@ fn start_server(
                 .map_err(|e| (format!("failed to bind the server executable: {e}"), None))?;
             // The out dir, and the repository's git directory and `.qualification/`, exactly
             // as `serve` protects them.
-            let protect = qual_serve::campaign::protected_paths(
+            let protect = qual_serve::case::protected_paths(
                 &o.out_dir.join(records::summary_name(&o.engine)),
             );
             let mut server = match OwnedServer::launch(&recipe, epoch, &protect) {

@@ -185,6 +185,7 @@ const PHRASING: qual_json::Phrasing = qual_json::Phrasing {
     unknown_first: false,
 };
 
+/// The closed-object check of `qual_json::ClosedKeys`, in the protocol's phrasing.
 fn check_keys(o: &qual_json::Object, keys: &[&str], at: &str, errors: &mut Vec<String>) {
     let diff = qual_json::ClosedKeys::new(keys)
         .missing_order(qual_json::Order::Declared)
@@ -196,9 +197,22 @@ fn check_keys(o: &qual_json::Object, keys: &[&str], at: &str, errors: &mut Vec<S
     );
 }
 
+/// The keys of a command result, exactly.
+const RESULT_KEYS: [&str; 8] = [
+    "schema_version",
+    "case_id",
+    "status",
+    "duration_seconds",
+    "effective_config",
+    "metrics",
+    "tolerances",
+    "details",
+];
+
 /// Validates a command result against the case id and declared metrics (set
 /// `check_declared` to false to skip the declared-metric equality, e.g. when re-validating a
-/// normalized record). Returns every violation.
+/// normalized record). Returns every violation, in the order of the steps: keys and header,
+/// metrics, tolerances, details.
 pub fn validate(
     v: &Value,
     case_id: &str,
@@ -209,21 +223,46 @@ pub fn validate(
     let Some(o) = v.as_object() else {
         return Err(vec!["case result must be a JSON object".into()]);
     };
-    check_keys(
-        o,
-        &[
-            "schema_version",
-            "case_id",
-            "status",
-            "duration_seconds",
-            "effective_config",
-            "metrics",
-            "tolerances",
-            "details",
-        ],
-        "case result",
-        &mut errors,
-    );
+    check_keys(o, &RESULT_KEYS, "case result", &mut errors);
+    let (status, duration) = check_header(o, case_id, &mut errors);
+    let config = o.get("effective_config").cloned().unwrap_or(Value::Null);
+    check_config(&config, "case result effective_config", &mut errors);
+    let metrics = match o.get("metrics") {
+        Some(Value::Array(items)) => {
+            let metrics = check_metrics(items, &mut errors);
+            if check_declared {
+                check_declared_metrics(&metrics, declared, &mut errors);
+            }
+            metrics
+        }
+        _ => {
+            errors.push("case result metrics must be an array".into());
+            Vec::new()
+        }
+    };
+    let tolerances = o.get("tolerances").cloned().unwrap_or(Value::Null);
+    check_tolerances(&tolerances, &metrics, &mut errors);
+    let details = check_details(o.get("details"), &mut errors);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(CommandResult {
+        status: status.expect("checked"),
+        duration_seconds: duration.expect("checked"),
+        effective_config: config,
+        metrics,
+        tolerances,
+        details,
+    })
+}
+
+/// `schema_version`, `case_id`, `status` and `duration_seconds`; returns the status and the
+/// duration when they are valid.
+fn check_header(
+    o: &qual_json::Object,
+    case_id: &str,
+    errors: &mut Vec<String>,
+) -> (Option<ResultStatus>, Option<f64>) {
     if !matches!(o.get("schema_version"), Some(Value::Number(Number::Int(i))) if i.as_i64() == Some(1))
     {
         errors.push("case result schema_version must be 1".into());
@@ -250,135 +289,144 @@ pub fn validate(
     if duration.is_none() {
         errors.push("case result duration_seconds must be a finite number >= 0".into());
     }
-    let config = o.get("effective_config").cloned().unwrap_or(Value::Null);
-    check_config(&config, "case result effective_config", &mut errors);
+    (status, duration)
+}
 
+/// Every metric object; returns the valid ones. Names must be unique and ascending.
+fn check_metrics(items: &[Value], errors: &mut Vec<String>) -> Vec<Metric> {
     let mut metrics = Vec::new();
-    match o.get("metrics") {
-        Some(Value::Array(items)) => {
-            for (i, m) in items.iter().enumerate() {
-                let at = format!("case result metrics[{i}]");
-                let Some(mo) = m.as_object() else {
-                    errors.push(format!("{at} must be an object"));
-                    continue;
-                };
-                check_keys(
-                    mo,
-                    &["name", "value", "unit", "aggregation", "lower_is_better"],
-                    &at,
-                    &mut errors,
-                );
-                let name = mo
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .filter(|n| is_metric_name(n));
-                let value = finite_number(mo.get("value"));
-                let unit = mo
-                    .get("unit")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty());
-                let agg = mo
-                    .get("aggregation")
-                    .and_then(Value::as_str)
-                    .filter(|s| !s.is_empty());
-                let lib = mo.get("lower_is_better").and_then(Value::as_bool);
-                if name.is_none() {
-                    errors.push(format!("{at}.name must match ^[a-z][a-z0-9_.-]{{0,127}}$"));
-                }
-                if value.is_none() {
-                    errors.push(format!("{at}.value must be a finite number"));
-                }
-                if unit.is_none() || agg.is_none() {
-                    errors.push(format!(
-                        "{at}.unit and aggregation must be non-empty strings"
-                    ));
-                }
-                if lib.is_none() {
-                    errors.push(format!("{at}.lower_is_better must be a boolean"));
-                }
-                if let (Some(n), Some(v), Some(u), Some(a), Some(l)) = (name, value, unit, agg, lib)
-                {
-                    metrics.push(Metric {
-                        name: n.into(),
-                        value: v,
-                        unit: u.into(),
-                        aggregation: a.into(),
-                        lower_is_better: l,
-                    });
-                }
-            }
-            let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
-            if names.windows(2).any(|w| w[0] >= w[1]) {
-                errors
-                    .push("case result metrics must be unique and in ascending name order".into());
-            }
-            if check_declared {
-                let missing: Vec<&str> = declared
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|d| !names.contains(d))
-                    .collect();
-                let mut undeclared: Vec<&str> = names
-                    .iter()
-                    .copied()
-                    .filter(|n| !declared.iter().any(|d| d == n))
-                    .collect();
-                undeclared.sort();
-                if !missing.is_empty() || !undeclared.is_empty() {
-                    let mut parts = Vec::new();
-                    if !missing.is_empty() {
-                        parts.push(format!("missing declared metrics: {}", missing.join(", ")));
-                    }
-                    if !undeclared.is_empty() {
-                        parts.push(format!("undeclared metrics: {}", undeclared.join(", ")));
-                    }
-                    errors.push(format!(
-                        "case result metric contract mismatch: {}",
-                        parts.join("; ")
-                    ));
-                }
+    for (i, m) in items.iter().enumerate() {
+        let at = format!("case result metrics[{i}]");
+        let Some(mo) = m.as_object() else {
+            errors.push(format!("{at} must be an object"));
+            continue;
+        };
+        if let Some(metric) = check_metric(mo, &at, errors) {
+            metrics.push(metric);
+        }
+    }
+    let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
+    if names.windows(2).any(|w| w[0] >= w[1]) {
+        errors.push("case result metrics must be unique and in ascending name order".into());
+    }
+    metrics
+}
+
+/// One closed metric object at `at`.
+fn check_metric(mo: &qual_json::Object, at: &str, errors: &mut Vec<String>) -> Option<Metric> {
+    check_keys(
+        mo,
+        &["name", "value", "unit", "aggregation", "lower_is_better"],
+        at,
+        errors,
+    );
+    let name = mo
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| is_metric_name(n));
+    let value = finite_number(mo.get("value"));
+    let unit = mo
+        .get("unit")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    let agg = mo
+        .get("aggregation")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    let lib = mo.get("lower_is_better").and_then(Value::as_bool);
+    if name.is_none() {
+        errors.push(format!("{at}.name must match ^[a-z][a-z0-9_.-]{{0,127}}$"));
+    }
+    if value.is_none() {
+        errors.push(format!("{at}.value must be a finite number"));
+    }
+    if unit.is_none() || agg.is_none() {
+        errors.push(format!(
+            "{at}.unit and aggregation must be non-empty strings"
+        ));
+    }
+    if lib.is_none() {
+        errors.push(format!("{at}.lower_is_better must be a boolean"));
+    }
+    Some(Metric {
+        name: name?.into(),
+        value: value?,
+        unit: unit?.into(),
+        aggregation: agg?.into(),
+        lower_is_better: lib?,
+    })
+}
+
+/// The reported metric names must be exactly the declared ones.
+fn check_declared_metrics(metrics: &[Metric], declared: &[String], errors: &mut Vec<String>) {
+    let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
+    let missing: Vec<&str> = declared
+        .iter()
+        .map(String::as_str)
+        .filter(|d| !names.contains(d))
+        .collect();
+    let mut undeclared: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !declared.iter().any(|d| d == n))
+        .collect();
+    undeclared.sort();
+    if missing.is_empty() && undeclared.is_empty() {
+        return;
+    }
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!("missing declared metrics: {}", missing.join(", ")));
+    }
+    if !undeclared.is_empty() {
+        parts.push(format!("undeclared metrics: {}", undeclared.join(", ")));
+    }
+    errors.push(format!(
+        "case result metric contract mismatch: {}",
+        parts.join("; ")
+    ));
+}
+
+/// The tolerances: closed objects naming reported metrics, unique and ascending.
+fn check_tolerances(tolerances: &Value, metrics: &[Metric], errors: &mut Vec<String>) {
+    let Value::Array(items) = tolerances else {
+        errors.push("case result tolerances must be an array".into());
+        return;
+    };
+    let mut seen: Vec<String> = Vec::new();
+    for (i, t) in items.iter().enumerate() {
+        let at = format!("case result tolerances[{i}]");
+        let Some(to) = t.as_object() else {
+            errors.push(format!("{at} must be an object"));
+            continue;
+        };
+        check_keys(
+            to,
+            &["metric", "absolute_tolerance", "relative_tolerance"],
+            &at,
+            errors,
+        );
+        match to.get("metric").and_then(Value::as_str) {
+            Some(m) if metrics.iter().any(|x| x.name == m) => seen.push(m.into()),
+            _ => errors.push(format!("{at}.metric must name a reported metric")),
+        }
+        for k in ["absolute_tolerance", "relative_tolerance"] {
+            let ok = finite_number(to.get(k))
+                .and_then(|n| n.as_f64())
+                .is_some_and(|f| f >= 0.0);
+            if !ok {
+                errors.push(format!("{at}.{k} must be a finite number >= 0"));
             }
         }
-        _ => errors.push("case result metrics must be an array".into()),
     }
-    let tolerances = o.get("tolerances").cloned().unwrap_or(Value::Null);
-    match &tolerances {
-        Value::Array(items) => {
-            let mut seen: Vec<String> = Vec::new();
-            for (i, t) in items.iter().enumerate() {
-                let at = format!("case result tolerances[{i}]");
-                let Some(to) = t.as_object() else {
-                    errors.push(format!("{at} must be an object"));
-                    continue;
-                };
-                check_keys(
-                    to,
-                    &["metric", "absolute_tolerance", "relative_tolerance"],
-                    &at,
-                    &mut errors,
-                );
-                match to.get("metric").and_then(Value::as_str) {
-                    Some(m) if metrics.iter().any(|x| x.name == m) => seen.push(m.into()),
-                    _ => errors.push(format!("{at}.metric must name a reported metric")),
-                }
-                for k in ["absolute_tolerance", "relative_tolerance"] {
-                    let ok = finite_number(to.get(k))
-                        .and_then(|n| n.as_f64())
-                        .is_some_and(|f| f >= 0.0);
-                    if !ok {
-                        errors.push(format!("{at}.{k} must be a finite number >= 0"));
-                    }
-                }
-            }
-            if seen.windows(2).any(|w| w[0] >= w[1]) {
-                errors.push(
-                    "case result tolerances must be unique and in ascending metric order".into(),
-                );
-            }
-        }
-        _ => errors.push("case result tolerances must be an array".into()),
+    if seen.windows(2).any(|w| w[0] >= w[1]) {
+        errors.push("case result tolerances must be unique and in ascending metric order".into());
     }
-    let details = match o.get("details") {
+}
+
+/// `details`: null or a bounded string.
+fn check_details(details: Option<&Value>, errors: &mut Vec<String>) -> Option<String> {
+    match details {
         Some(Value::Null) | None => None,
         Some(Value::String(s)) => {
             if s.chars().count() > DETAILS_LIMIT {
@@ -392,18 +440,7 @@ pub fn validate(
             errors.push("case result details must be a string or null".into());
             None
         }
-    };
-    if !errors.is_empty() {
-        return Err(errors);
     }
-    Ok(CommandResult {
-        status: status.expect("checked"),
-        duration_seconds: duration.expect("checked"),
-        effective_config: config,
-        metrics,
-        tolerances,
-        details,
-    })
 }
 
 #[cfg(test)]

@@ -12,7 +12,10 @@
 
 use std::collections::BTreeMap;
 
-use qual_json::{Object, Value};
+use qual_json::Value;
+use serde::Serialize;
+
+use crate::document::to_value;
 
 /// Policy id.
 pub use qual_contract::constants::CASE_ENVIRONMENT_POLICY as POLICY;
@@ -65,12 +68,20 @@ fn string_object(m: &BTreeMap<String, String>) -> Value {
     )
 }
 
+/// What `execution_environment_sha256` digests.
+#[derive(Serialize)]
+struct DigestedEnvironment<'a> {
+    policy: &'a str,
+    environment: &'a BTreeMap<String, String>,
+}
+
 /// `execution_environment_sha256` of a base environment.
 pub fn execution_environment_sha256(base: &BTreeMap<String, String>) -> String {
-    let mut o = Object::new();
-    o.insert("policy", Value::from(POLICY));
-    o.insert("environment", string_object(base));
-    qual_json::canonical_digest(&Value::Object(o))
+    let doc = DigestedEnvironment {
+        policy: POLICY,
+        environment: base,
+    };
+    qual_json::canonical_digest(&to_value(&doc).expect("a string map is a document"))
 }
 
 /// Canonical digest of a full process environment.
@@ -85,26 +96,32 @@ pub fn is_sensitive(name: &str) -> bool {
     SENSITIVE_MARKERS.iter().any(|m| up.contains(m))
 }
 
+/// One variable as evidence records it: its value, or the digest of a sensitive one.
+#[derive(Clone, Debug, Serialize)]
+pub struct RedactedValue {
+    /// Whether `value` is `sha256:<hex of the UTF-8 value>` rather than the value.
+    pub redacted: bool,
+    /// The value or its digest.
+    pub value: String,
+}
+
 /// The redacted form `{NAME: {"redacted": bool, "value": v}}`.
-pub fn redacted(m: &BTreeMap<String, String>) -> Value {
-    Value::Object(
-        m.iter()
-            .map(|(k, v)| {
-                let mut o = Object::new();
-                let sensitive = is_sensitive(k);
-                o.insert("redacted", Value::Bool(sensitive));
-                o.insert(
-                    "value",
-                    Value::from(if sensitive {
-                        qual_json::sha256_prefixed(v.as_bytes())
-                    } else {
-                        v.clone()
-                    }),
-                );
-                (k.clone(), Value::Object(o))
-            })
-            .collect(),
-    )
+pub fn redacted(m: &BTreeMap<String, String>) -> BTreeMap<String, RedactedValue> {
+    m.iter()
+        .map(|(k, v)| {
+            let sensitive = is_sensitive(k);
+            let value = if sensitive {
+                qual_json::sha256_prefixed(v.as_bytes())
+            } else {
+                v.clone()
+            };
+            let r = RedactedValue {
+                redacted: sensitive,
+                value,
+            };
+            (k.clone(), r)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -138,7 +155,7 @@ mod tests {
         m.insert("CODEX_AUTH_JSON".to_string(), "secret".to_string());
         m.insert("HTTP_COOKIE".to_string(), "c".to_string());
         m.insert("QUALIFICATION_LABEL".to_string(), "visible".to_string());
-        let text = qual_json::to_canonical_string(&redacted(&m));
+        let text = qual_json::to_canonical_string(&to_value(&redacted(&m)).expect("value"));
         assert!(!text.contains("secret"));
         assert!(text.contains(&qual_json::sha256_prefixed(b"secret")));
         assert!(text.contains(r#""QUALIFICATION_LABEL":{"redacted":false,"value":"visible"}"#));

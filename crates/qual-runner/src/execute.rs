@@ -16,6 +16,11 @@
 //! runner reads the command's result once (bounded, no symlink followed), judges those bytes
 //! and keeps exactly them as `command-result.json`.
 //!
+//! Phases of one execution ([`run_execution`]): lay out the case directory, bind the
+//! invocation (argv, environment, working directory), execute it bounded, write the logs,
+//! collect the contract failures, judge the command's result, settle the normalized outcome,
+//! and write `case-result.json` and the run-config entry.
+//!
 //! Contract failures, in order: execution errors (spawn failure, an aborted execution,
 //! lingering descendants, pipes held open), timeout, exit code outside
 //! `expected_exit_codes`, output assertions, then case-result errors. A usable command result
@@ -26,7 +31,8 @@
 //! pipe keeps draining), but an output assertion on a stream whose middle was dropped cannot be
 //! decided and fails the execution.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use qual_contract::variables::{substitute, ResolvedVariables, RunnerValues};
 use qual_contract::{Case, Producer};
@@ -36,11 +42,14 @@ use qual_exec::{
 use qual_json::{Object, Value};
 use qual_receipt::model::{Artifact, ArtifactLocation, Metric, ResultStatus};
 use qual_receipt::write::to_pretty_json;
+use serde::Serialize;
 
 use crate::aggregate::{runner_metric, ExecutionOutcome};
-use crate::case_result::{self, LoadFailure};
+use crate::case_result::{self, CommandResult, LoadFailure};
 use crate::details::join_details;
+use crate::document::to_value;
 use crate::environment::{process_environment_sha256, CASE_RESULT_VAR, NETWORK_VAR, VARIANT_VAR};
+use crate::evidence::{CaseResultDoc, ContainmentDoc, RunConfigCase};
 
 /// Run-wide settings shared by every execution.
 pub struct ExecContext<'a> {
@@ -101,10 +110,7 @@ fn rel(root: &Path, p: &Path) -> String {
 
 fn create_new(path: &Path, bytes: &[u8]) -> Result<(), ExecStop> {
     use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
+    let mut f = qual_json::publish::create_new(path)
         .map_err(|e| ExecStop::Io(format!("cannot create {}: {e}", path.display())))?;
     f.write_all(bytes)
         .map_err(|e| ExecStop::Io(format!("cannot write {}: {e}", path.display())))
@@ -118,6 +124,10 @@ fn artifact(root: &Path, kind: &str, path: &Path, bytes: &[u8]) -> Artifact {
         sha256: qual_json::sha256_prefixed(bytes),
         bytes: bytes.len() as u64,
     }
+}
+
+fn document(doc: &impl Serialize) -> Result<Value, ExecStop> {
+    to_value(doc).map_err(|e| ExecStop::Io(e.to_string()))
 }
 
 fn log_bytes(c: &Captured) -> Vec<u8> {
@@ -140,130 +150,67 @@ fn exit_codes_text(codes: &[u8]) -> String {
     format!("[{}]", inner.join(", "))
 }
 
-fn termination_value(t: &Termination) -> Value {
-    let mut o = Object::new();
-    let (status, k, v) = match t {
-        Termination::Exited { code } => ("exited", "code", *code),
-        Termination::Signaled { signal } => ("signaled", "signal", *signal),
-        Termination::TimedOut { signal_used } => ("timed_out", "signal_used", *signal_used),
-        Termination::Interrupted { signal_used } => ("interrupted", "signal_used", *signal_used),
-        Termination::Aborted { signal_used, .. } => ("aborted", "signal_used", *signal_used),
-    };
-    o.insert("status", Value::from(status));
-    o.insert(k, Value::from(v as i64));
-    Value::Object(o)
+/// The directory layout of one execution (see the module docs).
+struct CaseLayout {
+    case_dir: PathBuf,
+    scratch: PathBuf,
+    /// What the command writes, in the one directory it can write.
+    result_path: PathBuf,
+    /// The runner's copy of it, beside the runner's other evidence.
+    kept_result_path: PathBuf,
 }
 
-fn containment_value(e: &Execution) -> Value {
-    let c = &e.containment;
-    let mut o = Object::new();
-    o.insert("mechanism", Value::from(c.mechanism.as_str()));
-    o.insert("network", Value::from(c.network.mechanism_id()));
-    o.insert("box", sandbox_value(&c.sandbox));
-    o.insert("group_killed", Value::Bool(c.group_killed));
-    o.insert("pipes_closed", Value::Bool(c.pipes_closed));
-    o.insert("clean", Value::Bool(c.clean));
-    o.insert(
-        "residue",
-        Value::Array(
-            c.residue
-                .iter()
-                .map(|r| {
-                    let mut x = Object::new();
-                    x.insert("pid", Value::from(r.pid as u64));
-                    x.insert(
-                        "box_pid",
-                        r.box_pid
-                            .map(|p| Value::from(p as u64))
-                            .unwrap_or(Value::Null),
-                    );
-                    x.insert("session", Value::from(r.session as u64));
-                    x.insert("cmdline", Value::from(r.cmdline.as_str()));
-                    x.insert("signal", Value::from(r.signal as i64));
-                    Value::Object(x)
-                })
-                .collect(),
-        ),
-    );
-    o.insert("termination", termination_value(&e.termination));
-    for (name, s) in [("stdout", &e.stdout), ("stderr", &e.stderr)] {
-        let mut x = Object::new();
-        x.insert("total_bytes", Value::from(s.total_bytes));
-        x.insert("truncated", Value::Bool(s.truncated));
-        o.insert(name, Value::Object(x));
+impl CaseLayout {
+    /// Creates `<run_dir>/cases/<iii>-<case_id>-r<rrr>/` and its `scratch/`; never reuses an
+    /// existing directory.
+    fn create(run_dir: &Path, index: usize, case: &Case, rep: u64) -> Result<Self, ExecStop> {
+        let case_dir = run_dir
+            .join("cases")
+            .join(format!("{index:03}-{}-r{rep:03}", case.id));
+        std::fs::create_dir_all(case_dir.parent().expect("cases dir"))
+            .map_err(|e| ExecStop::Io(format!("cannot create cases directory: {e}")))?;
+        let scratch = case_dir.join("scratch");
+        for d in [&case_dir, &scratch] {
+            std::fs::create_dir(d)
+                .map_err(|e| ExecStop::Io(format!("cannot create {}: {e}", d.display())))?;
+        }
+        Ok(CaseLayout {
+            result_path: scratch.join("command-result.json"),
+            kept_result_path: case_dir.join("command-result.json"),
+            case_dir,
+            scratch,
+        })
     }
-    Value::Object(o)
 }
 
-/// The box evidence of one execution (what contained the case).
-fn sandbox_value(b: &qual_exec::SandboxRecord) -> Value {
-    let strings = |v: &[String]| Value::Array(v.iter().map(|s| Value::from(s.as_str())).collect());
-    let mut o = Object::new();
-    o.insert("namespaces", strings(&b.namespaces));
-    o.insert(
-        "pid_namespace_init",
-        Value::from(b.pid_namespace_init.as_str()),
-    );
-    o.insert("capabilities", Value::from(b.capabilities.as_str()));
-    o.insert("no_new_privs", Value::Bool(b.no_new_privs));
-    let mut sc = Object::new();
-    sc.insert("filter", Value::from(b.seccomp.filter.as_str()));
-    sc.insert("refused", strings(&b.seccomp.refused));
-    o.insert("seccomp", Value::Object(sc));
-    o.insert("read_only_paths", strings(&b.read_only_paths));
-    o.insert("writable_paths", strings(&b.writable_paths));
-    o.insert("host_files", Value::from(b.host_files.as_str()));
-    o.insert("private_mounts", strings(&b.private_mounts));
-    o.insert("devices", strings(&b.devices));
-    o.insert("fresh_proc", Value::Bool(b.fresh_proc));
-    o.insert("descriptors", Value::from(b.descriptors.as_str()));
-    o.insert(
-        "pid_limit",
-        b.pid_limit.map(Value::from).unwrap_or(Value::Null),
-    );
-    o.insert("pid_limit_source", Value::from(b.pid_limit_source.as_str()));
-    o.insert("enclosing_box", Value::Bool(b.enclosing_box));
-    Value::Object(o)
+/// The bound invocation of a case: what it runs as, and the failures that keep it from
+/// running at all (an unresolved placeholder, an unusable working directory).
+struct Invocation {
+    argv: Vec<String>,
+    /// The case's own environment, placeholders resolved.
+    overrides: BTreeMap<String, String>,
+    /// The whole process environment (base, overrides, runner-owned variables).
+    env: Vec<(String, String)>,
+    cwd: Option<PathBuf>,
+    failures: Vec<String>,
 }
 
-/// Runs execution `rep` (1-based) of case `index` (1-based).
-pub fn run_execution(
-    ctx: &ExecContext<'_>,
-    index: usize,
-    case: &Case,
-    rep: u64,
-) -> Result<ExecutionRecord, ExecStop> {
-    let case_dir = ctx
-        .run_dir
-        .join("cases")
-        .join(format!("{index:03}-{}-r{rep:03}", case.id));
-    std::fs::create_dir_all(case_dir.parent().expect("cases dir"))
-        .map_err(|e| ExecStop::Io(format!("cannot create cases directory: {e}")))?;
-    let scratch = case_dir.join("scratch");
-    for d in [&case_dir, &scratch] {
-        std::fs::create_dir(d)
-            .map_err(|e| ExecStop::Io(format!("cannot create {}: {e}", d.display())))?;
-    }
-    // What the command writes, in the one directory it can write.
-    let result_path = scratch.join("command-result.json");
-    // The runner's copy of it, beside the runner's other evidence.
-    let kept_result_path = case_dir.join("command-result.json");
-
+/// Binds argv, environment and working directory. Starts nothing.
+fn bind_invocation(ctx: &ExecContext<'_>, case: &Case, layout: &CaseLayout) -> Invocation {
     let mut failures: Vec<String> = Vec::new();
-    // argv and environment.
     let mut argv = Vec::new();
-    let mut overrides = Object::new();
+    let mut overrides = BTreeMap::new();
     for a in &case.command {
         match substitute(a, ctx.variables, ctx.runner_values) {
             Ok(s) => argv.push(s),
             Err(n) => failures.push(format!("placeholder ${{{n}}} has no value")),
         }
     }
-    let mut env: std::collections::BTreeMap<String, String> = ctx.base_env.clone();
+    let mut env: BTreeMap<String, String> = ctx.base_env.clone();
     for (k, v) in &case.environment {
         match substitute(v, ctx.variables, ctx.runner_values) {
             Ok(s) => {
-                overrides.insert(k.clone(), Value::from(s.as_str()));
+                overrides.insert(k.clone(), s.clone());
                 env.insert(k.clone(), s);
             }
             Err(n) => failures.push(format!("placeholder ${{{n}}} has no value")),
@@ -271,12 +218,27 @@ pub fn run_execution(
     }
     env.insert(
         CASE_RESULT_VAR.into(),
-        result_path.to_string_lossy().into_owned(),
+        layout.result_path.to_string_lossy().into_owned(),
     );
     env.insert(VARIANT_VAR.into(), ctx.variant_id.into());
     env.insert(NETWORK_VAR.into(), ctx.network_mechanism.into());
-    let env: Vec<(String, String)> = env.into_iter().collect();
+    let cwd = working_directory(ctx, case, &mut failures);
+    Invocation {
+        argv,
+        overrides,
+        env: env.into_iter().collect(),
+        cwd,
+        failures,
+    }
+}
 
+/// The canonical working directory of a case, when it is a directory in the worktree that
+/// cases may write.
+fn working_directory(
+    ctx: &ExecContext<'_>,
+    case: &Case,
+    failures: &mut Vec<String>,
+) -> Option<PathBuf> {
     let wd = ctx.root.join(&case.working_directory);
     let cwd = std::fs::canonicalize(&wd)
         .ok()
@@ -297,16 +259,27 @@ pub fn run_execution(
             }
         }
     }
+    cwd
+}
 
+/// Executes the bound invocation in its box, bounded, unless binding already failed; an
+/// execution error becomes a failure, an interruption stops the run. Returns the execution
+/// (if one happened) and the runner's monotonic duration.
+fn execute_bound(
+    ctx: &ExecContext<'_>,
+    case: &Case,
+    layout: &CaseLayout,
+    inv: &mut Invocation,
+) -> Result<(Option<Execution>, f64), ExecStop> {
     let half = (ctx.per_stream_limit / 2).max(1) as usize;
     let limit = ctx.per_case_result_limit;
     let started = std::time::Instant::now();
     let mut execution: Option<Execution> = None;
-    if failures.is_empty() {
+    if inv.failures.is_empty() {
         let spec = ExecSpec {
-            argv: argv.clone(),
-            cwd: cwd.clone().unwrap_or_else(|| ctx.root.to_path_buf()),
-            env: env.clone(),
+            argv: inv.argv.clone(),
+            cwd: inv.cwd.clone().unwrap_or_else(|| ctx.root.to_path_buf()),
+            env: inv.env.clone(),
             timeout: std::time::Duration::from_secs(case.timeout_seconds),
             term_grace: ctx.term_grace,
             capture: CaptureLimits {
@@ -316,9 +289,9 @@ pub fn run_execution(
             network: NetworkPolicy::LoopbackOnly,
             // The worktree and the case's scratch are writable; the case directory around
             // the scratch (the runner's logs and result copies) is not.
-            sandbox: crate::case_box::sandbox(ctx.root, ctx.read_only, Some(&scratch)),
+            sandbox: crate::case_box::sandbox(ctx.root, ctx.read_only, Some(&layout.scratch)),
         };
-        let rp = result_path.clone();
+        let rp = layout.result_path.clone();
         let mut watch = move || {
             case_result::size_nofollow(&rp)
                 .filter(|s| *s > limit)
@@ -333,34 +306,64 @@ pub fn run_execution(
                 execution = Some(e);
             }
             Err(ExecError::Interrupted { signal }) => return Err(ExecStop::Interrupted(signal)),
-            Err(e) => failures.push(e.to_string()),
+            Err(e) => inv.failures.push(e.to_string()),
         }
     }
     let duration = execution
         .as_ref()
         .map(|e| e.wall.as_secs_f64())
         .unwrap_or_else(|| started.elapsed().as_secs_f64());
+    Ok((execution, duration))
+}
 
-    // Raw evidence.
-    let empty = Captured::default();
-    let (out, err) = execution
-        .as_ref()
-        .map(|e| (&e.stdout, &e.stderr))
-        .unwrap_or((&empty, &empty));
+/// Writes `stdout.log` and `stderr.log` (kept head and tail, with the omission marker).
+fn write_logs(
+    ctx: &ExecContext<'_>,
+    layout: &CaseLayout,
+    out: &Captured,
+    err: &Captured,
+) -> Result<Vec<Artifact>, ExecStop> {
     let mut artifacts = Vec::new();
     for (name, kind, c) in [
         ("stdout.log", "case_stdout", out),
         ("stderr.log", "case_stderr", err),
     ] {
         let bytes = log_bytes(c);
-        let p = case_dir.join(name);
+        let p = layout.case_dir.join(name);
         create_new(&p, &bytes)?;
         artifacts.push(artifact(ctx.root, kind, &p, &bytes));
     }
+    Ok(artifacts)
+}
 
-    // Contract failures in order.
+/// The return code as the receipt records it: the exit code, or minus the signal.
+fn return_code(t: &Termination) -> i64 {
+    match t {
+        Termination::Exited { code } => *code as i64,
+        Termination::Signaled { signal } => -(*signal as i64),
+        Termination::TimedOut { signal_used }
+        | Termination::Interrupted { signal_used }
+        | Termination::Aborted { signal_used, .. } => -(*signal_used as i64),
+    }
+}
+
+/// What the contract checks found besides the failures they appended.
+struct ContractFacts {
+    returncode: Option<i64>,
+    assertion_failures: i64,
+}
+
+/// Appends the contract failures in their order (execution errors, timeout, exit code, output
+/// assertions).
+fn contract_failures(
+    case: &Case,
+    execution: Option<&Execution>,
+    out: &Captured,
+    err: &Captured,
+    failures: &mut Vec<String>,
+) -> ContractFacts {
     let mut returncode: Option<i64> = None;
-    if let Some(e) = &execution {
+    if let Some(e) = execution {
         if let Termination::Aborted { reason, .. } = &e.termination {
             failures.push(reason.clone());
         }
@@ -373,13 +376,7 @@ pub fn run_execution(
         if let Termination::TimedOut { .. } = e.termination {
             failures.push(format!("timed out after {} seconds", case.timeout_seconds));
         }
-        returncode = Some(match &e.termination {
-            Termination::Exited { code } => *code as i64,
-            Termination::Signaled { signal } => -(*signal as i64),
-            Termination::TimedOut { signal_used }
-            | Termination::Interrupted { signal_used }
-            | Termination::Aborted { signal_used, .. } => -(*signal_used as i64),
-        });
+        returncode = Some(return_code(&e.termination));
     }
     let expected_ok =
         returncode.is_some_and(|rc| case.expected_exit_codes.iter().any(|c| *c as i64 == rc));
@@ -409,25 +406,47 @@ pub fn run_execution(
         assertion_failures = failed.len() as i64;
         failures.extend(failed);
     }
+    ContractFacts {
+        returncode,
+        assertion_failures,
+    }
+}
 
-    // Case-result protocol. The result is read once; the bytes judged are the bytes kept.
+/// The command's result as judged: the parsed result when valid, and the exact bytes read.
+struct JudgedResult {
+    command: Option<CommandResult>,
+    config_verified: bool,
+    kept: Option<Vec<u8>>,
+}
+
+/// Reads the command's result once (bounded, no symlink followed) and judges those bytes
+/// against the case; appends case-result failures.
+fn judge_command_result(
+    ctx: &ExecContext<'_>,
+    case: &Case,
+    layout: &CaseLayout,
+    failures: &mut Vec<String>,
+) -> JudgedResult {
+    let limit = ctx.per_case_result_limit;
+    let result_path = &layout.result_path;
     let declared = &case.result_protocol.declared_metrics;
-    let result_exists = std::fs::symlink_metadata(&result_path).is_ok();
-    let mut command: Option<case_result::CommandResult> = None;
-    let mut config_verified = true;
-    let mut kept_result: Option<Vec<u8>> = None;
+    let mut judged = JudgedResult {
+        command: None,
+        config_verified: true,
+        kept: None,
+    };
     match case.result_protocol.producer {
         Producer::Runner => {
-            if result_exists {
+            if std::fs::symlink_metadata(result_path).is_ok() {
                 failures
                     .push("runner-produced case unexpectedly wrote the command-result path".into());
-                kept_result = case_result::read_bounded(&result_path, limit).ok();
+                judged.kept = case_result::read_bounded(result_path, limit).ok();
             }
         }
         Producer::Command => {
-            let read = case_result::read_bounded(&result_path, limit);
+            let read = case_result::read_bounded(result_path, limit);
             if let Ok(bytes) = &read {
-                kept_result = Some(bytes.clone());
+                judged.kept = Some(bytes.clone());
             }
             match read.and_then(|b| case_result::parse(&b)) {
                 Ok(v) => match case_result::validate(&v, &case.id, declared, true) {
@@ -439,136 +458,239 @@ pub fn run_execution(
                                 "case result effective_config does not exactly match the selected variant"
                                     .into(),
                             );
-                            config_verified = false;
+                            judged.config_verified = false;
                         }
-                        command = Some(cr);
+                        judged.command = Some(cr);
                     }
                     Err(errs) => {
-                        config_verified = false;
+                        judged.config_verified = false;
                         failures.push(format!("invalid command case result: {}", errs.join("; ")));
                     }
                 },
                 Err(f) => {
-                    config_verified = false;
+                    judged.config_verified = false;
                     if matches!(f, LoadFailure::TooLarge { .. }) {
-                        let _ = std::fs::remove_file(&result_path);
+                        let _ = std::fs::remove_file(result_path);
                     }
                     failures.push(f.message());
                 }
             }
         }
     }
+    judged
+}
 
-    let (status, metrics, tolerances, effective_config, details) = match command {
+/// The settled result of one execution, before the size bound.
+struct Settled {
+    status: ResultStatus,
+    metrics: Vec<Metric>,
+    tolerances: Value,
+    effective_config: Value,
+    details: Option<String>,
+}
+
+/// Settles status, metrics and details: a usable command result keeps its status unless a
+/// failure downgrades it; otherwise the runner decides and, for a runner-produced case,
+/// computes the declared runner metrics.
+fn settle(
+    case: &Case,
+    command: Option<CommandResult>,
+    failures: &[String],
+    facts: &ContractFacts,
+) -> Settled {
+    let status_if = |ok: ResultStatus| {
+        if failures.is_empty() {
+            ok
+        } else {
+            ResultStatus::Failed
+        }
+    };
+    match command {
         Some(cr) => {
-            let status = if failures.is_empty() {
-                cr.status
-            } else {
-                ResultStatus::Failed
-            };
             let mut parts: Vec<String> = cr.details.iter().cloned().collect();
             parts.extend(failures.iter().cloned());
-            (
-                status,
-                cr.metrics,
-                cr.tolerances,
-                cr.effective_config,
-                join_details(&parts),
-            )
+            Settled {
+                status: status_if(cr.status),
+                metrics: cr.metrics,
+                tolerances: cr.tolerances,
+                effective_config: cr.effective_config,
+                details: join_details(&parts),
+            }
         }
         None => {
-            let status = if failures.is_empty() {
-                ResultStatus::Passed
-            } else {
-                ResultStatus::Failed
-            };
-            let metrics: Vec<Metric> = if case.result_protocol.producer == Producer::Runner {
-                let mut m: Vec<Metric> = declared
-                    .iter()
-                    .filter_map(|n| match n.as_str() {
-                        "case_pass" => runner_metric(n, i64::from(status == ResultStatus::Passed)),
-                        "exit_code" => runner_metric(n, returncode.unwrap_or(-1)),
-                        "output_assertion_failures" => runner_metric(n, assertion_failures),
-                        _ => None,
-                    })
-                    .collect();
-                m.sort_by(|a, b| a.name.cmp(&b.name));
-                m
+            let status = status_if(ResultStatus::Passed);
+            let metrics = if case.result_protocol.producer == Producer::Runner {
+                runner_metrics(&case.result_protocol.declared_metrics, status, facts)
             } else {
                 Vec::new()
             };
-            (
+            Settled {
                 status,
                 metrics,
-                Value::Array(vec![]),
-                Value::Object(Object::new()),
-                join_details(&failures),
-            )
-        }
-    };
-
-    // Normalized record, bounded.
-    let record = |status: ResultStatus,
-                  metrics: &[Metric],
-                  tol: &Value,
-                  cfg: &Value,
-                  details: &Option<String>| {
-        let mut o = Object::new();
-        o.insert("schema_version", Value::from(1u64));
-        o.insert("case_id", Value::from(case.id.as_str()));
-        o.insert("status", Value::from(status.as_str()));
-        o.insert("duration_seconds", Value::from(duration));
-        o.insert("effective_config", cfg.clone());
-        o.insert(
-            "metrics",
-            Value::Array(metrics.iter().map(Metric::to_value).collect()),
-        );
-        o.insert("tolerances", tol.clone());
-        o.insert(
-            "details",
-            details.as_deref().map(Value::from).unwrap_or(Value::Null),
-        );
-        to_pretty_json(&Value::Object(o))
-    };
-    let mut outcome = ExecutionOutcome {
-        status,
-        duration_seconds: duration,
-        metrics,
-        details,
-    };
-    let mut text = record(
-        outcome.status,
-        &outcome.metrics,
-        &tolerances,
-        &effective_config,
-        &outcome.details,
-    );
-    if text.len() as u64 > limit {
-        config_verified = false;
-        let mut parts: Vec<String> = outcome.details.iter().cloned().collect();
-        parts.push(format!(
-            "normalized case result exceeded {limit} byte limit"
-        ));
-        outcome = ExecutionOutcome {
-            status: ResultStatus::Failed,
-            duration_seconds: duration,
-            metrics: Vec::new(),
-            details: join_details(&parts),
-        };
-        text = record(
-            outcome.status,
-            &[],
-            &Value::Array(vec![]),
-            &Value::Object(Object::new()),
-            &outcome.details,
-        );
-        if text.len() as u64 > limit {
-            return Err(ExecStop::Io(
-                "structured evidence budget cannot hold a minimal failed case result".into(),
-            ));
+                tolerances: Value::Array(vec![]),
+                effective_config: Value::Object(Object::new()),
+                details: join_details(failures),
+            }
         }
     }
-    let case_result_path = case_dir.join("case-result.json");
+}
+
+/// The declared runner metrics of a runner-produced case, in name order.
+fn runner_metrics(declared: &[String], status: ResultStatus, facts: &ContractFacts) -> Vec<Metric> {
+    let mut m: Vec<Metric> = declared
+        .iter()
+        .filter_map(|n| match n.as_str() {
+            "case_pass" => runner_metric(n, i64::from(status == ResultStatus::Passed)),
+            "exit_code" => runner_metric(n, facts.returncode.unwrap_or(-1)),
+            "output_assertion_failures" => runner_metric(n, facts.assertion_failures),
+            _ => None,
+        })
+        .collect();
+    m.sort_by(|a, b| a.name.cmp(&b.name));
+    m
+}
+
+/// The pretty text of a normalized record.
+fn case_result_text(
+    case_id: &str,
+    outcome: &ExecutionOutcome,
+    tolerances: &Value,
+    effective_config: &Value,
+) -> Result<String, ExecStop> {
+    let metrics = Value::Array(outcome.metrics.iter().map(Metric::to_value).collect());
+    let doc = CaseResultDoc {
+        schema_version: 1,
+        case_id,
+        status: outcome.status.as_str(),
+        duration_seconds: outcome.duration_seconds,
+        effective_config,
+        metrics: &metrics,
+        tolerances,
+        details: outcome.details.as_deref(),
+    };
+    Ok(to_pretty_json(&document(&doc)?))
+}
+
+/// The outcome and its record text within the structured-evidence bound: a record over the
+/// bound is replaced by a minimal failed one (and the config counts as unverified).
+fn bounded_record(
+    case: &Case,
+    settled: Settled,
+    duration: f64,
+    limit: u64,
+    config_verified: &mut bool,
+) -> Result<(ExecutionOutcome, String), ExecStop> {
+    let outcome = ExecutionOutcome {
+        status: settled.status,
+        duration_seconds: duration,
+        metrics: settled.metrics,
+        details: settled.details,
+    };
+    let text = case_result_text(
+        &case.id,
+        &outcome,
+        &settled.tolerances,
+        &settled.effective_config,
+    )?;
+    if text.len() as u64 <= limit {
+        return Ok((outcome, text));
+    }
+    *config_verified = false;
+    let mut parts: Vec<String> = outcome.details.iter().cloned().collect();
+    parts.push(format!(
+        "normalized case result exceeded {limit} byte limit"
+    ));
+    let outcome = ExecutionOutcome {
+        status: ResultStatus::Failed,
+        duration_seconds: duration,
+        metrics: Vec::new(),
+        details: join_details(&parts),
+    };
+    let text = case_result_text(
+        &case.id,
+        &outcome,
+        &Value::Array(vec![]),
+        &Value::Object(Object::new()),
+    )?;
+    if text.len() as u64 > limit {
+        return Err(ExecStop::Io(
+            "structured evidence budget cannot hold a minimal failed case result".into(),
+        ));
+    }
+    Ok((outcome, text))
+}
+
+/// The run-config entry of one execution.
+fn run_config_entry(
+    ctx: &ExecContext<'_>,
+    case: &Case,
+    rep: u64,
+    layout: &CaseLayout,
+    inv: &Invocation,
+    containment: &Value,
+) -> Result<Value, ExecStop> {
+    let working_directory = if case.working_directory.is_empty() {
+        "."
+    } else {
+        case.working_directory.as_str()
+    };
+    let doc = RunConfigCase {
+        case_id: &case.id,
+        repetition: rep,
+        argv: &inv.argv,
+        executed_argv: &inv.argv,
+        working_directory,
+        environment_overrides: &inv.overrides,
+        runner_environment: BTreeMap::from([
+            (NETWORK_VAR, ctx.network_mechanism),
+            (VARIANT_VAR, ctx.variant_id),
+        ]),
+        case_result_path: rel(ctx.root, &layout.result_path),
+        process_environment_sha256: process_environment_sha256(&inv.env),
+        timeout_seconds: case.timeout_seconds,
+        expected_exit_codes: &case.expected_exit_codes,
+        output_assertions: &case.output_assertions,
+        result_protocol: &case.result_protocol,
+        containment,
+    };
+    document(&doc)
+}
+
+/// Runs execution `rep` (1-based) of case `index` (1-based): layout, bind, execute, logs,
+/// contract failures, command result, settle, bounded record, run-config entry. Every file
+/// it writes is new; it never writes outside the case directory.
+pub fn run_execution(
+    ctx: &ExecContext<'_>,
+    index: usize,
+    case: &Case,
+    rep: u64,
+) -> Result<ExecutionRecord, ExecStop> {
+    let layout = CaseLayout::create(ctx.run_dir, index, case, rep)?;
+    let mut inv = bind_invocation(ctx, case, &layout);
+    let (execution, duration) = execute_bound(ctx, case, &layout, &mut inv)?;
+
+    let empty = Captured::default();
+    let (out, err) = execution
+        .as_ref()
+        .map(|e| (&e.stdout, &e.stderr))
+        .unwrap_or((&empty, &empty));
+    let mut artifacts = write_logs(ctx, &layout, out, err)?;
+
+    let mut failures = std::mem::take(&mut inv.failures);
+    let facts = contract_failures(case, execution.as_ref(), out, err, &mut failures);
+    // The result is read once; the bytes judged are the bytes kept.
+    let judged = judge_command_result(ctx, case, &layout, &mut failures);
+    let mut config_verified = judged.config_verified;
+    let settled = settle(case, judged.command, &failures, &facts);
+    let (outcome, text) = bounded_record(
+        case,
+        settled,
+        duration,
+        ctx.per_case_result_limit,
+        &mut config_verified,
+    )?;
+
+    let case_result_path = layout.case_dir.join("case-result.json");
     create_new(&case_result_path, text.as_bytes())?;
     artifacts.push(artifact(
         ctx.root,
@@ -576,84 +698,26 @@ pub fn run_execution(
         &case_result_path,
         text.as_bytes(),
     ));
-    if let Some(bytes) = &kept_result {
-        create_new(&kept_result_path, bytes)?;
+    if let Some(bytes) = &judged.kept {
+        create_new(&layout.kept_result_path, bytes)?;
         artifacts.push(artifact(
             ctx.root,
             "command_case_result",
-            &kept_result_path,
+            &layout.kept_result_path,
             bytes,
         ));
     }
 
-    // Run-config entry.
-    let mut rc = Object::new();
-    rc.insert("case_id", Value::from(case.id.as_str()));
-    rc.insert("repetition", Value::from(rep));
-    rc.insert(
-        "argv",
-        Value::Array(argv.iter().map(|s| Value::from(s.as_str())).collect()),
-    );
-    rc.insert(
-        "executed_argv",
-        Value::Array(argv.iter().map(|s| Value::from(s.as_str())).collect()),
-    );
-    rc.insert(
-        "working_directory",
-        Value::from(if case.working_directory.is_empty() {
-            "."
-        } else {
-            case.working_directory.as_str()
-        }),
-    );
-    rc.insert("environment_overrides", Value::Object(overrides));
-    let mut renv = Object::new();
-    renv.insert(NETWORK_VAR, Value::from(ctx.network_mechanism));
-    renv.insert(VARIANT_VAR, Value::from(ctx.variant_id));
-    rc.insert("runner_environment", Value::Object(renv));
-    rc.insert("case_result_path", Value::from(rel(ctx.root, &result_path)));
-    rc.insert(
-        "process_environment_sha256",
-        Value::from(process_environment_sha256(&env)),
-    );
-    rc.insert("timeout_seconds", Value::from(case.timeout_seconds));
-    rc.insert(
-        "expected_exit_codes",
-        Value::Array(
-            case.expected_exit_codes
-                .iter()
-                .map(|c| Value::from(*c as u64))
-                .collect(),
-        ),
-    );
-    use serde_like::ToJson;
-    rc.insert("output_assertions", case.output_assertions.to_json());
-    rc.insert("result_protocol", case.result_protocol.to_json());
-    let containment = execution
-        .as_ref()
-        .map(containment_value)
-        .unwrap_or(Value::Null);
-    rc.insert("containment", containment.clone());
-
+    let containment = match &execution {
+        Some(e) => document(&ContainmentDoc::of(e))?,
+        None => Value::Null,
+    };
+    let run_config = run_config_entry(ctx, case, rep, &layout, &inv, &containment)?;
     Ok(ExecutionRecord {
         outcome,
         config_verified,
         artifacts,
-        run_config: Value::Object(rc),
+        run_config,
         containment,
     })
-}
-
-mod serde_like {
-    //! Contract types to JSON through their serde shape (they serialize with the wire names).
-    pub trait ToJson {
-        fn to_json(&self) -> qual_json::Value;
-    }
-    impl<T: serde::Serialize> ToJson for T {
-        fn to_json(&self) -> qual_json::Value {
-            serde_json::to_value(self)
-                .map(|v| qual_json::Value::from_serde(&v))
-                .unwrap_or(qual_json::Value::Null)
-        }
-    }
 }

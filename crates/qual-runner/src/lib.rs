@@ -1,12 +1,16 @@
 //! qual-runner: run one variant of a committed workload and write a source-bound receipt.
 //!
-//! [`run`] is the whole pipeline: [`preflight`] (every refusal before anything is created),
-//! bindings (commit, clean worktree, source-tree digest, workload bytes, variables, closed case
-//! environment, platform and backend probes, model fingerprint), serial bounded execution of
-//! every case × repetition through `qual-exec` ([`execute`]), the case-result protocol
-//! ([`case_result`]), aggregation, skip policy, infrastructure failures and verdict
-//! ([`aggregate`]), model and source drift checks, raw evidence under
-//! `.qualification/runs/<receipt-id>/`, and the receipt written exclusively.
+//! [`run`] is the whole pipeline, as named phases with typed inputs and outputs (see the
+//! `run` module): [`preflight`] (every refusal before anything is created) → place (receipt
+//! id, receipt path, run directory) → bind (model fingerprint, environment capture: platform
+//! and backend probes) → execute (serial bounded execution of every case × repetition through
+//! `qual-exec`, [`execute`], with the case-result protocol of [`case_result`]) → settle (model
+//! and source drift checks) → aggregate (skip policy, infrastructure failures and verdict,
+//! [`aggregate`]) → write (raw evidence under `.qualification/runs/<receipt-id>/`, the receipt
+//! self-validated and written exclusively).
+//!
+//! The evidence documents are typed ([`evidence`]) and become JSON through one serializer
+//! ([`document`]) that keeps integers, floats, absent members and `null` exactly.
 //!
 //! Exit codes the CLI maps from the outcome ([`exit_code`]): 0 passed, 1 failed (a receipt was
 //! written), 3 refused by preflight (nothing was created), 4 aborted by an internal error after
@@ -15,8 +19,10 @@
 
 pub mod case_box;
 pub mod case_result;
+pub mod document;
 pub mod environment;
 pub mod error;
+pub mod evidence;
 pub mod execute;
 pub mod paths;
 pub mod preflight;

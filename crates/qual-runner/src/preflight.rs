@@ -124,145 +124,28 @@ pub fn probe_network_isolation(root: &Path) -> Result<String, Refusal> {
     }
 }
 
-/// Runs every preflight check.
+/// Runs every preflight check, in the order of the module docs: repository and request
+/// flags, committed workload and variant, variables, evidence paths, source binding, model
+/// flags, network isolation, source re-verification. Creates nothing.
 pub fn preflight(req: &RunRequest) -> Result<Prepared, Refusal> {
-    let cwd = std::fs::canonicalize(&req.cwd)
-        .map_err(|e| Refusal::NotARepository(format!("{}: {e}", req.cwd.display())))?;
-    let repo = Repo::discover(&cwd).map_err(|e| Refusal::NotARepository(e.to_string()))?;
-    let root =
-        std::fs::canonicalize(repo.root()).map_err(|e| Refusal::NotARepository(e.to_string()))?;
+    let (cwd, root) = repository(req)?;
     let repo = Repo::new(&root);
-    if !is_valid_host_id(&req.host_id) {
-        return Err(Refusal::BadHostId);
-    }
-    if !req.term_grace_seconds.is_finite() || req.term_grace_seconds < 0.0 {
-        return Err(Refusal::GraceNotFinite);
-    }
-    if req.term_grace_seconds > MAX_TERM_GRACE_SECONDS {
-        return Err(Refusal::GraceTooLong);
-    }
-
-    // Committed workload.
-    let (real, workload_rel) = workload_path(&root, &req.workload)?;
-    let loaded = qual_contract::load_workload(&real).map_err(|e| {
-        Refusal::InvalidWorkload(match e {
-            qual_contract::LoadError::Invalid { violations } => {
-                let all: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
-                format!("invalid workload: {}", all.join("; "))
-            }
-            other => format!("invalid workload: {other}"),
-        })
-    })?;
-    match repo.show_head(&workload_rel).map_err(git_err)? {
-        None => return Err(Refusal::WorkloadNotCommitted(workload_rel)),
-        Some(b) if b != loaded.bytes => return Err(Refusal::WorkloadModified(workload_rel)),
-        Some(_) => {}
-    }
+    check_flags(req)?;
+    let (workload_rel, loaded) = committed_workload(&repo, &root, req)?;
     let w = &loaded.workload;
-    let Some(variant) = w.variant(&req.variant).cloned() else {
-        let mut ids: Vec<String> = w.variants.iter().map(|v| v.id.clone()).collect();
-        ids.sort();
-        return Err(Refusal::UnknownVariant {
-            variant: req.variant.clone(),
-            declared: qual_json::show::list(&ids),
-        });
-    };
-
-    // Variables and runner placeholders.
+    let variant = select_variant(w, &req.variant)?;
     let assignments = parse_assignments(&req.vars)?;
     let variables = resolve(w, &req.variant, &assignments).map_err(Refusal::Variables)?;
-    let mut uses_seed = false;
-    let mut uses_model = false;
-    for c in &variant.cases {
-        for s in c.command.iter().chain(c.environment.values()) {
-            match qual_contract::placeholder_name(s) {
-                Some("seed") => uses_seed = true,
-                Some("model_path") => uses_model = true,
-                _ => {}
-            }
-        }
-    }
-    if uses_seed && w.determinism.seed.is_none() {
+    let uses = PlaceholderUse::of(&variant);
+    if uses.seed && w.determinism.seed.is_none() {
         return Err(Refusal::Placeholder(
             "workload references ${seed} but seed is null".into(),
         ));
     }
-
-    // Evidence paths.
-    let output_rel = match &req.output {
-        None => None,
-        Some(p) => {
-            let rel = paths::check_receipt_output(&root, &cwd, p).map_err(Refusal::ReceiptPath)?;
-            if std::fs::symlink_metadata(root.join(&rel)).is_ok() {
-                return Err(Refusal::ReceiptExists(rel));
-            }
-            Some(rel)
-        }
-    };
-    match &req.receipt_id {
-        Some(id) => {
-            if !is_valid_receipt_id(id) {
-                return Err(Refusal::BadReceiptId);
-            }
-            let rel = paths::check_run_dir(&root, id).map_err(Refusal::RunDirPath)?;
-            if std::fs::symlink_metadata(root.join(&rel)).is_ok() {
-                return Err(Refusal::RunDirExists(rel));
-            }
-        }
-        None => {
-            paths::check_run_dir(&root, "preflight-generated-receipt-v1")
-                .map_err(Refusal::RunDirPath)?;
-        }
-    }
-
-    // Source binding.
-    let dirty = repo.status_lines().map_err(git_err)?;
-    if !dirty.is_empty() {
-        let shown: Vec<&str> = dirty.iter().take(3).map(|l| l.trim()).collect();
-        let more = if dirty.len() > 3 {
-            format!(" and {} more", dirty.len() - 3)
-        } else {
-            String::new()
-        };
-        return Err(Refusal::DirtyWorktree(format!(
-            "{}{more}",
-            shown.join(", ")
-        )));
-    }
-    let commit = repo.head_commit().map_err(git_err)?;
-    let policy = qual_probe::load_policy(&root).map_err(|e| Refusal::Policy(e.to_string()))?;
-    let source = source_tree::compute(&root, policy.source_tree_profile)
-        .map_err(|e| Refusal::SourceTree(e.to_string()))?;
-
-    // Model flags.
-    if req.model_id.is_some() && req.model.is_none() {
-        return Err(Refusal::ModelFlags("--model-id requires --model".into()));
-    }
-    if w.kind == Kind::Environment && req.model.is_some() {
-        return Err(Refusal::ModelFlags(
-            "environment workloads do not accept --model".into(),
-        ));
-    }
-    if (w.kind.requires_model() || uses_model) && req.model.is_none() {
-        return Err(Refusal::ModelFlags(format!(
-            "--model is required for {} workloads",
-            qual_json::show::quote(w.kind.as_str())
-        )));
-    }
-    let model_path = match &req.model {
-        None => None,
-        Some(p) => Some(
-            qual_probe::model::lexical_absolute(&if p.is_absolute() {
-                p.clone()
-            } else {
-                cwd.join(p)
-            })
-            .map_err(|e| Refusal::ModelFlags(format!("cannot resolve --model: {e}")))?,
-        ),
-    };
-
+    let output_rel = evidence_paths(&root, &cwd, req)?;
+    let (commit, policy, source) = bind_source(&repo, &root)?;
+    let model_path = model_path(req, w.kind, uses.model, &cwd)?;
     let network_mechanism = probe_network_isolation(&root)?;
-
     // Re-verify the source binding.
     let again = source_tree::compute(&root, policy.source_tree_profile)
         .map_err(|e| Refusal::SourceTree(e.to_string()))?;
@@ -272,7 +155,6 @@ pub fn preflight(req: &RunRequest) -> Result<Prepared, Refusal> {
     {
         return Err(Refusal::SourceChangedDuringPreflight);
     }
-
     Ok(Prepared {
         root,
         cwd,
@@ -288,4 +170,181 @@ pub fn preflight(req: &RunRequest) -> Result<Prepared, Refusal> {
         network_mechanism,
         term_grace: Duration::from_secs_f64(req.term_grace_seconds),
     })
+}
+
+/// The canonical working directory of the request and the canonical root of the git
+/// worktree containing it.
+fn repository(req: &RunRequest) -> Result<(PathBuf, PathBuf), Refusal> {
+    let cwd = std::fs::canonicalize(&req.cwd)
+        .map_err(|e| Refusal::NotARepository(format!("{}: {e}", req.cwd.display())))?;
+    let repo = Repo::discover(&cwd).map_err(|e| Refusal::NotARepository(e.to_string()))?;
+    let root =
+        std::fs::canonicalize(repo.root()).map_err(|e| Refusal::NotARepository(e.to_string()))?;
+    Ok((cwd, root))
+}
+
+/// The host id and the termination grace.
+fn check_flags(req: &RunRequest) -> Result<(), Refusal> {
+    if !is_valid_host_id(&req.host_id) {
+        return Err(Refusal::BadHostId);
+    }
+    if !req.term_grace_seconds.is_finite() || req.term_grace_seconds < 0.0 {
+        return Err(Refusal::GraceNotFinite);
+    }
+    if req.term_grace_seconds > MAX_TERM_GRACE_SECONDS {
+        return Err(Refusal::GraceTooLong);
+    }
+    Ok(())
+}
+
+/// The workload: path rule, strict load and validation, and byte identity with
+/// `git show HEAD:<path>`. Returns its path relative to the root and the loaded workload.
+fn committed_workload(
+    repo: &Repo,
+    root: &Path,
+    req: &RunRequest,
+) -> Result<(String, LoadedWorkload), Refusal> {
+    let (real, workload_rel) = workload_path(root, &req.workload)?;
+    let loaded = qual_contract::load_workload(&real).map_err(|e| {
+        Refusal::InvalidWorkload(match e {
+            qual_contract::LoadError::Invalid { violations } => {
+                let all: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+                format!("invalid workload: {}", all.join("; "))
+            }
+            other => format!("invalid workload: {other}"),
+        })
+    })?;
+    match repo.show_head(&workload_rel).map_err(git_err)? {
+        None => Err(Refusal::WorkloadNotCommitted(workload_rel)),
+        Some(b) if b != loaded.bytes => Err(Refusal::WorkloadModified(workload_rel)),
+        Some(_) => Ok((workload_rel, loaded)),
+    }
+}
+
+/// The requested variant, or a refusal naming the declared ones.
+fn select_variant(w: &qual_contract::Workload, id: &str) -> Result<Variant, Refusal> {
+    match w.variant(id) {
+        Some(v) => Ok(v.clone()),
+        None => {
+            let mut ids: Vec<String> = w.variants.iter().map(|v| v.id.clone()).collect();
+            ids.sort();
+            Err(Refusal::UnknownVariant {
+                variant: id.to_string(),
+                declared: qual_json::show::list(&ids),
+            })
+        }
+    }
+}
+
+/// Which runner placeholders the variant's cases use.
+struct PlaceholderUse {
+    seed: bool,
+    model: bool,
+}
+
+impl PlaceholderUse {
+    fn of(variant: &Variant) -> PlaceholderUse {
+        let mut uses = PlaceholderUse {
+            seed: false,
+            model: false,
+        };
+        for c in &variant.cases {
+            for s in c.command.iter().chain(c.environment.values()) {
+                match qual_contract::placeholder_name(s) {
+                    Some("seed") => uses.seed = true,
+                    Some("model_path") => uses.model = true,
+                    _ => {}
+                }
+            }
+        }
+        uses
+    }
+}
+
+/// The receipt output rule (`--output`, which must not exist) and the receipt id and run
+/// directory rule. Returns the output relative to the root, when given.
+fn evidence_paths(root: &Path, cwd: &Path, req: &RunRequest) -> Result<Option<String>, Refusal> {
+    let output_rel = match &req.output {
+        None => None,
+        Some(p) => {
+            let rel = paths::check_receipt_output(root, cwd, p).map_err(Refusal::ReceiptPath)?;
+            if std::fs::symlink_metadata(root.join(&rel)).is_ok() {
+                return Err(Refusal::ReceiptExists(rel));
+            }
+            Some(rel)
+        }
+    };
+    match &req.receipt_id {
+        Some(id) => {
+            if !is_valid_receipt_id(id) {
+                return Err(Refusal::BadReceiptId);
+            }
+            let rel = paths::check_run_dir(root, id).map_err(Refusal::RunDirPath)?;
+            if std::fs::symlink_metadata(root.join(&rel)).is_ok() {
+                return Err(Refusal::RunDirExists(rel));
+            }
+        }
+        None => {
+            paths::check_run_dir(root, "preflight-generated-receipt-v1")
+                .map_err(Refusal::RunDirPath)?;
+        }
+    }
+    Ok(output_rel)
+}
+
+/// The source binding: a clean worktree, HEAD, the repository policy and the source-tree
+/// digest.
+fn bind_source(repo: &Repo, root: &Path) -> Result<(String, RepoPolicy, SourceTree), Refusal> {
+    let dirty = repo.status_lines().map_err(git_err)?;
+    if !dirty.is_empty() {
+        let shown: Vec<&str> = dirty.iter().take(3).map(|l| l.trim()).collect();
+        let more = if dirty.len() > 3 {
+            format!(" and {} more", dirty.len() - 3)
+        } else {
+            String::new()
+        };
+        return Err(Refusal::DirtyWorktree(format!(
+            "{}{more}",
+            shown.join(", ")
+        )));
+    }
+    let commit = repo.head_commit().map_err(git_err)?;
+    let policy = qual_probe::load_policy(root).map_err(|e| Refusal::Policy(e.to_string()))?;
+    let source = source_tree::compute(root, policy.source_tree_profile)
+        .map_err(|e| Refusal::SourceTree(e.to_string()))?;
+    Ok((commit, policy, source))
+}
+
+/// The model flags against the workload kind; returns the absolute (lexical) model directory.
+fn model_path(
+    req: &RunRequest,
+    kind: Kind,
+    uses_model: bool,
+    cwd: &Path,
+) -> Result<Option<PathBuf>, Refusal> {
+    if req.model_id.is_some() && req.model.is_none() {
+        return Err(Refusal::ModelFlags("--model-id requires --model".into()));
+    }
+    if kind == Kind::Environment && req.model.is_some() {
+        return Err(Refusal::ModelFlags(
+            "environment workloads do not accept --model".into(),
+        ));
+    }
+    if (kind.requires_model() || uses_model) && req.model.is_none() {
+        return Err(Refusal::ModelFlags(format!(
+            "--model is required for {} workloads",
+            qual_json::show::quote(kind.as_str())
+        )));
+    }
+    let Some(p) = &req.model else {
+        return Ok(None);
+    };
+    let absolute = if p.is_absolute() {
+        p.clone()
+    } else {
+        cwd.join(p)
+    };
+    qual_probe::model::lexical_absolute(&absolute)
+        .map(Some)
+        .map_err(|e| Refusal::ModelFlags(format!("cannot resolve --model: {e}")))
 }

@@ -1,5 +1,11 @@
-//! The orchestration of one run: preflight, bindings, execution, drift checks, verdict and the
-//! exclusively written receipt.
+//! The orchestration of one run as named phases, each a function with typed inputs and
+//! outputs: [`preflight`] → [`place`] (receipt id, receipt path, run directory) → [`bind`]
+//! (model fingerprint, environment capture, `environment.json`) → [`execute_cases`] (every case
+//! × repetition) → [`settle`] (drift checks) → [`check_policy_metrics`] and [`aggregate`]
+//! (skip policy, infrastructure failures, verdict) → [`write_run_config`] →
+//! [`assemble_receipt`] → [`self_validate`] → [`publish`]. [`execute_run`] strings together
+//! the phases after placement; the facts found on the way (artifacts, infrastructure failures,
+//! unsupported capabilities, notes) accumulate in one `Findings`.
 //!
 //! Lifecycle of the run directory `.qualification/runs/<receipt-id>/`: it is created
 //! (exclusively) only after preflight passed; from then on any error or interruption removes
@@ -24,13 +30,19 @@ use qual_receipt::model::{
     ResultStatus, Source, Verdict, WorkloadBinding,
 };
 use qual_receipt::write::{create_exclusive, to_pretty_json};
+use serde::Serialize;
 
 use crate::aggregate::{
     aggregate_case, apply_infrastructure_failures, apply_skip_policy, verdict, ExecutionOutcome,
 };
 use crate::details::join_details;
+use crate::document::{to_value, Raw};
 use crate::environment::{execution_environment_sha256, host_base_environment, redacted, POLICY};
 use crate::error::{Refusal, RunError};
+use crate::evidence::{
+    EnvironmentDoc, EnvironmentEvidence, HostDoc, OsDoc, RawEnvironment, RunConfig,
+    RunnerContainment,
+};
 use crate::execute::{run_execution, ExecContext, ExecStop};
 use crate::paths;
 use crate::preflight::{preflight, Prepared};
@@ -114,21 +126,88 @@ fn write_evidence(root: &Path, path: &Path, kind: &str, v: &Value) -> Result<Art
     })
 }
 
-fn string_map(m: &BTreeMap<String, String>) -> Value {
-    Value::Object(
-        m.iter()
-            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
-            .collect(),
-    )
+fn write_document(
+    root: &Path,
+    path: &Path,
+    kind: &str,
+    doc: &impl Serialize,
+) -> Result<Artifact, RunError> {
+    write_evidence(root, path, kind, &to_value(doc).map_err(aborted)?)
 }
 
-/// Runs one variant and writes its receipt.
+/// Where one run's evidence and receipt go, settled before anything is executed.
+struct Placement {
+    receipt_id: String,
+    receipt_rel: String,
+    receipt_path: PathBuf,
+    run_dir_rel: String,
+    run_dir: PathBuf,
+    started_wall: SystemTime,
+    t0: Instant,
+}
+
+/// What the run collects on its way: artifacts in order, infrastructure failures, unsupported
+/// capabilities and receipt notes.
+#[derive(Default)]
+struct Findings {
+    artifacts: Vec<Artifact>,
+    infra: Vec<String>,
+    unsupported: Vec<String>,
+    notes: Vec<String>,
+}
+
+/// What the bind phase established about the host and the model.
+struct Bindings {
+    base_env: BTreeMap<String, String>,
+    env_sha: String,
+    initial_model: Option<ModelFingerprint>,
+    /// The initial fingerprint failed: no case runs.
+    model_failed: bool,
+    environment: Environment,
+}
+
+/// Per-execution capture budgets.
+struct Budgets {
+    execution_count: u64,
+    per_stream: u64,
+    per_result: u64,
+}
+
+/// What the execute phase produced.
+struct Executed {
+    results: Vec<CaseResultEntry>,
+    run_config_cases: Vec<Value>,
+    config_verified: bool,
+    effective_config: Value,
+}
+
+/// Runs one variant and writes its receipt: preflight, place, then `execute_run`; the run
+/// directory is removed unless the receipt was written.
 pub fn run(req: &RunRequest) -> Result<RunOutcome, RunError> {
     // Forwarding makes SIGINT/SIGTERM observable; failing to install it is not fatal.
     let _ = qual_exec::signals::install_forwarding();
     interrupted()?;
     let p = preflight(req)?;
     interrupted()?;
+    let place = place(req, &p)?;
+    let mut guard = RunDirGuard {
+        path: place.run_dir.clone(),
+        armed: true,
+    };
+    let receipt = execute_run(req, &p, &place)?;
+    guard.armed = false;
+    Ok(RunOutcome {
+        receipt_path: place.receipt_path,
+        receipt_rel: place.receipt_rel,
+        receipt,
+        run_dir_rel: place.run_dir_rel,
+    })
+}
+
+/// Place: the receipt id, the receipt path (which must not exist) and the run directory,
+/// created exclusively. Takes the preflight result; returns where everything goes. Creates
+/// nothing but the run directory (and its parents), and refuses rather than reuse one.
+fn place(req: &RunRequest, p: &Prepared) -> Result<Placement, RunError> {
     let w = &p.loaded.workload;
     let backend = p.variant.backend.as_str();
     let started_wall = SystemTime::now();
@@ -169,51 +248,59 @@ pub fn run(req: &RunRequest) -> Result<RunOutcome, RunError> {
         }
         Err(e) => return Err(aborted(format!("cannot create run directory: {e}"))),
     }
-    let mut guard = RunDirGuard {
-        path: run_dir.clone(),
-        armed: true,
-    };
-    let receipt = execute_run(
-        req,
-        &p,
-        &receipt_id,
-        &run_dir,
-        &receipt_path,
+    Ok(Placement {
+        receipt_id,
+        receipt_rel,
+        receipt_path,
+        run_dir_rel,
+        run_dir,
         started_wall,
         t0,
-    )?;
-    guard.armed = false;
-    Ok(RunOutcome {
-        receipt_path,
-        receipt_rel,
-        receipt,
-        run_dir_rel,
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn execute_run(
+/// The phases after placement: bind → execute → settle → aggregate → write run config →
+/// assemble and self-validate the receipt → publish. Returns the receipt it wrote.
+fn execute_run(req: &RunRequest, p: &Prepared, place: &Placement) -> Result<Receipt, RunError> {
+    let mut found = Findings::default();
+    let bound = bind(req, p, &place.run_dir, &mut found)?;
+    interrupted()?;
+    let budgets = budgets(p, bound.model_failed);
+    let mut executed = execute_cases(req, p, place, &bound, &budgets, &mut found)?;
+    interrupted()?;
+    let clean_at_end = settle(req, p, &bound, &place.run_dir, &mut found)?;
+    check_policy_metrics(p, &executed.results, &mut found.infra);
+    let verdict_value = aggregate(p, &mut executed.results, &found.infra);
+    write_run_config(p, place, &bound, &budgets, &executed, &mut found)?;
+    let receipt = assemble_receipt(Assembly {
+        req,
+        p,
+        place,
+        bound,
+        executed,
+        verdict: verdict_value,
+        clean_at_end,
+        found,
+    });
+    let receipt = self_validate(receipt, &p.root)?;
+    interrupted()?;
+    publish(&p.root, &place.run_dir, &place.receipt_path, &receipt)?;
+    Ok(receipt)
+}
+
+/// Bind: the initial model fingerprint, the environment capture (platform and backend probes)
+/// and `environment.json`. Takes the preflight result; returns the bindings the execution
+/// needs and appends what it found. Runs no case; after a failed fingerprint it starts no
+/// backend probe.
+fn bind(
     req: &RunRequest,
     p: &Prepared,
-    receipt_id: &str,
     run_dir: &Path,
-    receipt_path: &Path,
-    started_wall: SystemTime,
-    t0: Instant,
-) -> Result<Receipt, RunError> {
-    let w = &p.loaded.workload;
-    let variant = &p.variant;
-    let backend = variant.backend.as_str();
+    found: &mut Findings,
+) -> Result<Bindings, RunError> {
     let root = &p.root;
-    let repo = Repo::new(root);
-    let mut infra: Vec<String> = Vec::new();
-    let mut artifacts: Vec<Artifact> = Vec::new();
-    let mut unsupported: Vec<String> = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
     let base_env = host_base_environment();
     let env_sha = execution_environment_sha256(&base_env);
-
-    // Initial model fingerprint.
     let mut model_failed = false;
     let initial_model: Option<ModelFingerprint> = match &p.model_path {
         None => None,
@@ -221,13 +308,15 @@ fn execute_run(
             Ok(f) => Some(f),
             Err(e) => {
                 model_failed = true;
-                infra.push(format!("initial model fingerprint failed: {e}"));
+                found
+                    .infra
+                    .push(format!("initial model fingerprint failed: {e}"));
                 None
             }
         },
     };
     if let Some(m) = &initial_model {
-        artifacts.push(write_evidence(
+        found.artifacts.push(write_evidence(
             root,
             &run_dir.join("model-fingerprint-initial.json"),
             "model_fingerprint_initial",
@@ -235,8 +324,27 @@ fn execute_run(
         )?);
     }
     interrupted()?;
+    let environment = capture_environment(req, p, &env_sha, model_failed, run_dir, found)?;
+    Ok(Bindings {
+        base_env,
+        env_sha,
+        initial_model,
+        model_failed,
+        environment,
+    })
+}
 
-    // Environment capture.
+/// The environment capture of the bind phase: probes, the receipt's [`Environment`] and
+/// `environment.json`.
+fn capture_environment(
+    req: &RunRequest,
+    p: &Prepared,
+    env_sha: &str,
+    model_failed: bool,
+    run_dir: &Path,
+    found: &mut Findings,
+) -> Result<Environment, RunError> {
+    let backend = p.variant.backend.as_str();
     let plat = platform::probe();
     let capture = if model_failed {
         None
@@ -250,37 +358,20 @@ fn execute_run(
             c.compiler.clone(),
             c.probes.clone(),
         ),
-        None => {
-            let mut r = BTreeMap::new();
-            r.insert(backend.to_string(), "unavailable".to_string());
-            let mut c = BTreeMap::new();
-            c.insert("rustc".to_string(), "unavailable".to_string());
-            (backend::Device::unavailable(), r, c, Vec::new())
-        }
+        None => (
+            backend::Device::unavailable(),
+            BTreeMap::from([(backend.to_string(), "unavailable".to_string())]),
+            BTreeMap::from([("rustc".to_string(), "unavailable".to_string())]),
+            Vec::new(),
+        ),
     };
-    runtime.insert("execution_environment_sha256".into(), env_sha.clone());
+    runtime.insert("execution_environment_sha256".into(), env_sha.to_string());
     if let Some(c) = &capture {
-        unsupported.extend(c.unsupported.iter().cloned());
-        for pr in &c.probes {
-            if pr.required && pr.status != ProbeStatus::Passed {
-                infra.push(match &pr.details {
-                    Some(d) => format!(
-                        "environment probe {} failed: {d}",
-                        qual_json::show::quote(&pr.id)
-                    ),
-                    None => format!(
-                        "environment probe {} failed",
-                        qual_json::show::quote(&pr.id)
-                    ),
-                });
-            }
-        }
-        if variant.device_requirement == DeviceRequirement::Required && !c.device.detected() {
-            infra.push("required backend device was not detected".into());
-        }
+        found.unsupported.extend(c.unsupported.iter().cloned());
+        probe_failures(c, p, &mut found.infra);
     }
     for u in &plat.unavailable {
-        unsupported.push(format!("host_{u}"));
+        found.unsupported.push(format!("host_{u}"));
     }
     let os = OsIdentity {
         name: plat.os.name.clone(),
@@ -290,107 +381,78 @@ fn execute_run(
     };
     let platform_object =
         platform::wsl2_platform(&plat, Some(&p.network_mechanism)).map(|(v, u)| {
-            unsupported.extend(u);
+            found.unsupported.extend(u);
             v
         });
     let environment = Environment {
         host_id: req.host_id.clone(),
-        os: os.clone(),
+        os,
         device: device.to_value(),
-        runtime: runtime.clone(),
-        compiler: compiler.clone(),
-        platform: platform_object.clone(),
+        runtime,
+        compiler,
+        platform: platform_object,
     };
-    {
-        let mut env_obj = Object::new();
-        let mut e = Object::new();
-        e.insert("host_id", Value::from(req.host_id.as_str()));
-        let mut o = Object::new();
-        o.insert("name", Value::from(os.name.as_str()));
-        o.insert("version", Value::from(os.version.as_str()));
-        o.insert("kernel", Value::from(os.kernel.as_str()));
-        o.insert("architecture", Value::from(os.architecture.as_str()));
-        e.insert("os", Value::Object(o));
-        e.insert("device", device.to_value());
-        e.insert("runtime", string_map(&runtime));
-        e.insert("compiler", string_map(&compiler));
-        if let Some(pv) = &platform_object {
-            e.insert("platform", pv.clone());
-        }
-        env_obj.insert("environment", Value::Object(e));
-        env_obj.insert(
-            "probe_results",
-            Value::Array(probes.iter().map(|p| p.to_value()).collect()),
-        );
-        let captured: BTreeMap<String, String> = std::env::vars()
-            .filter(|(k, _)| CAPTURED_PREFIXES.iter().any(|p| k.starts_with(p)))
-            .collect();
-        let mut raw = Object::new();
-        raw.insert("backend", Value::from(backend));
-        raw.insert("captured_environment", redacted(&captured));
-        let mut host = Object::new();
-        host.insert(
-            "cpu_model",
-            plat.cpu_model
-                .as_deref()
-                .map(Value::from)
-                .unwrap_or(Value::Null),
-        );
-        host.insert(
-            "logical_cpus",
-            plat.logical_cpus.map(Value::from).unwrap_or(Value::Null),
-        );
-        host.insert(
-            "memory_total_bytes",
-            plat.memory_total_bytes
-                .map(Value::from)
-                .unwrap_or(Value::Null),
-        );
-        host.insert(
-            "memory_available_bytes",
-            plat.memory_available_bytes
-                .map(Value::from)
-                .unwrap_or(Value::Null),
-        );
-        host.insert("wsl2", Value::Bool(plat.wsl2));
-        host.insert("macos", Value::Bool(plat.macos));
-        host.insert(
-            "unavailable",
-            Value::Array(
-                plat.unavailable
-                    .iter()
-                    .map(|s| Value::from(s.as_str()))
-                    .collect(),
+    let captured: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| CAPTURED_PREFIXES.iter().any(|p| k.starts_with(p)))
+        .collect();
+    let probe_results = Value::Array(probes.iter().map(|p| p.to_value()).collect());
+    let doc = EnvironmentEvidence {
+        environment: EnvironmentDoc {
+            host_id: &environment.host_id,
+            os: OsDoc::of(&environment.os),
+            device: &environment.device,
+            runtime: &environment.runtime,
+            compiler: &environment.compiler,
+            platform: environment.platform.as_ref().map(Raw),
+        },
+        probe_results: &probe_results,
+        raw: RawEnvironment {
+            backend,
+            captured_environment: redacted(&captured),
+            host: HostDoc::of(&plat),
+            runner_containment: RunnerContainment {
+                network_isolation: &p.network_mechanism,
+            },
+            detail: model_failed.then_some(
+                "environment capture was not started after initial model fingerprint failure",
             ),
-        );
-        raw.insert("host", Value::Object(host));
-        let mut rc = Object::new();
-        rc.insert(
-            "network_isolation",
-            Value::from(p.network_mechanism.as_str()),
-        );
-        raw.insert("runner_containment", Value::Object(rc));
-        if model_failed {
-            raw.insert(
-                "detail",
-                Value::from(
-                    "environment capture was not started after initial model fingerprint failure",
-                ),
-            );
-        }
-        env_obj.insert("raw", Value::Object(raw));
-        artifacts.push(write_evidence(
-            root,
-            &run_dir.join("environment.json"),
-            "environment_probes",
-            &Value::Object(env_obj),
-        )?);
-    }
-    interrupted()?;
+        },
+    };
+    found.artifacts.push(write_document(
+        &p.root,
+        &run_dir.join("environment.json"),
+        "environment_probes",
+        &doc,
+    )?);
+    Ok(environment)
+}
 
-    // Budgets.
-    let reps = w.determinism.repetitions.max(1);
-    let execution_count = reps * variant.cases.len() as u64;
+/// Infrastructure failures of the backend capture: a required probe that did not pass, a
+/// required device that was not detected.
+fn probe_failures(c: &backend::BackendCapture, p: &Prepared, infra: &mut Vec<String>) {
+    for pr in &c.probes {
+        if pr.required && pr.status != ProbeStatus::Passed {
+            infra.push(match &pr.details {
+                Some(d) => format!(
+                    "environment probe {} failed: {d}",
+                    qual_json::show::quote(&pr.id)
+                ),
+                None => format!(
+                    "environment probe {} failed",
+                    qual_json::show::quote(&pr.id)
+                ),
+            });
+        }
+    }
+    if p.variant.device_requirement == DeviceRequirement::Required && !c.device.detected() {
+        infra.push("required backend device was not detected".into());
+    }
+}
+
+/// The capture budgets of each execution (zero when no case runs).
+fn budgets(p: &Prepared, model_failed: bool) -> Budgets {
+    let reps = p.loaded.workload.determinism.repetitions.max(1);
+    let execution_count = reps * p.variant.cases.len() as u64;
     let (per_stream, per_result) = if model_failed {
         (0, 0)
     } else {
@@ -399,15 +461,98 @@ fn execute_run(
             CASE_RESULT_LIMIT_BYTES.min(MAX_RUN_STRUCTURED_BYTES / (2 * execution_count.max(1))),
         )
     };
+    Budgets {
+        execution_count,
+        per_stream,
+        per_result,
+    }
+}
 
-    // Execution.
+/// Execute: every case × repetition, serially, through [`run_execution`], each aggregated into
+/// its result; after a failed initial fingerprint, every case as unexecuted. Seals the trusted
+/// programs first. Stops at an interruption; never writes outside the run directory (and the
+/// receipt's directory, created so that it can be bound read-only).
+fn execute_cases(
+    req: &RunRequest,
+    p: &Prepared,
+    place: &Placement,
+    bound: &Bindings,
+    budgets: &Budgets,
+    found: &mut Findings,
+) -> Result<Executed, RunError> {
+    let w = &p.loaded.workload;
+    let variant = &p.variant;
+    let root = &p.root;
     let runner_values = RunnerValues {
         seed: w.determinism.seed.map(|s| s.to_string()),
-        model_path: initial_model.as_ref().map(|m| m.path.clone()),
+        model_path: bound.initial_model.as_ref().map(|m| m.path.clone()),
         host_id: Some(req.host_id.clone()),
     };
     let effective_config =
         Value::from_serde(&serde_json::Value::Object(variant.effective_config.clone()));
+    let read_only = read_only_paths(p, &place.receipt_path)?;
+    let ctx = ExecContext {
+        read_only: &read_only,
+        root,
+        run_dir: &place.run_dir,
+        variant_id: &variant.id,
+        effective_config: &effective_config,
+        base_env: &bound.base_env,
+        variables: &p.variables,
+        runner_values: &runner_values,
+        network_mechanism: &p.network_mechanism,
+        term_grace: p.term_grace,
+        per_stream_limit: budgets.per_stream,
+        per_case_result_limit: budgets.per_result,
+    };
+    let mut executed = Executed {
+        results: Vec::new(),
+        run_config_cases: Vec::new(),
+        config_verified: !bound.model_failed,
+        effective_config: effective_config.clone(),
+    };
+    // Every program the runner starts from here on (git for the drift checks) was resolved
+    // before the first case could plant one on PATH.
+    qual_trusted::seal();
+    if bound.model_failed {
+        executed.results = crate::aggregate::unexecuted_results(
+            variant.cases.iter().map(|c| (c.id.as_str(), c.required)),
+            join_details(&found.infra),
+        );
+        found
+            .notes
+            .push("Model identity is absent because the initial model fingerprint failed.".into());
+        return Ok(executed);
+    }
+    let reps = w.determinism.repetitions.max(1);
+    for (i, case) in variant.cases.iter().enumerate() {
+        let mut outcomes: Vec<ExecutionOutcome> = Vec::new();
+        for r in 1..=reps {
+            interrupted()?;
+            let rec = match run_execution(&ctx, i + 1, case, r) {
+                Ok(rec) => rec,
+                Err(ExecStop::Interrupted(signal)) => return Err(RunError::Interrupted { signal }),
+                Err(ExecStop::Io(e)) => return Err(aborted(e)),
+            };
+            executed.config_verified &= rec.config_verified;
+            found.artifacts.extend(rec.artifacts);
+            executed.run_config_cases.push(rec.run_config);
+            outcomes.push(rec.outcome);
+        }
+        executed.results.push(aggregate_case(
+            &case.id,
+            case.required,
+            case.result_protocol.producer == Producer::Runner,
+            &outcomes,
+        ));
+    }
+    Ok(executed)
+}
+
+/// The paths read-only in every case's box: what judges a case, and a model outside the
+/// worktree.
+fn read_only_paths(p: &Prepared, receipt_path: &Path) -> Result<Vec<PathBuf>, RunError> {
+    let root = &p.root;
     let mut read_only = judged_paths(root, receipt_path).map_err(aborted)?;
     // A model outside the worktree is visible in the box, read-only, wherever it lives (one
     // below the host's `/tmp` is bound into the box's private `/tmp` at its place); one in
@@ -419,85 +564,53 @@ fn execute_run(
             read_only.push(mp);
         }
     }
-    let ctx = ExecContext {
-        read_only: &read_only,
-        root,
-        run_dir,
-        variant_id: &variant.id,
-        effective_config: &effective_config,
-        base_env: &base_env,
-        variables: &p.variables,
-        runner_values: &runner_values,
-        network_mechanism: &p.network_mechanism,
-        term_grace: p.term_grace,
-        per_stream_limit: per_stream,
-        per_case_result_limit: per_result,
-    };
-    let mut config_verified = !model_failed;
-    let mut run_config_cases = Vec::new();
-    // Every program the runner starts from here on (git for the drift checks) was resolved
-    // before the first case could plant one on PATH.
-    qual_trusted::seal();
-    let mut results: Vec<CaseResultEntry> = Vec::new();
-    if model_failed {
-        results = crate::aggregate::unexecuted_results(
-            variant.cases.iter().map(|c| (c.id.as_str(), c.required)),
-            join_details(&infra),
-        );
-        notes.push("Model identity is absent because the initial model fingerprint failed.".into());
-    } else {
-        for (i, case) in variant.cases.iter().enumerate() {
-            let mut outcomes: Vec<ExecutionOutcome> = Vec::new();
-            for r in 1..=reps {
-                interrupted()?;
-                let rec = match run_execution(&ctx, i + 1, case, r) {
-                    Ok(rec) => rec,
-                    Err(ExecStop::Interrupted(signal)) => {
-                        return Err(RunError::Interrupted { signal })
-                    }
-                    Err(ExecStop::Io(e)) => return Err(aborted(e)),
-                };
-                config_verified &= rec.config_verified;
-                artifacts.extend(rec.artifacts);
-                run_config_cases.push(rec.run_config);
-                outcomes.push(rec.outcome);
-            }
-            results.push(aggregate_case(
-                &case.id,
-                case.required,
-                case.result_protocol.producer == Producer::Runner,
-                &outcomes,
-            ));
-        }
-    }
-    interrupted()?;
+    Ok(read_only)
+}
 
-    // Final model fingerprint.
+/// Settle: the drift checks after the last case (final model fingerprint and its evidence,
+/// HEAD, clean worktree, source-tree digest). Appends infrastructure failures and returns
+/// whether the worktree was clean at the end; never changes a case result itself.
+fn settle(
+    req: &RunRequest,
+    p: &Prepared,
+    bound: &Bindings,
+    run_dir: &Path,
+    found: &mut Findings,
+) -> Result<bool, RunError> {
     let mut final_model_value = None;
-    if let (Some(initial), Some(mp)) = (&initial_model, &p.model_path) {
+    if let (Some(initial), Some(mp)) = (&bound.initial_model, &p.model_path) {
         match qual_probe::model::fingerprint(mp, req.model_id.as_deref()) {
             Ok(f) => {
                 if qual_json::to_canonical_string(&f.to_value())
                     != qual_json::to_canonical_string(&initial.to_value())
                 {
-                    infra.push("model fingerprint changed during qualification".into());
+                    found
+                        .infra
+                        .push("model fingerprint changed during qualification".into());
                 }
                 final_model_value = Some(f.to_value());
             }
-            Err(e) => infra.push(format!("final model fingerprint failed: {e}")),
+            Err(e) => found
+                .infra
+                .push(format!("final model fingerprint failed: {e}")),
         }
     }
     if let Some(v) = &final_model_value {
-        artifacts.push(write_evidence(
-            root,
+        found.artifacts.push(write_evidence(
+            &p.root,
             &run_dir.join("model-fingerprint-final.json"),
             "model_fingerprint_final",
             v,
         )?);
     }
+    Ok(verify_source(p, &mut found.infra))
+}
 
-    // Final source verification.
+/// Final source verification: HEAD, clean worktree and source-tree digest unchanged. Returns
+/// whether the worktree was still clean (`false` only when git said it was dirty).
+fn verify_source(p: &Prepared, infra: &mut Vec<String>) -> bool {
     let mut clean_at_end = true;
+    let repo = Repo::new(&p.root);
     match repo.head_commit() {
         Ok(h) if h != p.commit => infra.push(format!(
             "Git HEAD changed during qualification: {} -> {h}",
@@ -514,7 +627,7 @@ fn execute_run(
         }
         Err(e) => infra.push(format!("final source verification failed: {e}")),
     }
-    match source_tree::compute(root, p.policy.source_tree_profile) {
+    match source_tree::compute(&p.root, p.policy.source_tree_profile) {
         Ok(t) if t.digest != p.source.digest => infra.push(format!(
             "source tree changed during qualification: {} -> {}",
             p.source.digest, t.digest
@@ -522,136 +635,158 @@ fn execute_run(
         Ok(_) => {}
         Err(e) => infra.push(format!("final source verification failed: {e}")),
     }
+    clean_at_end
+}
 
-    // Committed policy metric definitions.
-    if let Some(policy) = &w.comparison_policy {
-        for rule in &policy.metric_rules {
-            let q = |s: &str| qual_json::show::quote(s);
-            match results.iter().find(|r| r.id == rule.result_id) {
-                None => infra.push(format!(
-                    "policy metric {} names missing result {}",
+/// The committed policy's metric definitions against the results: a named result or a
+/// required metric that is missing, or a definition that differs, is an infrastructure
+/// failure.
+fn check_policy_metrics(p: &Prepared, results: &[CaseResultEntry], infra: &mut Vec<String>) {
+    let Some(policy) = &p.loaded.workload.comparison_policy else {
+        return;
+    };
+    let q = |s: &str| qual_json::show::quote(s);
+    for rule in &policy.metric_rules {
+        match results.iter().find(|r| r.id == rule.result_id) {
+            None => infra.push(format!(
+                "policy metric {} names missing result {}",
+                q(&rule.metric),
+                q(&rule.result_id)
+            )),
+            Some(r) => match r.metrics.iter().find(|m| m.name == rule.metric) {
+                None if rule.required => infra.push(format!(
+                    "required policy metric {} is missing from result {}",
                     q(&rule.metric),
                     q(&rule.result_id)
                 )),
-                Some(r) => match r.metrics.iter().find(|m| m.name == rule.metric) {
-                    None if rule.required => infra.push(format!(
-                        "required policy metric {} is missing from result {}",
+                None => {}
+                Some(m)
+                    if (m.unit.as_str(), m.aggregation.as_str(), m.lower_is_better)
+                        != (
+                            rule.unit.as_str(),
+                            rule.aggregation.as_str(),
+                            rule.lower_is_better,
+                        ) =>
+                {
+                    infra.push(format!(
+                        "metric {} definition in result {} does not match committed policy",
                         q(&rule.metric),
                         q(&rule.result_id)
-                    )),
-                    None => {}
-                    Some(m)
-                        if (m.unit.as_str(), m.aggregation.as_str(), m.lower_is_better)
-                            != (
-                                rule.unit.as_str(),
-                                rule.aggregation.as_str(),
-                                rule.lower_is_better,
-                            ) =>
-                    {
-                        infra.push(format!(
-                            "metric {} definition in result {} does not match committed policy",
-                            q(&rule.metric),
-                            q(&rule.result_id)
-                        ));
-                    }
-                    Some(_) => {}
-                },
-            }
+                    ));
+                }
+                Some(_) => {}
+            },
         }
     }
+}
 
-    apply_skip_policy(&mut results, variant.skip_policy == SkipPolicy::Fail);
-    apply_infrastructure_failures(&mut results, &infra);
-    let mut verdict_value = verdict(&results);
+/// Aggregate: the skip policy and the infrastructure failures applied to the results, then
+/// the verdict.
+fn aggregate(p: &Prepared, results: &mut [CaseResultEntry], infra: &[String]) -> Verdict {
+    apply_skip_policy(results, p.variant.skip_policy == SkipPolicy::Fail);
+    apply_infrastructure_failures(results, infra);
+    verdict(results)
+}
 
-    // run-config.json.
-    let mut rc = Object::new();
-    rc.insert("schema_version", Value::from(1u64));
-    rc.insert("receipt_id", Value::from(receipt_id));
-    rc.insert("workload_id", Value::from(w.workload_id.as_str()));
-    rc.insert("workload_sha256", Value::from(p.loaded.sha256.as_str()));
-    rc.insert("workload_path", Value::from(p.workload_rel.as_str()));
-    rc.insert("variant_id", Value::from(variant.id.as_str()));
-    rc.insert("backend", Value::from(backend));
-    rc.insert(
-        "variables",
-        Value::Object(
-            p.variables
-                .values
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ),
-    );
-    rc.insert(
-        "determinism",
-        p.loaded
-            .value
-            .get("determinism")
-            .cloned()
-            .unwrap_or(Value::Null),
-    );
-    rc.insert(
-        "network_isolation",
-        Value::from(p.network_mechanism.as_str()),
-    );
-    rc.insert("model_fingerprint_supervision", Value::Null);
-    rc.insert(
-        "source_tree_profile",
-        Value::from(p.policy.source_tree_profile.as_str()),
-    );
-    rc.insert(
-        "source_tree_file_count",
-        Value::from(p.source.files.len() as u64),
-    );
-    rc.insert(
-        "case_execution_count",
-        Value::from(if model_failed { 0 } else { execution_count }),
-    );
-    rc.insert("per_stream_output_limit_bytes", Value::from(per_stream));
-    rc.insert("max_run_capture_bytes", Value::from(MAX_RUN_CAPTURE_BYTES));
-    rc.insert("per_case_result_limit_bytes", Value::from(per_result));
-    rc.insert(
-        "max_run_structured_bytes",
-        Value::from(MAX_RUN_STRUCTURED_BYTES),
-    );
-    rc.insert("case_environment_policy", Value::from(POLICY));
-    rc.insert(
-        "case_base_environment_sha256",
-        Value::from(env_sha.as_str()),
-    );
-    rc.insert("case_base_environment", redacted(&base_env));
-    rc.insert(
-        "infrastructure_failures",
-        Value::Array(infra.iter().map(|s| Value::from(s.as_str())).collect()),
-    );
-    if model_failed {
-        rc.insert("pre_case_failure", Value::from("initial_model_fingerprint"));
-    }
-    rc.insert("cases", Value::Array(run_config_cases));
-    artifacts.push(write_evidence(
-        root,
-        &run_dir.join("run-config.json"),
+/// Writes `run-config.json` (the last evidence file before the receipt).
+fn write_run_config(
+    p: &Prepared,
+    place: &Placement,
+    bound: &Bindings,
+    budgets: &Budgets,
+    executed: &Executed,
+    found: &mut Findings,
+) -> Result<(), RunError> {
+    let w = &p.loaded.workload;
+    let doc = RunConfig {
+        schema_version: 1,
+        receipt_id: &place.receipt_id,
+        workload_id: &w.workload_id,
+        workload_sha256: &p.loaded.sha256,
+        workload_path: &p.workload_rel,
+        variant_id: &p.variant.id,
+        backend: p.variant.backend.as_str(),
+        variables: p
+            .variables
+            .values
+            .iter()
+            .map(|(k, v)| (k.as_str(), Raw(v)))
+            .collect(),
+        determinism: p.loaded.value.get("determinism").unwrap_or(&Value::Null),
+        network_isolation: &p.network_mechanism,
+        model_fingerprint_supervision: (),
+        source_tree_profile: p.policy.source_tree_profile.as_str(),
+        source_tree_file_count: p.source.files.len() as u64,
+        case_execution_count: if bound.model_failed {
+            0
+        } else {
+            budgets.execution_count
+        },
+        per_stream_output_limit_bytes: budgets.per_stream,
+        max_run_capture_bytes: MAX_RUN_CAPTURE_BYTES,
+        per_case_result_limit_bytes: budgets.per_result,
+        max_run_structured_bytes: MAX_RUN_STRUCTURED_BYTES,
+        case_environment_policy: POLICY,
+        case_base_environment_sha256: &bound.env_sha,
+        case_base_environment: redacted(&bound.base_env),
+        infrastructure_failures: &found.infra,
+        pre_case_failure: bound.model_failed.then_some("initial_model_fingerprint"),
+        cases: executed.run_config_cases.iter().map(Raw).collect(),
+    };
+    let a = write_document(
+        &p.root,
+        &place.run_dir.join("run-config.json"),
         "effective_run_config",
-        &Value::Object(rc),
-    )?);
+        &doc,
+    )?;
+    found.artifacts.push(a);
+    Ok(())
+}
 
-    // Receipt.
-    let duration = t0.elapsed();
-    let finished = started_wall + duration;
+/// Everything the receipt is assembled from.
+struct Assembly<'a> {
+    req: &'a RunRequest,
+    p: &'a Prepared,
+    place: &'a Placement,
+    bound: Bindings,
+    executed: Executed,
+    verdict: Verdict,
+    clean_at_end: bool,
+    found: Findings,
+}
+
+/// The receipt of the run, finished now. Pure: reads and writes nothing.
+fn assemble_receipt(a: Assembly<'_>) -> Receipt {
+    let Assembly {
+        req,
+        p,
+        place,
+        bound,
+        executed,
+        verdict,
+        clean_at_end,
+        mut found,
+    } = a;
+    let w = &p.loaded.workload;
+    let duration = place.t0.elapsed();
+    let finished = place.started_wall + duration;
     if p.policy.source_tree_profile == qual_probe::SourceTreeProfile::Generic {
-        notes.push(
+        found.notes.push(
             "source.tree_hash uses the generic source-tree profile: every tracked file except qualification/receipts/"
                 .into(),
         );
     }
-    let mut parameters = Object::new();
-    parameters.insert("variant_id", Value::from(variant.id.as_str()));
-    for (k, v) in &p.variables.values {
-        parameters.insert(k.clone(), v.clone());
-    }
-    let mut receipt = Receipt {
-        receipt_id: receipt_id.to_string(),
+    let parameters: Object =
+        std::iter::once(("variant_id".to_string(), Value::from(p.variant.id.as_str())))
+            .chain(
+                p.variables
+                    .values
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            )
+            .collect();
+    Receipt {
+        receipt_id: place.receipt_id.clone(),
         created_at_utc: format_utc_millis(finished),
         source: Source {
             tree_hash_format: source_tree::FORMAT.into(),
@@ -661,90 +796,110 @@ fn execute_run(
         },
         qualification: Qualification {
             kind: w.kind.as_str().into(),
-            backend: backend.into(),
+            backend: p.variant.backend.as_str().into(),
             profile: w.workload_id.chars().take(128).collect(),
-            verdict: verdict_value,
-            started_at_utc: format_utc_millis(started_wall),
+            verdict,
+            started_at_utc: format_utc_millis(place.started_wall),
             finished_at_utc: format_utc_millis(finished),
             duration_seconds: duration.as_secs_f64(),
             command: req.command.clone(),
         },
-        environment,
-        model: initial_model.as_ref().map(|m| m.to_value()),
+        environment: bound.environment,
+        model: bound.initial_model.as_ref().map(|m| m.to_value()),
         workload: Some(WorkloadBinding {
             id: w.workload_id.clone(),
             sha256: p.loaded.sha256.clone(),
             seed: w.determinism.seed.map(Value::from).unwrap_or(Value::Null),
             parameters,
         }),
-        effective_config: if config_verified {
-            effective_config.clone()
+        effective_config: if executed.config_verified {
+            executed.effective_config
         } else {
             Value::Object(Object::new())
         },
-        results,
+        results: executed.results,
         metrics: Vec::new(),
-        artifacts,
-        unsupported,
-        notes,
-    };
+        artifacts: found.artifacts,
+        unsupported: found.unsupported,
+        notes: found.notes,
+    }
+}
 
-    // Self-validation: local artifacts always, current source for a would-be passed receipt.
+/// Self-validation: local artifacts always, current source for a would-be passed receipt. A
+/// passed receipt that fails is downgraded to failed (and must then validate); a failed one
+/// that fails aborts the run. Returns the receipt to publish.
+fn self_validate(mut receipt: Receipt, root: &Path) -> Result<Receipt, RunError> {
     let digest_fn = |r: &Path| -> Result<String, String> {
         let policy = qual_probe::load_policy(r).map_err(|e| e.to_string())?;
         source_tree::compute(r, policy.source_tree_profile)
             .map(|t| t.digest)
             .map_err(|e| e.to_string())
     };
+    let passed = receipt.qualification.verdict == Verdict::Passed;
     let strict = qual_receipt::validate::StrictChecks {
         root: Some(root),
-        current_source: (verdict_value == Verdict::Passed).then_some(&digest_fn as _),
+        current_source: passed.then_some(&digest_fn as _),
         local_artifacts: true,
         known_commit: false,
     };
     let violations = qual_receipt::validate::validate_strict(&receipt.to_value(), &strict);
-    if !violations.is_empty() {
-        let text: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
-        if verdict_value == Verdict::Passed {
-            if let Some(r) = receipt.results.iter_mut().find(|r| r.required) {
-                r.status = ResultStatus::Failed;
-                let mut parts: Vec<String> = r.details.iter().cloned().collect();
-                parts.push(format!("runner validation failed: {}", text.join(" | ")));
-                r.details = join_details(&parts);
-                for m in r.metrics.iter_mut().filter(|m| m.name == "case_pass") {
-                    *m = crate::aggregate::runner_metric("case_pass", 0).expect("runner metric");
-                }
-            }
-            verdict_value = Verdict::Failed;
-            receipt.qualification.verdict = verdict_value;
-            receipt
-                .notes
-                .push("Receipt was downgraded because current-source validation failed.".into());
-            let strict = qual_receipt::validate::StrictChecks {
-                root: Some(root),
-                current_source: None,
-                local_artifacts: true,
-                known_commit: false,
-            };
-            let again = qual_receipt::validate::validate_strict(&receipt.to_value(), &strict);
-            if !again.is_empty() {
-                let t: Vec<String> = again.iter().map(|v| v.to_string()).collect();
-                return Err(aborted(format!(
-                    "generated failed receipt is invalid: {}",
-                    t.join(" | ")
-                )));
-            }
-        } else {
-            return Err(aborted(format!(
-                "generated failed receipt is invalid: {}",
-                text.join(" | ")
-            )));
+    if violations.is_empty() {
+        return Ok(receipt);
+    }
+    let text: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+    if !passed {
+        return Err(aborted(format!(
+            "generated failed receipt is invalid: {}",
+            text.join(" | ")
+        )));
+    }
+    downgrade(&mut receipt, &text);
+    let strict = qual_receipt::validate::StrictChecks {
+        root: Some(root),
+        current_source: None,
+        local_artifacts: true,
+        known_commit: false,
+    };
+    let again = qual_receipt::validate::validate_strict(&receipt.to_value(), &strict);
+    if !again.is_empty() {
+        let t: Vec<String> = again.iter().map(|v| v.to_string()).collect();
+        return Err(aborted(format!(
+            "generated failed receipt is invalid: {}",
+            t.join(" | ")
+        )));
+    }
+    Ok(receipt)
+}
+
+/// Downgrades a would-be passed receipt whose validation failed: the first required result
+/// fails with the violations, the verdict becomes failed, and a note says why.
+fn downgrade(receipt: &mut Receipt, violations: &[String]) {
+    if let Some(r) = receipt.results.iter_mut().find(|r| r.required) {
+        r.status = ResultStatus::Failed;
+        let mut parts: Vec<String> = r.details.iter().cloned().collect();
+        parts.push(format!(
+            "runner validation failed: {}",
+            violations.join(" | ")
+        ));
+        r.details = join_details(&parts);
+        for m in r.metrics.iter_mut().filter(|m| m.name == "case_pass") {
+            *m = crate::aggregate::runner_metric("case_pass", 0).expect("runner metric");
         }
     }
-    interrupted()?;
+    receipt.qualification.verdict = Verdict::Failed;
+    receipt
+        .notes
+        .push("Receipt was downgraded because current-source validation failed.".into());
+}
 
-    // Make every artifact durable (one syncfs for the run directory's file system), then
-    // write the receipt last.
+/// Publish: makes every artifact durable (one syncfs for the run directory's file system),
+/// then writes the receipt last, exclusively. Never replaces anything at the receipt path.
+fn publish(
+    root: &Path,
+    run_dir: &Path,
+    receipt_path: &Path,
+    receipt: &Receipt,
+) -> Result<(), RunError> {
     sync_filesystem(run_dir).map_err(|e| aborted(format!("cannot sync run evidence: {e}")))?;
     let parent = receipt_path.parent().expect("receipt parent");
     std::fs::create_dir_all(parent)
@@ -759,7 +914,7 @@ fn execute_run(
     }
     create_exclusive(receipt_path, to_pretty_json(&receipt.to_value()).as_bytes())
         .map_err(aborted)?;
-    Ok(receipt)
+    Ok(())
 }
 
 /// What judges a case and must be read-only inside its box (see [`crate::case_box`]), with

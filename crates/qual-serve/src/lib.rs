@@ -16,10 +16,10 @@
 //! [`load`] (the one load engine of `serve` and `bench`: plans, closed and open loop,
 //! ramp-up, duration, early stop, trace replay), [`metrics`] (definitions and percentiles),
 //! [`lifecycle`] (owned process group, readiness, listener ownership, shutdown, residue),
-//! [`campaign`] (the whole case), [`scaffold`] (`kiln-qual init`), [`mock`], [`pacer`] and
+//! [`case`] (the whole case), [`scaffold`] (`kiln-qual init`), [`mock`], [`pacer`] and
 //! [`io`] (plumbing).
 
-pub mod campaign;
+pub mod case;
 pub mod client;
 pub mod corpus;
 pub mod io;

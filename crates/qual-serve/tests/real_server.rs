@@ -6,7 +6,7 @@
 //! attempt, no retry: a run the product declares invalid (busy host) fails the test like any
 //! other failure, so CI never passes by luck.
 
-use qual_serve::campaign::{self, CaseStatus, ServeOptions};
+use qual_serve::case::{self, CaseStatus, ServeOptions};
 use qual_serve::client::StreamRules;
 use qual_serve::lifecycle::{group_members_by_pgrp, listening_inodes};
 use qual_serve::load::Arrival;
@@ -29,7 +29,7 @@ fn real_server_present() -> Result<(), String> {
 fn llama_server_tiny_model_qualifies_on_cpu() {
     let root = root();
     let dir = tempfile::tempdir().unwrap();
-    let out = campaign::run(&options(&root, dir.path()), None).unwrap();
+    let out = case::run(&options(&root, dir.path()), None).unwrap();
     // The real server's truth is unknown, so the product's own verdict decides: passed, or
     // refused by the validity gate (e.g. the server flushed several events into one segment,
     // or the host was busy) — never any other failure. Everything below holds either way.

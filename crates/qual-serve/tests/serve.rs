@@ -10,7 +10,7 @@
 //!
 //! Tests run one at a time (a file-wide lock) so timing is not disturbed by sibling tests.
 
-use qual_serve::campaign::{self, CaseStatus, ServeOptions};
+use qual_serve::case::{self, CaseStatus, ServeOptions};
 use qual_serve::client::StreamRules;
 use qual_serve::lifecycle::{group_members_by_pgrp, listening_inodes};
 use qual_serve::load::Arrival;
@@ -211,7 +211,7 @@ fn details(v: &qual_json::Value) -> String {
 /// Runs a case that must fail with a reason containing one of `needles` (none empty).
 fn run_failed(case: &Case, opts: ServeOptions, needles: &[&str]) -> qual_json::Value {
     assert!(!needles.is_empty() && needles.iter().all(|n| !n.is_empty()));
-    let out = campaign::run(&opts, None).unwrap();
+    let out = case::run(&opts, None).unwrap();
     assert_eq!(out.status, CaseStatus::Failed);
     let r = case.result();
     check_result_shape(&r, "failed");
@@ -235,7 +235,7 @@ fn happy_path_passes_with_server_usage_counts() {
     // Not a timing test: the validity gate is relaxed so a busy host cannot fail it.
     let mut opts = case.options(Arrival::ClosedLoop { concurrency: 4 }, 40);
     opts.validity = ValidityLimits::unlimited();
-    let out = campaign::run(&opts, None).unwrap();
+    let out = case::run(&opts, None).unwrap();
     assert_eq!(out.status, CaseStatus::Passed, "{:?}", out.reasons);
     let r = case.result();
     check_result_shape(&r, "passed");
@@ -332,7 +332,7 @@ fn timing_run(concurrency: usize, requests: usize, pin_cpu: Option<usize>) -> Ti
     let mut opts = case.options(Arrival::ClosedLoop { concurrency }, requests);
     opts.warmup = concurrency;
     opts.pin_cpu = pin_cpu;
-    let out = campaign::run(&opts, None).unwrap();
+    let out = case::run(&opts, None).unwrap();
     let m = out.metrics.expect("metrics");
     assert_eq!(m.failed_requests, 0, "{:?}", out.reasons);
     case.assert_nothing_left();
@@ -501,7 +501,7 @@ fn port_already_taken_refuses_to_launch() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let case = Case::new(&[], 5.0, 5.0);
     let squatter = std::net::TcpListener::bind(("127.0.0.1", case.port)).unwrap();
-    let out = campaign::run(
+    let out = case::run(
         &case.options(Arrival::ClosedLoop { concurrency: 1 }, 4),
         None,
     )
@@ -634,7 +634,7 @@ fn a_child_escaping_into_its_own_session_is_found_and_fails_the_case() {
 /// Measured send times against the schedule: never early, median lag under 1 ms (a pacer
 /// that sent late would fail here), and the product's `schedule_late_fraction` equal to the
 /// fraction recomputed from the records (a late run must be declared invalid).
-fn assert_sends_follow_the_schedule(out: &campaign::ServeOutcome, reqs: &[&serde_json::Value]) {
+fn assert_sends_follow_the_schedule(out: &case::ServeOutcome, reqs: &[&serde_json::Value]) {
     let mut lags: Vec<i64> = reqs
         .iter()
         .map(|r| {
@@ -686,7 +686,7 @@ fn assert_sends_follow_the_schedule(out: &campaign::ServeOutcome, reqs: &[&serde
 fn open_loop_keeps_a_constant_schedule() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let case = Case::new(&["--output-tokens", "4"], 10.0, 5.0);
-    let out = campaign::run(
+    let out = case::run(
         &case.options(
             Arrival::Constant {
                 rate_per_second: 200.0,
@@ -733,7 +733,7 @@ fn model_path_is_substituted_into_the_server_argv() {
     let mut o = case.options(Arrival::ClosedLoop { concurrency: 1 }, 2);
     o.model_path = Some(model_dir.clone());
     o.validity = ValidityLimits::unlimited();
-    let out = campaign::run(&o, None).unwrap();
+    let out = case::run(&o, None).unwrap();
     assert_eq!(out.status, CaseStatus::Passed, "{:?}", out.reasons);
     let ev = case.evidence();
     assert_eq!(
@@ -743,7 +743,7 @@ fn model_path_is_substituted_into_the_server_argv() {
     case.assert_nothing_left();
     // Without --model-path the recipe is refused before anything is launched.
     let case = Case::new(&["--model", "${model_path}"], 10.0, 5.0);
-    let out = campaign::run(
+    let out = case::run(
         &case.options(Arrival::ClosedLoop { concurrency: 1 }, 2),
         None,
     )
@@ -757,7 +757,7 @@ fn model_path_is_substituted_into_the_server_argv() {
 fn open_loop_poisson_arrivals_follow_the_seeded_schedule() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let case = Case::new(&["--output-tokens", "2"], 10.0, 5.0);
-    let out = campaign::run(
+    let out = case::run(
         &case.options(
             Arrival::Poisson {
                 rate_per_second: 300.0,
@@ -811,7 +811,7 @@ fn invalid_inputs_are_reported_without_launching() {
     .unwrap();
     let mut o = case.options(Arrival::ClosedLoop { concurrency: 1 }, 1);
     o.metrics = Some(vec!["no_such_metric".into()]);
-    let out = campaign::run(&o, None).unwrap();
+    let out = case::run(&o, None).unwrap();
     assert_eq!(out.status, CaseStatus::Failed);
     let d = details(&case.result());
     assert!(d.contains("line 1: /prompt"), "{d}");

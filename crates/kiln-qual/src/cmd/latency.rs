@@ -1,5 +1,5 @@
 //! `kiln-qual latency check|run|write|import|lock|plan`: the legacy backend latency fixture
-//! pipeline (every rule lives in `qual-legacy`; this module parses arguments and prints).
+//! pipeline (every rule lives in `qual-latency`; this module parses arguments and prints).
 //!
 //! The repository root is the git top level of the current directory (of an absolute
 //! manifest's directory, when the manifest is given as an absolute path). Relative manifest,
@@ -13,9 +13,9 @@
 use crate::exit;
 use crate::output::{errln, esc, esc_path, out, outln};
 use clap::{Args, Subcommand, ValueEnum};
-use qual_legacy::git::Repo;
-use qual_legacy::manifest::{CheckOutcome, DEFAULT_MANIFEST};
-use qual_legacy::LegacyError;
+use qual_latency::git::Repo;
+use qual_latency::manifest::{CheckOutcome, DEFAULT_MANIFEST};
+use qual_latency::LegacyError;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -78,7 +78,7 @@ pub struct RunArgs {
     /// The fixture to run.
     pub fixture_id: String,
     /// Raw-log directory (must stay git-ignored).
-    #[arg(long, default_value = qual_legacy::paths::RAW_DIR, value_parser = super::args::path_text)]
+    #[arg(long, default_value = qual_latency::paths::RAW_DIR, value_parser = super::args::path_text)]
     pub log_dir: String,
     /// Artifact path (default: the fixture's result_artifact).
     #[arg(value_parser = super::args::Path, long)]
@@ -247,7 +247,7 @@ fn check(a: CheckArgs) -> i32 {
         Err(code) => return code,
     };
     let manifest = repo.root().join(&a.manifest);
-    match qual_legacy::manifest::check_manifest_file(&repo, &manifest, a.require_covered) {
+    match qual_latency::manifest::check_manifest_file(&repo, &manifest, a.require_covered) {
         Err(e) => fail(what, a.json, &e),
         Ok(CheckOutcome::Passed(s)) => {
             if a.json {
@@ -313,21 +313,21 @@ fn run_fixture(a: RunArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(&what, a.json, &LegacyError::Refused(e)),
     };
-    let req = qual_legacy::run::RunRequest {
+    let req = qual_latency::run::RunRequest {
         sandbox,
         manifest_path: &manifest,
         fixture_id: &a.fixture_id,
         log_dir: &a.log_dir,
         output: a.output.as_deref(),
         status: a.status.as_str(),
-        limits: qual_legacy::run::RunLimits {
+        limits: qual_latency::run::RunLimits {
             timeout: Duration::from_secs(a.timeout),
             term_grace: Duration::from_secs(a.term_grace),
             ..Default::default()
         },
         echo: !a.quiet,
     };
-    match qual_legacy::run::run_fixture(&repo, &req) {
+    match qual_latency::run::run_fixture(&repo, &req) {
         Err(e) => fail(&what, a.json, &e),
         Ok(r) => {
             let metrics = sorted_metric_names(&r.artifact);
@@ -368,14 +368,14 @@ fn write(a: WriteArgs) -> i32 {
     };
     let manifest = repo.root().join(&a.manifest);
     let log = from_cwd(&a.raw_log);
-    let req = qual_legacy::run::WriteRequest {
+    let req = qual_latency::run::WriteRequest {
         manifest_path: &manifest,
         fixture_id: &a.fixture_id,
         log_path: &log,
         output: a.output.as_deref(),
         status: a.status.as_str(),
     };
-    match qual_legacy::run::write_from_log(&repo, &req) {
+    match qual_latency::run::write_from_log(&repo, &req) {
         Err(e) => fail(&what, a.json, &e),
         Ok((output, artifact)) => {
             let metrics = sorted_metric_names(&artifact);
@@ -408,7 +408,7 @@ fn import(a: ImportArgs) -> i32 {
     };
     let manifest = repo.root().join(&a.manifest);
     let bundle = from_cwd(&a.bundle);
-    let req = qual_legacy::import::ImportRequest {
+    let req = qual_latency::import::ImportRequest {
         bundle: &bundle,
         manifest_path: &manifest,
         fixture_id: a.fixture_id.as_deref(),
@@ -420,7 +420,7 @@ fn import(a: ImportArgs) -> i32 {
         errln!("kiln-qual: failed to install signal handlers: {e}");
         return exit::FAILED;
     }
-    match qual_legacy::import::import_bundle(&repo, &req) {
+    match qual_latency::import::import_bundle(&repo, &req) {
         Err(e) => fail(&what, a.json, &e),
         Ok(r) => {
             if a.json {
@@ -454,14 +454,14 @@ fn lock(a: LockArgs) -> i32 {
     };
     let manifest = repo.root().join(&a.manifest);
     let output = a.output.as_ref().map(|p| repo.root().join(p));
-    let req = qual_legacy::lock::LockRequest {
+    let req = qual_latency::lock::LockRequest {
         manifest_path: &manifest,
         output: output.as_deref(),
         headroom: a.headroom,
         fixture_ids: &a.fixture_ids,
         check_only: a.check,
     };
-    match qual_legacy::lock::lock_thresholds(&repo, &req) {
+    match qual_latency::lock::lock_thresholds(&repo, &req) {
         Err(e) => fail(what, a.json, &e),
         Ok(s) => {
             if a.json {
@@ -508,7 +508,7 @@ fn plan(a: PlanArgs) -> i32 {
         Err(code) => return code,
     };
     let manifest = repo.root().join(&a.manifest);
-    let req = qual_legacy::plan::PlanRequest {
+    let req = qual_latency::plan::PlanRequest {
         fixture_ids: &a.fixture_ids,
         include_covered: a.include_covered,
         runner_labels_json: a.runner_labels_json.as_deref(),
@@ -516,13 +516,13 @@ fn plan(a: PlanArgs) -> i32 {
         check_runners: a.check_runners,
         github_repo: a.github_repo.as_deref(),
     };
-    let inventory = qual_legacy::plan::GhCli::default();
-    let plan = match qual_legacy::plan::plan_dispatch(&repo, &manifest, &req, &inventory) {
+    let inventory = qual_latency::plan::GhCli::default();
+    let plan = match qual_latency::plan::plan_dispatch(&repo, &manifest, &req, &inventory) {
         Ok(p) => p,
         Err(e) => return fail(what, a.json, &e),
     };
     if a.shell {
-        match qual_legacy::plan::shell_lines(&plan) {
+        match qual_latency::plan::shell_lines(&plan) {
             Ok(lines) => {
                 for l in lines {
                     outln!("{}", esc(&l));
@@ -541,7 +541,7 @@ fn plan(a: PlanArgs) -> i32 {
 }
 
 /// The plan as a table on stdout: one row per fixture, then where the commands are.
-fn print_plan(plan: &qual_legacy::plan::Plan) {
+fn print_plan(plan: &qual_latency::plan::Plan) {
     let text = |v: &serde_json::Value| match v {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Null => "-".to_owned(),

@@ -522,7 +522,7 @@ fn greedy_inputs(
         .unwrap_or_else(|| "case-result".into());
     let output = result.with_file_name(format!("{stem}.oracle-result.json"));
     let opts = qual_oracle::greedy::GreedyOptions {
-        protect: qual_serve::campaign::protected_paths(&result),
+        protect: qual_serve::case::protected_paths(&result),
         recipe,
         prompts: prompts.prompts,
         steps: a.steps,

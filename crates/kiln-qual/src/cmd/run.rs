@@ -134,81 +134,105 @@ pub fn run(a: RunArgs) -> i32 {
     let code = qual_runner::exit_code(&result);
     match &result {
         Ok(o) => {
-            let r = &o.receipt;
-            errln!("case results:");
-            for res in &r.results {
-                let status = match res.status {
-                    ResultStatus::Passed => "passed",
-                    ResultStatus::Failed => "FAILED",
-                    ResultStatus::Skipped => "skipped",
-                };
-                let req = if res.required { "required" } else { "optional" };
-                errln!(
-                    "  {:<8} {:<40} {:<9} {}",
-                    status,
-                    esc(&res.id),
-                    req,
-                    fmt_seconds(res.duration_seconds)
-                );
-                if res.status != ResultStatus::Passed {
-                    if let Some(d) = &res.details {
-                        let short: String = d.chars().take(300).collect();
-                        errln!("           {}", esc(&short));
-                    }
-                }
-            }
-            let passed = r
-                .results
-                .iter()
-                .filter(|x| x.status == ResultStatus::Passed)
-                .count();
-            errln!(
-                "verdict: {} ({} of {} cases passed, {} total, backend {}, source {})",
-                match r.qualification.verdict {
-                    Verdict::Passed => "passed",
-                    Verdict::Failed => "FAILED",
-                },
-                passed,
-                r.results.len(),
-                fmt_seconds(r.qualification.duration_seconds),
-                esc(&r.qualification.backend.to_string()),
-                esc(&r.source.tree_hash),
-            );
-            errln!("receipt: {}", esc(&o.receipt_rel));
+            print_summary(o);
             if let Some(key) = &signing_key {
-                match qual_attest::sign(&o.receipt_path, key) {
-                    Ok(_) => errln!(
-                        "attestation: {}{} (key {})",
-                        esc(&o.receipt_rel),
-                        qual_attest::ENVELOPE_SUFFIX,
-                        key.keyid()
-                    ),
-                    Err(e) => {
-                        errln!(
-                            "kiln-qual: the receipt was written but not signed: failed to {}",
-                            esc(&e.to_string())
-                        );
-                        let _ = crate::output::try_outln(&esc(&o.receipt_rel));
-                        return crate::exit::FAILED;
-                    }
+                if !sign_receipt(o, key) {
+                    let _ = crate::output::try_outln(&esc(&o.receipt_rel));
+                    return crate::exit::FAILED;
                 }
             }
             // The receipt is written: a closed stdout must not change the verdict's exit code.
             let _ = crate::output::try_outln(&esc(&o.receipt_rel));
         }
-        Err(RunError::Refused(e)) => errln!(
+        Err(e) => print_error(e),
+    }
+    code
+}
+
+/// The run's console summary on stderr: one line per case result (with the start of the
+/// details of one that did not pass), the verdict and the receipt path.
+fn print_summary(o: &qual_runner::RunOutcome) {
+    let r = &o.receipt;
+    errln!("case results:");
+    for res in &r.results {
+        let status = match res.status {
+            ResultStatus::Passed => "passed",
+            ResultStatus::Failed => "FAILED",
+            ResultStatus::Skipped => "skipped",
+        };
+        let req = if res.required { "required" } else { "optional" };
+        errln!(
+            "  {:<8} {:<40} {:<9} {}",
+            status,
+            esc(&res.id),
+            req,
+            fmt_seconds(res.duration_seconds)
+        );
+        if res.status != ResultStatus::Passed {
+            if let Some(d) = &res.details {
+                let short: String = d.chars().take(300).collect();
+                errln!("           {}", esc(&short));
+            }
+        }
+    }
+    let passed = r
+        .results
+        .iter()
+        .filter(|x| x.status == ResultStatus::Passed)
+        .count();
+    errln!(
+        "verdict: {} ({} of {} cases passed, {} total, backend {}, source {})",
+        match r.qualification.verdict {
+            Verdict::Passed => "passed",
+            Verdict::Failed => "FAILED",
+        },
+        passed,
+        r.results.len(),
+        fmt_seconds(r.qualification.duration_seconds),
+        esc(&r.qualification.backend.to_string()),
+        esc(&r.source.tree_hash),
+    );
+    errln!("receipt: {}", esc(&o.receipt_rel));
+}
+
+/// Signs the written receipt and says so on stderr; `false` (after saying why) when it could
+/// not be signed.
+fn sign_receipt(o: &qual_runner::RunOutcome, key: &qual_attest::SigningKey) -> bool {
+    match qual_attest::sign(&o.receipt_path, key) {
+        Ok(_) => {
+            errln!(
+                "attestation: {}{} (key {})",
+                esc(&o.receipt_rel),
+                qual_attest::ENVELOPE_SUFFIX,
+                key.keyid()
+            );
+            true
+        }
+        Err(e) => {
+            errln!(
+                "kiln-qual: the receipt was written but not signed: failed to {}",
+                esc(&e.to_string())
+            );
+            false
+        }
+    }
+}
+
+/// Why no receipt was written, on stderr.
+fn print_error(e: &RunError) {
+    match e {
+        RunError::Refused(e) => errln!(
             "kiln-qual: qualification run refused: {}",
             esc(&e.to_string())
         ),
-        Err(RunError::Aborted(e)) => errln!(
+        RunError::Aborted(e) => errln!(
             "kiln-qual: qualification run failed: {}; run data were removed",
             esc(&e.to_string())
         ),
-        Err(RunError::Interrupted { .. }) => errln!(
+        RunError::Interrupted { .. } => errln!(
             "kiln-qual: qualification run interrupted; owned processes and run data were cleaned"
         ),
     }
-    code
 }
 
 /// Runs `kiln-qual source-tree`.

@@ -9,7 +9,7 @@ use crate::exit;
 use crate::output;
 use crate::output::{err, errln, esc, esc_path, outln};
 use clap::Args;
-use qual_serve::campaign::{self, CaseStatus, ServeOptions};
+use qual_serve::case::{self, CaseStatus, ServeOptions};
 use qual_serve::client::StreamRules;
 use qual_serve::kiln_launch::BaseUrl;
 use qual_serve::load::{Arrival, Progress, ProgressSink};
@@ -450,7 +450,7 @@ pub fn serve(a: ServeArgs) -> i32 {
         errln!("kiln-qual: failed to install signal forwarding: {e}");
         return exit::FAILED;
     }
-    let outcome = campaign::run_with_base_url(&opts, a.base_url.as_ref(), sink);
+    let outcome = case::run_with_base_url(&opts, a.base_url.as_ref(), sink);
     if let Some(b) = bar {
         b.bar.finish_and_clear();
     }

@@ -1,4 +1,4 @@
-//! Shared helpers for qual-legacy integration tests: real git repositories in temp dirs.
+//! Shared helpers for qual-latency integration tests: real git repositories in temp dirs.
 
 #![allow(dead_code)]
 
@@ -105,7 +105,7 @@ pub fn setup_repo(command: &str) -> tempfile::TempDir {
 }
 
 pub fn bench_command(extra: &str) -> String {
-    let bin = qual_legacy::plan::shell_quote(bench_bin());
+    let bin = qual_latency::plan::shell_quote(bench_bin());
     format!("KILN_BENCH_LABEL=ci {bin} --iterations 3{extra}")
 }
 

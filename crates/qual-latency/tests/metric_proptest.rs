@@ -1,7 +1,7 @@
 //! Property tests for the `KILN_LATENCY_METRIC` line parser.
 
 use proptest::prelude::*;
-use qual_legacy::metric::{match_metric_line, parse_metric_text, py_float, MetricLogError};
+use qual_latency::metric::{match_metric_line, parse_metric_text, py_float, MetricLogError};
 
 /// The original's regex, applied with the `regex` crate (whose `\s` equals Python's except
 /// for U+001C..U+001F, which the generators below never produce).

@@ -1,4 +1,4 @@
-//! qual-legacy: Kiln's legacy backend latency fixture pipeline, re-implemented.
+//! qual-latency: Kiln's legacy backend latency fixture pipeline, re-implemented.
 //!
 //! A legacy latency artifact answers one narrow question: did a named microbenchmark, on its
 //! named hardware and source, satisfy its own reviewed threshold? This crate owns every rule of

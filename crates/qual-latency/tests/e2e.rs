@@ -7,14 +7,14 @@ mod common;
 
 use common::*;
 use qual_json::{Number, Object, Value};
-use qual_legacy::artifact::ValidateOptions;
-use qual_legacy::git::Repo;
-use qual_legacy::lock::{lock_thresholds, LockRequest};
-use qual_legacy::manifest::{check_manifest_file, CheckOutcome};
-use qual_legacy::run::{run_fixture, RunLimits, RunRequest};
+use qual_latency::artifact::ValidateOptions;
+use qual_latency::git::Repo;
+use qual_latency::lock::{lock_thresholds, LockRequest};
+use qual_latency::manifest::{check_manifest_file, CheckOutcome};
+use qual_latency::run::{run_fixture, RunLimits, RunRequest};
 use std::path::Path;
 
-fn run(repo: &Repo) -> qual_legacy::Result<qual_legacy::run::RunReport> {
+fn run(repo: &Repo) -> qual_latency::Result<qual_latency::run::RunReport> {
     run_fixture(
         repo,
         &RunRequest {
@@ -36,7 +36,7 @@ fn run(repo: &Repo) -> qual_legacy::Result<qual_legacy::run::RunReport> {
     )
 }
 
-fn lock(repo: &Repo, check_only: bool) -> qual_legacy::Result<qual_legacy::lock::LockSummary> {
+fn lock(repo: &Repo, check_only: bool) -> qual_latency::Result<qual_latency::lock::LockSummary> {
     lock_thresholds(
         repo,
         &LockRequest {
@@ -61,7 +61,7 @@ fn read_json(path: &Path) -> Value {
 }
 
 fn write_json(path: &Path, v: &Value, sort: bool) {
-    std::fs::write(path, qual_legacy::jsonout::to_file_text(v, sort)).unwrap();
+    std::fs::write(path, qual_latency::jsonout::to_file_text(v, sort)).unwrap();
 }
 
 fn edit_object(v: &mut Value, f: impl FnOnce(&mut Object)) {
@@ -112,7 +112,7 @@ fn run_lock_check_then_every_tampering_fails() {
 
     // Locked thresholds follow the spec's formula exactly.
     let manifest = read_json(&repo.join(MANIFEST));
-    let fixture = qual_legacy::manifest::find_fixture(&manifest, FIXTURE_ID).unwrap();
+    let fixture = qual_latency::manifest::find_fixture(&manifest, FIXTURE_ID).unwrap();
     assert_eq!(
         fixture.get("threshold_state").and_then(Value::as_str),
         Some("locked_threshold")
@@ -126,11 +126,11 @@ fn run_lock_check_then_every_tampering_fails() {
         .unwrap();
     assert_eq!(
         metrics[0].get("max").and_then(Value::as_f64),
-        Some(qual_legacy::lock::round6(ms * 1.1))
+        Some(qual_latency::lock::round6(ms * 1.1))
     );
     assert_eq!(
         metrics[1].get("max").and_then(Value::as_f64),
-        Some(qual_legacy::lock::round6(ops * 0.9))
+        Some(qual_latency::lock::round6(ops * 0.9))
     );
     assert_eq!(
         manifest.get("status").and_then(Value::as_str),
@@ -385,7 +385,7 @@ fn file_at_commit_matches_working_tree_and_missing_commit_is_none() {
     let head = repo.head_commit().unwrap();
     assert_eq!(
         repo.file_sha256_at_commit(&head, "src/bench.rs"),
-        Some(qual_legacy::sha256_file(&repo.join("src/bench.rs")).unwrap())
+        Some(qual_latency::sha256_file(&repo.join("src/bench.rs")).unwrap())
     );
     assert_eq!(
         repo.file_sha256_at_commit(&"0".repeat(40), "src/bench.rs"),
@@ -639,7 +639,7 @@ fn partial_lock_leaves_others_pending_and_manifest_fixture_required() {
     assert_eq!(s.status, "fixture_required");
     assert_eq!(s.locked_fixture_ids, Some(vec![FIXTURE_ID.to_string()]));
     let m = read_json(&repo.join(MANIFEST));
-    let other = qual_legacy::manifest::find_fixture(&m, "rocm_pending").unwrap();
+    let other = qual_latency::manifest::find_fixture(&m, "rocm_pending").unwrap();
     assert_eq!(
         other.get("threshold_state").and_then(Value::as_str),
         Some("pending_fixture_result")
@@ -691,9 +691,9 @@ fn import_directory_then_zip_with_force() {
     std::fs::remove_file(target.join(&raw_log)).unwrap();
 
     let req = |bundle: &Path, force: bool| {
-        qual_legacy::import::import_bundle(
+        qual_latency::import::import_bundle(
             &target,
-            &qual_legacy::import::ImportRequest {
+            &qual_latency::import::ImportRequest {
                 bundle,
                 manifest_path: &target.join(MANIFEST),
                 fixture_id: Some(FIXTURE_ID),
@@ -730,7 +730,7 @@ fn import_directory_then_zip_with_force() {
         w.start_file("result.json", opts).unwrap();
         std::io::Write::write_all(
             &mut w,
-            qual_legacy::jsonout::to_file_text(&a, true).as_bytes(),
+            qual_latency::jsonout::to_file_text(&a, true).as_bytes(),
         )
         .unwrap();
         w.start_file(format!("raw/{raw_name}"), opts).unwrap();
@@ -758,9 +758,9 @@ fn import_directory_then_zip_with_force() {
     let mut bad = read_json(&src.join(RESULT));
     edit_object(&mut bad, |o| o.insert("hardware", Value::from("other")));
     write_json(&bundle.path().join("result.json"), &bad, true);
-    let e = qual_legacy::import::import_bundle(
+    let e = qual_latency::import::import_bundle(
         &fresh_repo,
-        &qual_legacy::import::ImportRequest {
+        &qual_latency::import::ImportRequest {
             bundle: bundle.path(),
             manifest_path: &fresh_repo.join(MANIFEST),
             fixture_id: Some(FIXTURE_ID),
@@ -801,7 +801,7 @@ fn checker_self_test_cases() {
     let (dir, _) = covered_repo();
     let repo = Repo::new(dir.path());
     let manifest = read_json(&repo.join(MANIFEST));
-    let fixture = qual_legacy::manifest::find_fixture(&manifest, FIXTURE_ID)
+    let fixture = qual_latency::manifest::find_fixture(&manifest, FIXTURE_ID)
         .unwrap()
         .clone();
     let strict = ValidateOptions {
@@ -810,7 +810,7 @@ fn checker_self_test_cases() {
         require_threshold_pass: true,
     };
     let validate = |r: &Repo, f: &Object| {
-        qual_legacy::artifact::validate_result_artifact(
+        qual_latency::artifact::validate_result_artifact(
             r,
             f,
             &r.join(RESULT),
@@ -941,9 +941,9 @@ fn import_needs_a_fixture_id_when_the_bundle_holds_several_results() {
     std::fs::create_dir_all(bundle.path().join("__MACOSX")).unwrap();
     std::fs::copy(src.join(RESULT), bundle.path().join("__MACOSX/c.json")).unwrap();
     let req = |id: Option<&str>| {
-        qual_legacy::import::import_bundle(
+        qual_latency::import::import_bundle(
             &src,
-            &qual_legacy::import::ImportRequest {
+            &qual_latency::import::ImportRequest {
                 bundle: bundle.path(),
                 manifest_path: &src.join(MANIFEST),
                 fixture_id: id,
@@ -981,9 +981,9 @@ fn import_needs_a_fixture_id_when_the_bundle_holds_several_results() {
         format!("raw log checksum does not match result raw_log_sha256: {raw_log}")
     );
     let missing = bundle.path().join("nope");
-    let e = qual_legacy::import::import_bundle(
+    let e = qual_latency::import::import_bundle(
         &src,
-        &qual_legacy::import::ImportRequest {
+        &qual_latency::import::ImportRequest {
             bundle: &missing,
             manifest_path: &src.join(MANIFEST),
             fixture_id: None,
@@ -1004,7 +1004,7 @@ fn manifest_level_checks() {
     let dir = setup_repo(&bench_command(""));
     let repo = Repo::new(dir.path());
     let check = |m: &Value, strict: bool| {
-        qual_legacy::manifest::validate_manifest(&repo, m, &repo.join(MANIFEST), strict)
+        qual_latency::manifest::validate_manifest(&repo, m, &repo.join(MANIFEST), strict)
     };
     let base = read_json(&repo.join(MANIFEST));
     assert_eq!(check(&base, false), Vec::<String>::new());

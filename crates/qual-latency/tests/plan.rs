@@ -4,8 +4,8 @@
 mod common;
 
 use qual_json::Value;
-use qual_legacy::git::Repo;
-use qual_legacy::plan::{plan_dispatch, shell_lines, PlanRequest, RunnerInventory};
+use qual_latency::git::Repo;
+use qual_latency::plan::{plan_dispatch, shell_lines, PlanRequest, RunnerInventory};
 use std::cell::Cell;
 
 struct FakeInventory {

@@ -5,7 +5,7 @@
 mod common;
 
 use qual_json::Value;
-use qual_legacy::metric::parse_metric_log;
+use qual_latency::metric::parse_metric_log;
 use qual_test_fixtures::harness::{self, Trial};
 
 fn corpus_present() -> Result<(), String> {
@@ -41,9 +41,9 @@ fn artifacts_agree_with_manifests_and_raw_logs() {
             .unwrap();
         for m in manifests {
             let manifest = load(&corpus.join(m));
-            let fixture = qual_legacy::manifest::find_fixture(&manifest, id).unwrap();
+            let fixture = qual_latency::manifest::find_fixture(&manifest, id).unwrap();
             total += 1;
-            let got = qual_legacy::digest::fixture_spec_sha256(fixture).unwrap();
+            let got = qual_latency::digest::fixture_spec_sha256(fixture).unwrap();
             if got == want_digest {
                 agree += 1;
             } else {
@@ -55,7 +55,7 @@ fn artifacts_agree_with_manifests_and_raw_logs() {
         let name = std::path::Path::new(raw_rel).file_name().unwrap();
         let raw = corpus.join("raw").join(name);
         total += 1;
-        let sha = qual_legacy::sha256_file(&raw).unwrap();
+        let sha = qual_latency::sha256_file(&raw).unwrap();
         if sha == art.get("raw_log_sha256").and_then(Value::as_str).unwrap() {
             agree += 1;
         } else {
@@ -64,8 +64,8 @@ fn artifacts_agree_with_manifests_and_raw_logs() {
         total += 1;
         let parsed = parse_metric_log(&raw).unwrap();
         let manifest = load(&corpus.join("manifest-current.json"));
-        let fixture = qual_legacy::manifest::find_fixture(&manifest, id).unwrap();
-        let extracted = qual_legacy::artifact::extract_declared_metrics(fixture, &parsed).unwrap();
+        let fixture = qual_latency::manifest::find_fixture(&manifest, id).unwrap();
+        let extracted = qual_latency::artifact::extract_declared_metrics(fixture, &parsed).unwrap();
         let metrics = art.get("metrics").and_then(Value::as_object).unwrap();
         let same = extracted.len() == metrics.len()
             && extracted
@@ -89,9 +89,9 @@ fn undeclared_lines_in_real_logs_are_dropped() {
     assert!(parsed.contains_key("prefill_qkv_m512_2560x4096_ms"));
     let manifest = load(&corpus.join("manifest-current.json"));
     let fixture =
-        qual_legacy::manifest::find_fixture(&manifest, "metal_apple_silicon_matmul_qwen35_4b")
+        qual_latency::manifest::find_fixture(&manifest, "metal_apple_silicon_matmul_qwen35_4b")
             .unwrap();
-    let extracted = qual_legacy::artifact::extract_declared_metrics(fixture, &parsed).unwrap();
+    let extracted = qual_latency::artifact::extract_declared_metrics(fixture, &parsed).unwrap();
     assert_eq!(extracted.len(), 4);
     assert!(!extracted
         .iter()
@@ -117,10 +117,10 @@ fn covered_thresholds_follow_from_observed_values_with_ten_percent_headroom() {
             "raw/vulkan_strix_halo_decode_microbench-20260607T204433Z.log",
         ),
     ] {
-        let fixture = qual_legacy::manifest::find_fixture(&covered, id).unwrap();
+        let fixture = qual_latency::manifest::find_fixture(&covered, id).unwrap();
         let observed: Vec<(String, f64)> = if source.ends_with(".log") {
             let parsed = parse_metric_log(&corpus.join(source)).unwrap();
-            qual_legacy::artifact::extract_declared_metrics(fixture, &parsed).unwrap()
+            qual_latency::artifact::extract_declared_metrics(fixture, &parsed).unwrap()
         } else {
             let art = load(&corpus.join(source));
             art.get("metrics")
@@ -130,7 +130,7 @@ fn covered_thresholds_follow_from_observed_values_with_ten_percent_headroom() {
                 .map(|(k, v)| (k.clone(), v.as_f64().unwrap()))
                 .collect()
         };
-        let locked = qual_legacy::lock::lock_fixture(fixture, &observed, 0.10).unwrap();
+        let locked = qual_latency::lock::lock_fixture(fixture, &observed, 0.10).unwrap();
         assert_eq!(
             locked.get("metrics"),
             fixture.get("metrics"),
@@ -156,14 +156,14 @@ fn locking_the_current_manifest_reproduces_the_covered_manifest_byte_for_byte() 
     let vulkan_early = {
         let manifest = load(&corpus.join("manifest-current.json"));
         let f =
-            qual_legacy::manifest::find_fixture(&manifest, "vulkan_strix_halo_decode_microbench")
+            qual_latency::manifest::find_fixture(&manifest, "vulkan_strix_halo_decode_microbench")
                 .unwrap()
                 .clone();
         let parsed = parse_metric_log(
             &corpus.join("raw/vulkan_strix_halo_decode_microbench-20260607T204433Z.log"),
         )
         .unwrap();
-        qual_legacy::artifact::extract_declared_metrics(&f, &parsed).unwrap()
+        qual_latency::artifact::extract_declared_metrics(&f, &parsed).unwrap()
     };
     let mut o = current.as_object().unwrap().clone();
     let fixtures: Vec<Value> = o
@@ -183,12 +183,12 @@ fn locking_the_current_manifest_reproduces_the_covered_manifest_byte_for_byte() 
                 "vulkan_strix_halo_decode_microbench" => vulkan_early.clone(),
                 _ => return f.clone(),
             };
-            Value::Object(qual_legacy::lock::lock_fixture(fo, &observed, 0.10).unwrap())
+            Value::Object(qual_latency::lock::lock_fixture(fo, &observed, 0.10).unwrap())
         })
         .collect();
     o.insert("fixtures", Value::Array(fixtures));
     o.insert("status", Value::from("covered"));
-    let text = qual_legacy::jsonout::to_file_text(&Value::Object(o), false);
+    let text = qual_latency::jsonout::to_file_text(&Value::Object(o), false);
     assert_eq!(
         text.as_bytes(),
         &std::fs::read(corpus.join("manifest-covered.json")).unwrap()[..]

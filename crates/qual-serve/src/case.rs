@@ -91,7 +91,7 @@ pub enum CaseStatus {
     Failed,
 }
 
-/// What a campaign produced.
+/// What a case produced.
 #[derive(Clone, Debug)]
 pub struct ServeOutcome {
     /// Passed or failed.
@@ -173,7 +173,7 @@ pub fn validate_config(v: &Value) -> Vec<String> {
     out
 }
 
-/// Every metric name a campaign can emit.
+/// Every metric name a case can emit.
 pub fn metric_names() -> Vec<String> {
     metrics::compute(&[], Slo::default(), ValidityLimits::default())
         .rows()
