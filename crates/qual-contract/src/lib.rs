@@ -61,7 +61,7 @@ pub enum LoadError {
         path: String,
     },
     /// Semantic violations (all of them).
-    #[error("invalid workload:{}", .violations.iter().map(|v| format!("\n  - {v}")).collect::<String>())]
+    #[error("invalid workload:{}", .violations.iter().map(|v| format!("\n  - {}", v.message)).collect::<String>())]
     Invalid {
         /// Every violation.
         violations: Vec<Violation>,

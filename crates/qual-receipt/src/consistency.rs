@@ -47,7 +47,7 @@ pub fn check(receipt: &Value) -> Vec<Violation> {
 }
 
 fn push(out: &mut Vec<Violation>, path: String, message: String) {
-    out.push(Violation { path, message });
+    out.push(Violation::new(path, message));
 }
 
 fn number_text(n: &Number) -> String {

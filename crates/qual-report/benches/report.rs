@@ -7,7 +7,7 @@
 //! Run: `cargo bench -p qual-report --bench report` (set `REPORT_BENCH_RECEIPTS` for another
 //! size).
 
-use qual_report::synth::{self, Options};
+use qual_test_fixtures::synth::{self, Options};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

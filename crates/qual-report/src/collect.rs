@@ -415,7 +415,10 @@ fn read_one(path: &Path, explicit: bool, cache: &PolicyCache) -> Loaded {
     }
     let violations = validate::validate(&value);
     if !violations.is_empty() {
-        return Err(violations.iter().map(ToString::to_string).collect());
+        return Err(violations
+            .iter()
+            .map(|v| validate::Dotted(v).to_string())
+            .collect());
     }
     let started_at = s(&value, &["qualification", "started_at_utc"]);
     let workload = match at(&value, &["workload", "id"]).and_then(Value::as_str) {

@@ -13,9 +13,9 @@
 //! - [`junit`]: JUnit XML, one `testcase` per case × repetition (the shape of
 //!   `schemas/junit.xsd`);
 //! - [`csv`]: one tidy row per metric observation;
-//! - [`html`]: one self-contained offline page with SVG plots ([`svg`]);
-//! - [`synth`]: generated receipt sets (several hosts, backends and commits, with run and
-//!   serving evidence) for tests and benchmarks.
+//! - [`html`]: one self-contained offline page with SVG plots ([`svg`]).
+//!
+//! The generated receipt sets its tests and benchmarks read are `qual_test_fixtures::synth`.
 //!
 //! Invariants: a report never judges (verdicts and statuses are the receipts'); failed rows are
 //! always shown and never averaged into passes; every string taken from a document is escaped
@@ -33,7 +33,6 @@ pub mod junit;
 pub mod markdown;
 pub mod matrix;
 pub mod svg;
-pub mod synth;
 
 pub use collect::{
     collect, CaseView, MetricObs, ReceiptView, Refused, Repetition, ReportSet, ServeView,

@@ -208,7 +208,7 @@ fn committed_workload(
     let loaded = qual_contract::load_workload(&real).map_err(|e| {
         Refusal::InvalidWorkload(match e {
             qual_contract::LoadError::Invalid { violations } => {
-                let all: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+                let all: Vec<String> = violations.iter().map(|v| v.message.clone()).collect();
                 format!("invalid workload: {}", all.join("; "))
             }
             other => format!("invalid workload: {other}"),

@@ -846,7 +846,10 @@ fn self_validate(mut receipt: Receipt, root: &Path) -> Result<Receipt, RunError>
     if violations.is_empty() {
         return Ok(receipt);
     }
-    let text: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+    let text: Vec<String> = violations
+        .iter()
+        .map(|v| qual_receipt::validate::Dotted(v).to_string())
+        .collect();
     if !passed {
         return Err(aborted(format!(
             "generated failed receipt is invalid: {}",
@@ -862,7 +865,10 @@ fn self_validate(mut receipt: Receipt, root: &Path) -> Result<Receipt, RunError>
     };
     let again = qual_receipt::validate::validate_strict(&receipt.to_value(), &strict);
     if !again.is_empty() {
-        let t: Vec<String> = again.iter().map(|v| v.to_string()).collect();
+        let t: Vec<String> = again
+            .iter()
+            .map(|v| qual_receipt::validate::Dotted(v).to_string())
+            .collect();
         return Err(aborted(format!(
             "generated failed receipt is invalid: {}",
             t.join(" | ")

@@ -26,7 +26,17 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const MOCK: &str = env!("CARGO_BIN_EXE_qual-serve-mock");
+/// The mock server program `qual-serve-mock`, a bin of `qual-test-fixtures` found next to this
+/// executable: `cargo test --workspace` builds it; a run of this crate alone needs
+/// `cargo build -p qual-test-fixtures --bins` first (cargo builds no bin of a dependency).
+fn mock() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let path = qual_test_fixtures::fixture_binary("qual-serve-mock")
+            .expect("qual-serve-mock is not built: run cargo build -p qual-test-fixtures --bins");
+        path.to_str().expect("a UTF-8 target directory").to_owned()
+    })
+}
 
 fn which(name: &str) -> Option<String> {
     std::env::var_os("PATH").and_then(|p| {
@@ -57,10 +67,10 @@ fn start_mock(flags: &[&str]) -> Mock {
     let mut cmd = match which("taskset") {
         Some(t) => {
             let mut c = Command::new(t);
-            c.arg("-c").arg("1").arg(MOCK);
+            c.arg("-c").arg("1").arg(mock());
             c
         }
-        None => Command::new(MOCK),
+        None => Command::new(mock()),
     };
     let child = cmd
         .args(&args)

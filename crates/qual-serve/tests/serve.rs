@@ -20,7 +20,17 @@ use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-const MOCK: &str = env!("CARGO_BIN_EXE_qual-serve-mock");
+/// The mock server program `qual-serve-mock`, a bin of `qual-test-fixtures` found next to this
+/// executable: `cargo test --workspace` builds it; a run of this crate alone needs
+/// `cargo build -p qual-test-fixtures --bins` first (cargo builds no bin of a dependency).
+fn mock() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let path = qual_test_fixtures::fixture_binary("qual-serve-mock")
+            .expect("qual-serve-mock is not built: run cargo build -p qual-test-fixtures --bins");
+        path.to_str().expect("a UTF-8 target directory").to_owned()
+    })
+}
 
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -36,7 +46,7 @@ impl Case {
     fn new(flags: &[&str], startup_s: f64, shutdown_s: f64) -> Case {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let mut cmd = vec![MOCK.to_string(), "--port".into(), port.to_string()];
+        let mut cmd = vec![mock().to_string(), "--port".into(), port.to_string()];
         cmd.extend(flags.iter().map(|s| s.to_string()));
         let recipe = serde_json::json!({
             "schema": "kiln-qual.serve-launch.v1",
@@ -136,7 +146,7 @@ fn lingering_children() -> Vec<u32> {
             continue;
         };
         let cmd = String::from_utf8_lossy(&cmd);
-        if !(cmd.contains("trap '' TERM; while :; do sleep 1; done") && cmd.contains(MOCK)) {
+        if !(cmd.contains("trap '' TERM; while :; do sleep 1; done") && cmd.contains(mock())) {
             continue;
         }
         let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))

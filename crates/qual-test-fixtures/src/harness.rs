@@ -113,6 +113,31 @@ fn selected(a: &Args, name: &str) -> bool {
     (a.filters.is_empty() || a.filters.iter().any(hit)) && !a.skip.iter().any(hit)
 }
 
+/// A skip inside a libtest test, said out loud: prints `skipped: {why}` (the test then returns
+/// early), and under `CI=true` (CI skips nothing) panics with `CI=true and {why}` instead.
+pub fn skip(why: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI=true and {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
+/// Runs the trials of several modules as one target, like [`run`], each trial named
+/// `module::trial` as libtest names the tests of a module.
+pub fn run_modules(modules: Vec<(&str, Vec<Trial>)>) -> ! {
+    let trials = modules
+        .into_iter()
+        .flat_map(|(module, trials)| {
+            trials.into_iter().map(move |mut t| {
+                t.name = format!("{module}::{}", t.name);
+                t
+            })
+        })
+        .collect();
+    run(trials)
+}
+
 /// Runs the trials like libtest and exits (101 when any failed).
 pub fn run(trials: Vec<Trial>) -> ! {
     let args = parse(std::env::args().skip(1));

@@ -24,7 +24,9 @@
 //! | `deny-syscalls NAMES -- CMD...` | installs a seccomp filter making the named system calls (`unshare`, `seccomp`, `mount_setattr`, `mount`) fail with `EPERM`, then executes CMD: a kernel without those mechanisms |
 //! | `send-stdout SOCKET` | passes its stdout descriptor to the listener on UNIX socket SOCKET (SCM_RIGHTS), prints `sent`, exits 0 |
 //!
-//! [`harness`] is the loud-skip test runner for targets whose tests need something real.
+//! [`harness`] is the loud-skip test runner for targets whose tests need something real;
+//! [`synth`] writes generated receipt sets (with run and serving evidence) for the report's
+//! tests and benchmarks.
 //!
 //! Invariant: fixtures only ever address 127.0.0.1.
 //!
@@ -33,13 +35,14 @@
 //! `cargo build -p qual-test-fixtures --bins`, or put their integration tests here.
 
 pub mod harness;
+pub mod synth;
 
 use std::path::PathBuf;
 
-/// Locates a binary of this crate (`qual-fixture`, `qual-exec-run`) for tests of other crates:
-/// `$QUAL_FIXTURE_DIR/<name>` when that variable is set, else `<name>` in the directory of the
-/// running test executable or its parent (cargo puts test binaries in `target/<profile>/deps`
-/// and bins in `target/<profile>`). `None` when it has not been built.
+/// Locates a binary of this crate (`qual-fixture`, `qual-exec-run`, `qual-runner-fixture`,
+/// `kiln-latency-fixture-bench`, `qual-serve-mock`) for tests of other crates: `$QUAL_FIXTURE_DIR/<name>` when that variable is set, else `<name>` in
+/// the directory of the running test executable or its parent (cargo puts test binaries in
+/// `target/<profile>/deps` and bins in `target/<profile>`). `None` when it has not been built.
 pub fn fixture_binary(name: &str) -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("QUAL_FIXTURE_DIR") {
         let p = PathBuf::from(dir).join(name);

@@ -209,7 +209,7 @@ fn check(a: CheckArgs) -> i32 {
                 FileOutcome::Invalid { violations } => {
                     errln!("FAILED {}", e.shown);
                     for v in violations {
-                        errln!("  {}: {}", esc(&v.path), esc(&v.message));
+                        errln!("  {}: {}", esc(&v.pointer), esc(&v.message));
                     }
                 }
             }
@@ -238,10 +238,7 @@ fn check_outcome(path: &Path, strict: &StrictChecks<'_>) -> FileOutcome {
             Ok(f) => FileOutcome::Invalid {
                 violations: f
                     .into_iter()
-                    .map(|message| validate::Violation {
-                        message,
-                        path: "receipt".into(),
-                    })
+                    .map(|message| validate::Violation::new("receipt", message))
                     .collect(),
             },
             Err(error) => FileOutcome::Unloadable { error },
@@ -283,7 +280,7 @@ fn show(a: ShowArgs) -> i32 {
             violations.len()
         );
         for v in &violations {
-            errln!("  {}: {}", esc(&v.path), esc(&v.message));
+            errln!("  {}: {}", esc(&v.pointer), esc(&v.message));
         }
         return exit::FAILED;
     }
@@ -320,7 +317,7 @@ fn verify(a: VerifyArgs) -> i32 {
         Ok((value, bytes)) => {
             let violations = validate::validate(&value);
             findings.extend(violations.iter().map(|v| Finding {
-                pointer: v.path.clone(),
+                pointer: v.pointer.clone(),
                 message: v.message.clone(),
             }));
             if !a.no_run_dir {

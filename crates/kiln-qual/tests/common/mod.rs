@@ -231,3 +231,12 @@ pub fn example_checkout(files: &[&str], message: &str) -> tempfile::TempDir {
     .unwrap();
     d
 }
+
+/// A free TCP port on 127.0.0.1 (bound, read and released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -28,8 +28,17 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The fixture command `kiln-latency-fixture-bench`, a bin of `qual-test-fixtures` found next
+/// to this test binary: `cargo test --workspace` builds it; a run of this crate alone needs
+/// `cargo build -p qual-test-fixtures --bins` first (cargo builds no bin of a dependency).
 pub fn bench_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_kiln-latency-fixture-bench")
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let path = qual_test_fixtures::fixture_binary("kiln-latency-fixture-bench").expect(
+            "kiln-latency-fixture-bench is not built: run cargo build -p qual-test-fixtures --bins",
+        );
+        path.to_str().expect("a UTF-8 target directory").to_owned()
+    })
 }
 
 /// The manifest text of a one-fixture repository whose command is the bench program.

@@ -1,0 +1,25 @@
+//! The `kiln-qual` tests that need something real (the Kiln corpus in `../shared`, the
+//! llama.cpp server that `scripts/setup-real-server` installs, the reference worker), as one
+//! `harness = false` binary: `qual_test_fixtures::harness` reports a trial whose dependency is
+//! missing as ignored, saying what is missing, and fails it under `CI=true`. Trials are named
+//! `module::trial`; `scripts/compat-check` runs the `compat_` ones.
+
+mod bench;
+#[path = "../common/mod.rs"]
+mod common;
+mod compat_legacy;
+mod compat_receipts;
+mod compat_workloads;
+mod oracle_real;
+mod serving_real;
+
+fn main() {
+    qual_test_fixtures::harness::run_modules(vec![
+        ("bench", bench::trials()),
+        ("compat_legacy", compat_legacy::trials()),
+        ("compat_receipts", compat_receipts::trials()),
+        ("compat_workloads", compat_workloads::trials()),
+        ("oracle_real", oracle_real::trials()),
+        ("serving_real", serving_real::trials()),
+    ]);
+}

@@ -1,0 +1,225 @@
+//! Samples with the interval their arrivals allow, the type-7 percentile, and the
+//! distributions (mean, max, percentiles, each with the same statistic of both ends).
+
+use super::*;
+
+/// One percentile value, or null with a reason.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PercentileValue {
+    /// `p50`, `p90`, …
+    pub label: &'static str,
+    /// The value, when there are enough samples.
+    pub value: Option<f64>,
+    /// Why the value is null.
+    pub reason: Option<String>,
+    /// Where the true percentile lies, for distributions of arrival-bounded samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound: Option<Bound>,
+}
+
+/// A closed interval known to hold the true value of a statistic (`upper` null: unbounded
+/// above, e.g. a decode rate whose TPOT may be 0).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Bound {
+    /// Lower end.
+    pub lower: f64,
+    /// Upper end (`f64::INFINITY` serializes as null).
+    #[serde(serialize_with = "finite_or_null")]
+    pub upper: f64,
+}
+
+pub(super) fn finite_or_null<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_finite() {
+        s.serialize_f64(*v)
+    } else {
+        s.serialize_none()
+    }
+}
+
+impl Bound {
+    /// A point (an exactly known value).
+    pub fn point(v: f64) -> Bound {
+        Bound { lower: v, upper: v }
+    }
+
+    /// The most `value` (a point inside the interval) can be off the truth.
+    pub fn error(&self, value: f64) -> f64 {
+        (value - self.lower).max(self.upper - value).max(0.0)
+    }
+}
+
+/// One sample known only to lie in `[lower, upper]`, reported as `value` (inside).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BoundedSample {
+    /// Lower end.
+    pub lower: f64,
+    /// The reported value (the interval's midpoint for arrival intervals).
+    pub value: f64,
+    /// Upper end.
+    pub upper: f64,
+}
+
+impl BoundedSample {
+    /// An exactly known sample.
+    pub fn exact(v: f64) -> BoundedSample {
+        BoundedSample {
+            lower: v,
+            value: v,
+            upper: v,
+        }
+    }
+}
+
+/// The centre of a finite bound (the value with the smallest largest error), else `value`.
+pub fn centre(value: Option<f64>, bound: Option<Bound>) -> Option<f64> {
+    match bound {
+        Some(b) if b.upper.is_finite() && b.lower.is_finite() => Some((b.lower + b.upper) / 2.0),
+        _ => value,
+    }
+}
+
+/// Summary of one distribution.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Distribution {
+    /// Sample count.
+    pub n: usize,
+    /// Arithmetic mean (null when empty).
+    pub mean: Option<f64>,
+    /// Smallest sample.
+    pub min: Option<f64>,
+    /// Largest sample.
+    pub max: Option<f64>,
+    /// The percentiles of [`PERCENTILES`], in order.
+    pub percentiles: Vec<PercentileValue>,
+    /// Where the true mean lies (bounded distributions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_bound: Option<Bound>,
+    /// Where the true minimum lies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_bound: Option<Bound>,
+    /// Where the true maximum lies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_bound: Option<Bound>,
+}
+
+/// Type-7 percentile of an ascending, non-empty slice.
+pub fn percentile_type7(sorted: &[f64], p: f64) -> f64 {
+    let n = sorted.len();
+    if n == 1 {
+        return sorted[0];
+    }
+    let rank = (n - 1) as f64 * p;
+    let lo = rank.floor() as usize;
+    let hi = (lo + 1).min(n - 1);
+    let frac = rank - lo as f64;
+    sorted[lo] + (sorted[hi] - sorted[lo]) * frac
+}
+
+impl Distribution {
+    /// Summarises `samples` (any order).
+    pub fn of(mut samples: Vec<f64>) -> Distribution {
+        samples.sort_unstable_by(|a, b| a.total_cmp(b));
+        let n = samples.len();
+        let percentiles = PERCENTILES
+            .iter()
+            .map(|&(label, p, min)| {
+                if n < min.max(1) {
+                    PercentileValue {
+                        label,
+                        value: None,
+                        reason: Some(format!(
+                            "insufficient_samples: {label} needs at least {} samples, have {n}",
+                            min.max(1)
+                        )),
+                        bound: None,
+                    }
+                } else {
+                    PercentileValue {
+                        label,
+                        value: Some(percentile_type7(&samples, p)),
+                        reason: None,
+                        bound: None,
+                    }
+                }
+            })
+            .collect();
+        Distribution {
+            n,
+            mean: (n > 0).then(|| samples.iter().sum::<f64>() / n as f64),
+            min: samples.first().copied(),
+            max: samples.last().copied(),
+            percentiles,
+            mean_bound: None,
+            min_bound: None,
+            max_bound: None,
+        }
+    }
+
+    /// Summarises interval samples: each statistic with its bound, reported at the bound's
+    /// centre (the value whose largest possible error is smallest); the mean is the mean of
+    /// the samples' reported values (the centre of its bound for midpoint samples).
+    ///
+    /// Every statistic here (order statistics, type-7 interpolation between them, the mean)
+    /// is non-decreasing in each sample, so the statistic of the lower ends bounds the true
+    /// statistic from below and that of the upper ends from above, whatever the true samples
+    /// inside their intervals are.
+    pub fn bounded(samples: &[BoundedSample]) -> Distribution {
+        let mut d = Distribution::of(samples.iter().map(|s| s.value).collect());
+        if samples
+            .iter()
+            .all(|s| s.lower == s.value && s.upper == s.value)
+        {
+            // Every sample exact: each statistic is its own bound (no second and third sort).
+            for p in &mut d.percentiles {
+                p.bound = p.value.map(Bound::point);
+            }
+            d.mean_bound = d.mean.map(Bound::point);
+            d.min_bound = d.min.map(Bound::point);
+            d.max_bound = d.max.map(Bound::point);
+            return d;
+        }
+        let lo = Distribution::of(samples.iter().map(|s| s.lower).collect());
+        let hi = Distribution::of(samples.iter().map(|s| s.upper).collect());
+        let pair = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(lower), Some(upper)) => Some(Bound { lower, upper }),
+            _ => None,
+        };
+        for ((p, l), h) in d
+            .percentiles
+            .iter_mut()
+            .zip(&lo.percentiles)
+            .zip(&hi.percentiles)
+        {
+            p.bound = pair(l.value, h.value);
+            p.value = centre(p.value, p.bound);
+        }
+        d.mean_bound = pair(lo.mean, hi.mean);
+        d.min_bound = pair(lo.min, hi.min);
+        d.max_bound = pair(lo.max, hi.max);
+        d.min = centre(d.min, d.min_bound);
+        d.max = centre(d.max, d.max_bound);
+        d
+    }
+
+    /// The bound of a statistic by its row suffix (`p50`, `mean`, `max`, …).
+    pub fn bound_of(&self, label: &str) -> Option<Bound> {
+        match label {
+            "mean" => self.mean_bound,
+            "min" => self.min_bound,
+            "max" => self.max_bound,
+            _ => self
+                .percentiles
+                .iter()
+                .find(|p| p.label == label)
+                .and_then(|p| p.bound),
+        }
+    }
+
+    /// The value of one percentile label.
+    pub fn get(&self, label: &str) -> Option<f64> {
+        self.percentiles
+            .iter()
+            .find(|p| p.label == label)
+            .and_then(|p| p.value)
+    }
+}

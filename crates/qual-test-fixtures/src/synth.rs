@@ -1,0 +1,415 @@
+//! Generated receipt sets for the report's tests and benchmarks (moved here from `qual-report`,
+//! which ships no test code): several hosts, backends and commits of a
+//! correctness workload and a serving workload, each receipt valid under
+//! `qual_receipt::validate`, optionally with run evidence (`case-result.json` per repetition,
+//! bound by digest) and serving evidence (per-request records) laid out as the runner does.
+//!
+//! Values are deterministic functions of the receipt's position; every `fail_every`-th receipt
+//! fails one required case with a reason that contains Markdown, XML and control characters,
+//! so every format's escaping is exercised.
+
+use qual_json::{Number, Object, Value};
+use qual_receipt::model::{
+    Artifact, ArtifactLocation, CaseResultEntry, Environment, Metric, OsIdentity, Qualification,
+    Receipt, ResultStatus, Source, Verdict, WorkloadBinding,
+};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// What to generate.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Host ids.
+    pub hosts: Vec<String>,
+    /// Backends.
+    pub backends: Vec<String>,
+    /// Commits per host × backend × workload (one run each).
+    pub commits: usize,
+    /// Repetitions per case.
+    pub repetitions: u32,
+    /// Write run evidence (case results and, for serving cases, serving evidence).
+    pub evidence: bool,
+    /// Measured requests per serving evidence file.
+    pub requests: usize,
+    /// Every n-th receipt fails (0: none fails).
+    pub fail_every: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            hosts: vec!["host-a".into(), "host-b".into()],
+            backends: vec!["cpu".into(), "rocm".into()],
+            commits: 3,
+            repetitions: 2,
+            evidence: true,
+            requests: 64,
+            fail_every: 5,
+        }
+    }
+}
+
+/// A deterministic pseudo-random number in `[0, 1)` from a seed.
+fn noise(seed: u64) -> f64 {
+    let mut x = seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(0x2545_F491_4F6C_DD1D);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn metric(name: &str, value: Number, unit: &str, aggregation: &str, lower: bool) -> Metric {
+    Metric {
+        name: name.into(),
+        value,
+        unit: unit.into(),
+        aggregation: aggregation.into(),
+        lower_is_better: lower,
+    }
+}
+
+fn int(v: i64) -> Number {
+    Number::Int(qual_json::Int::from(v))
+}
+
+fn float(v: f64) -> Number {
+    // Rounded to 6 decimals so the text round-trips and stays short.
+    Number::Float((v * 1e6).round() / 1e6)
+}
+
+/// Where the receipt id's timestamp and `started_at_utc` come from: 2026-07-01 plus `minutes`.
+fn times(minutes: u64) -> (String, String, String) {
+    let base = 1_782_864_000u64; // 2026-07-01T00:00:00Z
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(base + minutes * 60);
+    let end = t + std::time::Duration::from_millis(4_500);
+    (
+        qual_receipt::model::id_timestamp(t),
+        qual_receipt::model::format_utc_millis(t),
+        qual_receipt::model::format_utc_millis(end),
+    )
+}
+
+const EVIL: &str =
+    "assertion failed: <b>&\"ttft\"</b> | [link](http://x) `code` *bold*\u{1b}[31m\nsecond line";
+
+struct CaseSpec {
+    id: &'static str,
+    serving: Option<u64>,
+}
+
+const CORRECTNESS: [CaseSpec; 2] = [
+    CaseSpec {
+        id: "known-answer",
+        serving: None,
+    },
+    CaseSpec {
+        id: "decode-throughput",
+        serving: None,
+    },
+];
+const SERVING: [CaseSpec; 2] = [
+    CaseSpec {
+        id: "serve-c1",
+        serving: Some(1),
+    },
+    CaseSpec {
+        id: "serve-c4",
+        serving: Some(4),
+    },
+];
+
+/// Writes the set under `root` (receipts in `qualification/receipts/<backend>/<host>/`, run
+/// evidence in `.qualification/runs/<id>/`). Returns the number of receipts written.
+pub fn write_set(root: &Path, o: &Options) -> std::io::Result<usize> {
+    let mut n = 0usize;
+    let mut digests = BTreeMap::new();
+    for (workload, rules) in [
+        (
+            "cpu-correctness-v1",
+            r#"[{"scope":"result","result_id":"decode-throughput","metric":"tokens_per_second","operator":"not_less","absolute_tolerance":0,"relative_tolerance":0.1}]"#,
+        ),
+        (
+            "serving-mock-v1",
+            r#"[{"scope":"result","result_id":"serve-c4","metric":"ttft_ms.p50","operator":"not_greater","absolute_tolerance":1,"relative_tolerance":0.05},{"scope":"result","result_id":"serve-c4","metric":"output_tokens_per_second","operator":"not_less","absolute_tolerance":0,"relative_tolerance":0.2}]"#,
+        ),
+    ] {
+        // Only what the report reads of a workload manifest: its comparison rules.
+        let text = format!(
+            "{{\"schema_version\":1,\"workload_id\":\"{workload}\",\"comparison_policy\":{{\"mode\":\"same_environment_performance\",\"metric_rules\":{rules}}}}}\n"
+        );
+        let dir = root.join("qualification/workloads");
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(format!("{workload}.json")), &text)?;
+        digests.insert(workload, qual_json::sha256_prefixed(text.as_bytes()));
+    }
+    for (hi, host) in o.hosts.iter().enumerate() {
+        for (bi, backend) in o.backends.iter().enumerate() {
+            for (wi, (workload, kind, cases)) in [
+                ("cpu-correctness-v1", "correctness", &CORRECTNESS),
+                ("serving-mock-v1", "serving", &SERVING),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                for commit in 0..o.commits {
+                    n += 1;
+                    let seq = n as u64;
+                    let minutes = commit as u64 * 60 + (hi * 7 + bi * 3 + wi) as u64;
+                    let fail = o.fail_every > 0 && n % o.fail_every == 0;
+                    write_one(
+                        root,
+                        o,
+                        (host, backend, workload, kind, &digests[workload]),
+                        cases,
+                        commit,
+                        minutes,
+                        seq,
+                        fail,
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(n)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_one(
+    root: &Path,
+    o: &Options,
+    (host, backend, workload, kind, workload_sha256): (&str, &str, &str, &str, &str),
+    cases: &[CaseSpec],
+    commit: usize,
+    minutes: u64,
+    seq: u64,
+    fail: bool,
+) -> std::io::Result<()> {
+    let (id_ts, started, finished) = times(minutes);
+    let variant = backend.to_owned();
+    let receipt_id = format!(
+        "{id_ts}-{backend}-{host}-{workload}-{}-{seq}-v1",
+        qual_receipt::model::receipt_identity(workload, &variant)
+    );
+    let commit_hex = format!(
+        "{:08x}{:032x}",
+        (commit as u32 + 1).wrapping_mul(2_654_435_761),
+        commit
+    );
+    let run_dir = format!(".qualification/runs/{receipt_id}");
+    let mut results = Vec::new();
+    let mut artifacts = Vec::new();
+    for (ci, case) in cases.iter().enumerate() {
+        let failing = fail && ci == 0;
+        let status = if failing {
+            ResultStatus::Failed
+        } else {
+            ResultStatus::Passed
+        };
+        let drift = 1.0 + commit as f64 * 0.01;
+        let base = |k: u64| noise(seq * 31 + ci as u64 * 7 + k);
+        let mut per_rep: Vec<Vec<Metric>> = Vec::new();
+        for rep in 0..o.repetitions {
+            let r = base(u64::from(rep) * 101);
+            let mut m = vec![
+                metric(
+                    "case_pass",
+                    int(i64::from(!failing)),
+                    "bool",
+                    "exact",
+                    false,
+                ),
+                metric("exit_code", int(i64::from(failing)), "code", "exact", false),
+                metric(
+                    "output_assertion_failures",
+                    int(i64::from(failing)),
+                    "count",
+                    "sum",
+                    true,
+                ),
+            ];
+            match case.serving {
+                Some(c) => {
+                    m.push(metric(
+                        "ttft_ms.p50",
+                        float((18.0 + 4.0 * r + c as f64) * drift),
+                        "ms",
+                        "p50",
+                        true,
+                    ));
+                    m.push(metric(
+                        "output_tokens_per_second",
+                        float(180.0 * c as f64 / drift * (0.9 + 0.2 * r)),
+                        "tokens/s",
+                        "rate",
+                        false,
+                    ));
+                }
+                None if ci == 1 => {
+                    m.push(metric(
+                        "tokens_per_second",
+                        float(95.0 / drift + 10.0 * r),
+                        "tokens/s",
+                        "mean",
+                        false,
+                    ));
+                }
+                None => {}
+            }
+            m.sort_by(|a, b| a.name.cmp(&b.name));
+            per_rep.push(m);
+        }
+        let details = failing.then(|| EVIL.to_owned());
+        results.push(CaseResultEntry {
+            id: case.id.into(),
+            required: true,
+            status,
+            duration_seconds: 1.5 * f64::from(o.repetitions),
+            metrics: per_rep[0].clone(),
+            details: details.clone(),
+        });
+        if o.evidence {
+            for (rep, m) in per_rep.iter().enumerate() {
+                let dir = format!("{run_dir}/cases/{:03}-{}-r{:03}", ci + 1, case.id, rep + 1);
+                std::fs::create_dir_all(root.join(&dir))?;
+                let mut cr = Object::new();
+                cr.insert("case_id", Value::from(case.id));
+                cr.insert(
+                    "details",
+                    details.as_deref().map_or(Value::Null, Value::from),
+                );
+                cr.insert("duration_seconds", Value::from(1.5));
+                cr.insert("effective_config", Value::Object(Object::new()));
+                cr.insert(
+                    "metrics",
+                    Value::Array(m.iter().map(Metric::to_value).collect()),
+                );
+                cr.insert("schema_version", Value::from(1u64));
+                cr.insert("status", Value::from(status.as_str()));
+                cr.insert("tolerances", Value::Array(Vec::new()));
+                let bytes = qual_json::to_pretty_json(&Value::Object(cr)).into_bytes();
+                let path = format!("{dir}/case-result.json");
+                std::fs::write(root.join(&path), &bytes)?;
+                artifacts.push(Artifact {
+                    kind: "case_result".into(),
+                    location: ArtifactLocation::LocalIgnored,
+                    path,
+                    sha256: qual_json::sha256_prefixed(&bytes),
+                    bytes: bytes.len() as u64,
+                });
+                if let Some(c) = case.serving {
+                    let ev = serve_evidence(case.id, c, o.requests, seq * 13 + rep as u64, failing);
+                    std::fs::write(
+                        root.join(format!("{dir}/command-result.serve-evidence.json")),
+                        ev,
+                    )?;
+                }
+            }
+        }
+    }
+    let verdict = if fail {
+        Verdict::Failed
+    } else {
+        Verdict::Passed
+    };
+    let model = (kind == "serving").then(|| {
+        qual_json::from_str(&format!(
+            r#"{{"chat_template_hash":"sha256:{h}","config_hash":"sha256:{h}","id":"tiny-model","path":"/models/tiny","tokenizer_hash":"sha256:{h}","weight_files":[{{"bytes":104,"path":"model.safetensors","sha256":"sha256:{h}"}}]}}"#,
+            h = "ab".repeat(32)
+        ))
+        .expect("synthetic model parses")
+    });
+    let mut parameters = Object::new();
+    parameters.insert("variant_id", Value::from(variant.as_str()));
+    let receipt = Receipt {
+        receipt_id: receipt_id.clone(),
+        created_at_utc: finished.clone(),
+        source: Source {
+            tree_hash_format: "kiln-source-tree-v1".into(),
+            tree_hash: format!("sha256:{}", "cd".repeat(32)),
+            git_commit: commit_hex,
+            git_worktree_clean: true,
+        },
+        qualification: Qualification {
+            kind: kind.into(),
+            backend: backend.into(),
+            profile: workload.into(),
+            verdict,
+            started_at_utc: started,
+            finished_at_utc: finished,
+            duration_seconds: 4.5,
+            command: vec!["kiln-qual".into(), "run".into(), format!("qualification/workloads/{workload}.json")],
+        },
+        environment: Environment {
+            host_id: host.into(),
+            os: OsIdentity {
+                name: "Debian GNU/Linux".into(),
+                version: "12".into(),
+                kernel: "6.8.0".into(),
+                architecture: "x86_64".into(),
+            },
+            device: qual_json::from_str(
+                r#"{"name":"Test Device","architecture":"x86_64","memory_bytes":1073741824,"unified_memory":true,"driver":"6.8.0"}"#,
+            )
+            .expect("synthetic device parses"),
+            runtime: BTreeMap::from([("backend".to_owned(), backend.to_owned())]),
+            compiler: BTreeMap::from([("rustc".to_owned(), "1.85.0".to_owned())]),
+            platform: None,
+        },
+        model,
+        workload: Some(WorkloadBinding {
+            id: workload.into(),
+            sha256: workload_sha256.to_owned(),
+            seed: Value::from(17u64),
+            parameters,
+        }),
+        effective_config: Value::Object(Object::new()),
+        results,
+        metrics: Vec::new(),
+        artifacts,
+        unsupported: if kind == "serving" { vec!["speculative_decoding".into()] } else { Vec::new() },
+        notes: vec!["generated by qual_report::synth".into()],
+    };
+    let dir = root.join(format!("qualification/receipts/{backend}/{host}"));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join(format!("{receipt_id}.json")),
+        qual_json::to_pretty_json(&receipt.to_value()),
+    )
+}
+
+/// A serving evidence document with `n` measured requests at `concurrency`.
+fn serve_evidence(case: &str, concurrency: u64, n: usize, seed: u64, failing: bool) -> String {
+    let mut reqs = Vec::new();
+    let mut slots = vec![0i64; concurrency as usize];
+    for i in 0..n {
+        let slot = i % slots.len();
+        let send = slots[slot] + 50_000;
+        let ttft = (15.0 + 10.0 * noise(seed + i as u64 * 3)) * 1e6;
+        let mut t = send + ttft as i64;
+        let mut events = Vec::new();
+        for k in 0..16u64 {
+            events.push(t.to_string());
+            t += ((4.0 + 3.0 * noise(seed + i as u64 * 17 + k)) * 1e6) as i64;
+        }
+        slots[slot] = t;
+        let ok = !(failing && i % 9 == 4);
+        let status = if ok { "succeeded" } else { "failed" };
+        let ev = if ok { events.join(",") } else { String::new() };
+        reqs.push(format!(
+            r#"{{"index":{i},"phase":"measured","send_ns":{send},"content_event_ns":[{ev}],"outcome":{{"status":"{status}"}}}}"#
+        ));
+    }
+    let reasons = if failing {
+        r#"["1 measured request(s) failed"]"#
+    } else {
+        "[]"
+    };
+    format!(
+        r#"{{"schema":"kiln-qual.serve-evidence.v1","case_id":"{case}","status":"{}","reasons":{reasons},"load":{{"arrival":{{"mode":"closed_loop","concurrency":{concurrency}}},"measured":{n}}},"metrics":{{"output_tokens_per_second":{}}},"requests":[{}]}}"#,
+        if failing { "failed" } else { "passed" },
+        180.0 * concurrency as f64 * (0.9 + 0.2 * noise(seed)),
+        reqs.join(",")
+    )
+}
