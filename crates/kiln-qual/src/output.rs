@@ -90,6 +90,9 @@ pub(crate) use {err, errln, out, outln};
 
 /// Prints a value as pretty JSON with a trailing newline on stdout.
 pub fn print_json<T: Serialize>(value: &T) {
+    // serde's pretty format, not `qual_json::to_pretty_json`: this document's bytes (field
+    // order, raw UTF-8, serde's float spelling) are its format; the Python-compatible writer
+    // would change them.
     match serde_json::to_string_pretty(value) {
         Ok(text) => print_json_text(&text),
         Err(e) => errln!("kiln-qual: failed to serialize the report: {e}"),

@@ -27,7 +27,6 @@
 
 #![forbid(unsafe_code)]
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::engine::general_purpose::STANDARD;
@@ -342,19 +341,12 @@ pub fn sign(receipt_path: &Path, key: &SigningKey) -> Result<PathBuf, AttestErro
         path: out.display().to_string(),
         reason,
     };
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&out)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => {
-                write_err("it already exists (an attestation is never replaced)".into())
-            }
-            _ => write_err(e.to_string()),
-        })?;
-    f.write_all(text.as_bytes())
-        .and_then(|()| f.sync_all())
-        .map_err(|e| write_err(e.to_string()))?;
+    qual_json::publish::write_new(&out, text.as_bytes()).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => {
+            write_err("it already exists (an attestation is never replaced)".into())
+        }
+        _ => write_err(e.to_string()),
+    })?;
     Ok(out)
 }
 
@@ -367,34 +359,26 @@ pub struct Verified {
     pub comment: String,
 }
 
-fn closed<'v>(v: &'v Value, keys: &[&str], what: &str) -> Result<&'v Object, AttestError> {
+/// The attestation's phrasing of a closed object: unknown keys first, then missing ones (in
+/// declared order); only the first finding is reported.
+const PHRASING: qual_json::Phrasing = qual_json::Phrasing {
+    missing: "lacks keys: {}",
+    unknown: "has unknown keys: {}",
+    list: qual_json::KeyList::Plain,
+    unknown_first: true,
+};
+
+fn exact_object<'v>(v: &'v Value, keys: &[&str], what: &str) -> Result<&'v Object, AttestError> {
     let o = v
         .as_object()
         .ok_or_else(|| AttestError::Envelope(format!("{what} must be a JSON object")))?;
-    let mut unknown: Vec<&str> = o
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !keys.contains(k))
-        .collect();
-    unknown.sort_unstable();
-    if !unknown.is_empty() {
-        return Err(AttestError::Envelope(format!(
-            "{what} has unknown keys: {}",
-            unknown.join(", ")
-        )));
+    let diff = qual_json::ClosedKeys::new(keys)
+        .missing_order(qual_json::Order::Declared)
+        .check(o);
+    match diff.messages(&PHRASING).into_iter().next() {
+        Some(m) => Err(AttestError::Envelope(format!("{what} {m}"))),
+        None => Ok(o),
     }
-    let missing: Vec<&str> = keys
-        .iter()
-        .copied()
-        .filter(|k| !o.contains_key(k))
-        .collect();
-    if !missing.is_empty() {
-        return Err(AttestError::Envelope(format!(
-            "{what} lacks keys: {}",
-            missing.join(", ")
-        )));
-    }
-    Ok(o)
 }
 
 fn string<'v>(o: &'v Object, key: &str, what: &str) -> Result<&'v str, AttestError> {
@@ -425,7 +409,7 @@ pub fn verify(
     };
     let value = qual_json::from_slice_with(&bytes, limits)
         .map_err(|e| AttestError::Envelope(format!("not strict JSON: {e}")))?;
-    let e = closed(
+    let e = exact_object(
         &value,
         &["payload", "payloadType", "signatures"],
         "the envelope",
@@ -452,7 +436,7 @@ pub fn verify(
     let mut verified = None;
     for (i, s) in signatures.iter().enumerate() {
         let what = format!("the envelope's signatures[{i}]");
-        let s = closed(s, &["keyid", "sig"], &what)?;
+        let s = exact_object(s, &["keyid", "sig"], &what)?;
         let keyid = string(s, "keyid", &what)?;
         let sig = base64(string(s, "sig", &what)?, &format!("{what}.sig"))?;
         seen.push(keyid.to_owned());
@@ -477,7 +461,7 @@ pub fn verify(
     };
     let statement = qual_json::from_slice_with(&payload, limits)
         .map_err(|e| AttestError::Envelope(format!("the payload is not strict JSON: {e}")))?;
-    let st = closed(
+    let st = exact_object(
         &statement,
         &["_type", "subject", "predicateType", "predicate"],
         "the statement",
@@ -497,14 +481,14 @@ pub fn verify(
         .ok_or_else(|| {
             AttestError::Envelope("the statement must have exactly one subject".into())
         })?;
-    let subject = closed(&subjects[0], &["name", "digest"], "the statement's subject")?;
+    let subject = exact_object(&subjects[0], &["name", "digest"], "the statement's subject")?;
     let name = string(subject, "name", "the statement's subject")?;
     if name != receipt_name {
         return Err(AttestError::Mismatch(format!(
             "the subject is {name:?}, the receipt file is {receipt_name:?}"
         )));
     }
-    let digest = closed(
+    let digest = exact_object(
         subject.get("digest").unwrap_or(&Value::Null),
         &["sha256"],
         "the subject's digest",

@@ -23,7 +23,6 @@ use crate::row::{self, EvidenceMode, GateConfig, RowPlan};
 use qual_serve::kiln_launch::{self, BaseUrl};
 use qual_serve::lifecycle::OwnedServer;
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -686,39 +685,30 @@ pub fn measure_row(
     )
 }
 
-fn write_exclusive(path: &Path, bytes: &[u8]) -> Result<(), CampaignError> {
-    let w = |e: std::io::Error| CampaignError::Write {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    };
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(w)?;
-    f.write_all(bytes).map_err(w)?;
-    f.sync_all().map_err(w)
-}
-
-/// Publishes `bytes` as `dir/name`: a temporary file, fsync, then a hard link (which fails
-/// rather than replace an existing file), then the directory is synced.
+/// Publishes `bytes` as `dir/name` through the document layer's exclusive publish
+/// (`qual_json::publish`: a temporary file, fsync, then a hard link, which fails rather than
+/// replace an existing file; the directory sync is best effort).
 pub fn publish(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, CampaignError> {
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    use qual_json::PublishError;
     let fin = dir.join(name);
-    write_exclusive(&tmp, bytes)?;
-    let linked = std::fs::hard_link(&tmp, &fin);
-    let _ = std::fs::remove_file(&tmp);
-    linked.map_err(|e| CampaignError::Write {
-        path: fin.display().to_string(),
-        reason: if e.kind() == std::io::ErrorKind::AlreadyExists {
-            "file already exists; refusing to replace it".into()
-        } else {
-            e.to_string()
+    let opts = qual_json::PublishOptions {
+        mode: None,
+        require_dir_sync: false,
+    };
+    qual_json::publish_exclusive(&fin, bytes, opts).map_err(|e| match e {
+        PublishError::Exists(p) => CampaignError::Write {
+            path: p.display().to_string(),
+            reason: "file already exists; refusing to replace it".into(),
+        },
+        e @ PublishError::BadPath(_) => CampaignError::Write {
+            path: fin.display().to_string(),
+            reason: e.to_string(),
+        },
+        PublishError::Io { at, source, .. } => CampaignError::Write {
+            path: at.display().to_string(),
+            reason: source.to_string(),
         },
     })?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
     Ok(fin)
 }
 

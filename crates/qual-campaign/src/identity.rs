@@ -5,29 +5,19 @@
 //! [`crate::manifest::bind`]'s (this module only digests its file).
 
 use crate::records::{FileDigest, ModelIdentity};
-use sha2::{Digest, Sha256};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Digests a regular file (symlinks followed and the resolved path recorded).
 pub fn digest_file(path: &Path) -> Result<FileDigest, String> {
     let resolved =
         std::fs::canonicalize(path).map_err(|e| format!("resolve {}: {e}", path.display()))?;
-    let mut f = qual_json::open_regular(&resolved)
-        .map_err(|e| format!("open {}: {e}", resolved.display()))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut bytes = 0u64;
-    loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(|e| format!("read {}: {e}", resolved.display()))?;
-        if n == 0 {
-            break;
+    let hashed = qual_json::sha256_file(&resolved, None).map_err(|e| match e {
+        qual_json::HashError::Read { source, .. } => {
+            format!("read {}: {source}", resolved.display())
         }
-        h.update(&buf[..n]);
-        bytes += n as u64;
-    }
+        e => format!("open {}: {e}", resolved.display()),
+    })?;
+    let bytes = hashed.bytes;
     if bytes == 0 {
         return Err(format!("{} is empty", resolved.display()));
     }
@@ -35,7 +25,7 @@ pub fn digest_file(path: &Path) -> Result<FileDigest, String> {
         path: path.display().to_string(),
         resolved: resolved.display().to_string(),
         bytes,
-        sha256: format!("sha256:{}", hex::encode(h.finalize())),
+        sha256: hashed.sha256,
     })
 }
 

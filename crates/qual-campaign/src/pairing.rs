@@ -37,7 +37,21 @@ impl ReferenceRole {
 
 /// Reads and verifies a receipt (schema and self-hash); returns it with its file bytes.
 pub fn read_receipt(path: &Path) -> Result<(Vec<u8>, Receipt), String> {
-    let (bytes, doc, r): (_, _, Receipt) = records::read_record(path).map_err(|e| e.to_string())?;
+    let bytes = qual_json::read_file_limited(path, records::MAX_RECORD_BYTES).map_err(|e| {
+        records::ReadError::Load {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        }
+        .to_string()
+    })?;
+    let r = receipt_from_bytes(path, &bytes)?;
+    Ok((bytes, r))
+}
+
+/// Checks the bytes of a campaign receipt already read from `path` (which names it in
+/// messages) as [`read_receipt`] does: schema and self-hash.
+pub fn receipt_from_bytes(path: &Path, bytes: &[u8]) -> Result<Receipt, String> {
+    let (doc, r): (_, Receipt) = records::parse_record(path, bytes).map_err(|e| e.to_string())?;
     if r.schema != records::RECEIPT_SCHEMA {
         return Err(format!(
             "{}: /schema: expected {}",
@@ -52,7 +66,7 @@ pub fn read_receipt(path: &Path) -> Result<(Vec<u8>, Receipt), String> {
             path.display()
         ));
     }
-    Ok((bytes, r))
+    Ok(r)
 }
 
 /// First differing byte, or the shorter length when one is a prefix; `None` when equal.
@@ -170,7 +184,18 @@ fn compare_row(reference: &Row, current: &Row, mode: ComparisonMode, out: &mut V
 
 /// Compares `current` with the reference receipt at `path`. `Err` = refused.
 pub fn compare(current: &Receipt, path: &Path, role: ReferenceRole) -> Result<Comparison, String> {
-    let (bytes, reference) = read_receipt(path)?;
+    let (bytes, _) = read_receipt(path)?;
+    compare_bytes(current, path, &bytes, role)
+}
+
+/// [`compare`] against a reference receipt already read from `path`.
+pub fn compare_bytes(
+    current: &Receipt,
+    path: &Path,
+    bytes: &[u8],
+    role: ReferenceRole,
+) -> Result<Comparison, String> {
+    let reference = receipt_from_bytes(path, bytes)?;
     let mut refuse = Vec::new();
     if reference.workload_fingerprint != current.workload_fingerprint {
         refuse.push(format!(
@@ -240,7 +265,7 @@ pub fn compare(current: &Receipt, path: &Path, role: ReferenceRole) -> Result<Co
     }
     Ok(Comparison {
         reference_receipt: path.display().to_string(),
-        reference_receipt_sha256: qual_json::sha256_prefixed(&bytes),
+        reference_receipt_sha256: qual_json::sha256_prefixed(bytes),
         reference_engine: reference.engine.name.clone(),
         result: if mismatches.is_empty() {
             Match::Matched
@@ -262,6 +287,20 @@ pub fn compare(current: &Receipt, path: &Path, role: ReferenceRole) -> Result<Co
 pub fn compare_files(baseline: &Path, candidate: &Path) -> Result<Comparison, String> {
     let (_, current) = read_receipt(candidate)?;
     compare(&current, baseline, ReferenceRole::QualificationGate)
+}
+
+/// [`compare_files`] over receipts already read (each path only names its bytes).
+pub fn compare_read(
+    baseline: (&Path, &[u8]),
+    candidate: (&Path, &[u8]),
+) -> Result<Comparison, String> {
+    let current = receipt_from_bytes(candidate.0, candidate.1)?;
+    compare_bytes(
+        &current,
+        baseline.0,
+        baseline.1,
+        ReferenceRole::QualificationGate,
+    )
 }
 
 /// One line per mismatch, for a terminal (escape before printing).

@@ -725,6 +725,9 @@ pub fn self_hash<T: Serialize>(record: &T, hash_key: &str) -> String {
 pub fn to_file_bytes<T: Serialize>(record: &T) -> Vec<u8> {
     // serde_json::Value objects are BTreeMaps (no preserve_order): keys come out sorted.
     let v = serde_json::to_value(record).expect("records serialize");
+    // serde's pretty format, not `qual_json::to_pretty_json`: this document's bytes (field
+    // order, raw UTF-8, serde's float spelling) are its format; the Python-compatible writer
+    // would change them.
     let mut b = serde_json::to_vec_pretty(&v).expect("records serialize");
     b.push(b'\n');
     b
@@ -755,13 +758,23 @@ pub enum ReadError {
 pub fn read_record<T: serde::de::DeserializeOwned>(
     path: &std::path::Path,
 ) -> Result<(Vec<u8>, Value, T), ReadError> {
-    let shown = path.display().to_string();
     let bytes =
         qual_json::read_file_limited(path, MAX_RECORD_BYTES).map_err(|e| ReadError::Load {
-            path: shown.clone(),
+            path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-    let doc = qual_json::from_slice(&bytes).map_err(|e| ReadError::Load {
+    let (doc, typed) = parse_record(path, &bytes)?;
+    Ok((bytes, doc, typed))
+}
+
+/// Parses the bytes of a record already read from `path` (which only names it in errors),
+/// as [`read_record`] does after reading.
+pub fn parse_record<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+    bytes: &[u8],
+) -> Result<(Value, T), ReadError> {
+    let shown = path.display().to_string();
+    let doc = qual_json::from_slice(bytes).map_err(|e| ReadError::Load {
         path: shown.clone(),
         reason: e.to_string(),
     })?;
@@ -773,7 +786,7 @@ pub fn read_record<T: serde::de::DeserializeOwned>(
         path: shown,
         reason: e.to_string(),
     })?;
-    Ok((bytes, doc, typed))
+    Ok((doc, typed))
 }
 
 /// The self-hash recomputed on a parsed document.

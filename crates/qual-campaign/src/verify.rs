@@ -246,9 +246,19 @@ pub fn is_campaign_receipt(path: &Path) -> bool {
 /// its pairing. `Err` when it cannot be read at all; otherwise the findings (empty = valid).
 pub fn check_receipt_file(path: &Path) -> Result<Vec<String>, String> {
     let (_, r) = pairing::read_receipt(path)?;
+    Ok(receipt_findings(path, &r))
+}
+
+/// [`check_receipt_file`] over bytes already read from `path` (which names it in findings).
+pub fn check_receipt_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<String>, String> {
+    let r = pairing::receipt_from_bytes(path, bytes)?;
+    Ok(receipt_findings(path, &r))
+}
+
+fn receipt_findings(path: &Path, r: &Receipt) -> Vec<String> {
     let mut findings = Vec::new();
     let at = path.display().to_string();
-    check_receipt(&r, &mut findings, &at);
-    check_pairing(&r, &mut findings, &at);
-    Ok(findings)
+    check_receipt(r, &mut findings, &at);
+    check_pairing(r, &mut findings, &at);
+    findings
 }

@@ -514,6 +514,9 @@ pub fn workload_schema_json() -> String {
     let schema = schemars::schema_for!(Workload);
     let mut value = serde_json::to_value(&schema).expect("schema serializes");
     require_all_properties(&mut value);
+    // serde's pretty format, not `qual_json::to_pretty_json`: this document's bytes (field
+    // order, raw UTF-8, serde's float spelling) are its format; the Python-compatible writer
+    // would change them.
     let mut s = serde_json::to_string_pretty(&value).expect("schema serializes");
     s.push('\n');
     s

@@ -12,7 +12,7 @@ use crate::{
     Containment, ExecError, Mechanism, NetworkIsolation, NetworkPolicy, Residue, Termination,
 };
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -99,15 +99,11 @@ impl std::fmt::Debug for OwnedProcess {
     }
 }
 
-fn create_log(path: &PathBuf) -> Result<File, ExecError> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| ExecError::Io {
-            context: format!("create log file {}", path.display()),
-            source: e,
-        })
+fn create_log(path: &std::path::Path) -> Result<File, ExecError> {
+    qual_json::publish::create_new(path).map_err(|e| ExecError::Io {
+        context: format!("create log file {}", path.display()),
+        source: e,
+    })
 }
 
 fn drain_to_file(mut src: impl Read, mut dst: File, limit: u64) -> LogSummary {

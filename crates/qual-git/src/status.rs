@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use sha1::Sha1;
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 
 use crate::tracked::{self, Budget};
 use crate::{GitError, IndexEntry, Repo};
@@ -383,7 +383,7 @@ fn file_blob_id(
 /// Hashes `blob <len>\0` followed by whatever is written to it.
 enum BlobHasher {
     Sha1(Sha1),
-    Sha256(Sha256),
+    Sha256(qual_json::Sha256Stream),
 }
 
 impl BlobHasher {
@@ -391,7 +391,7 @@ impl BlobHasher {
         let header = format!("blob {len}\0");
         let mut h = match format {
             ObjectFormat::Sha1 => BlobHasher::Sha1(Sha1::new()),
-            ObjectFormat::Sha256 => BlobHasher::Sha256(Sha256::new()),
+            ObjectFormat::Sha256 => BlobHasher::Sha256(qual_json::Sha256Stream::new()),
         };
         h.update(header.as_bytes());
         h
@@ -407,7 +407,7 @@ impl BlobHasher {
     fn finish(self) -> String {
         match self {
             BlobHasher::Sha1(h) => hex::encode(h.finalize()),
-            BlobHasher::Sha256(h) => hex::encode(h.finalize()),
+            BlobHasher::Sha256(h) => h.finish_hex(),
         }
     }
 }

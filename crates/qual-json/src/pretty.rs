@@ -2,6 +2,11 @@
 //! `json.dumps(v, indent=2, sort_keys=True, ensure_ascii=True, allow_nan=False) + "\n"`, the
 //! text of every receipt and runner evidence file. (The canonical writer, one line, is
 //! [`crate::to_canonical_string`].)
+//!
+//! Some documents are, by their format, serde's pretty printing of typed structs instead
+//! (field order, raw UTF-8, serde's float spelling): the CLI's `--json` reports, campaign and
+//! serving evidence, oracle results, scaffolds and the generated workload schema. Those call
+//! sites say so in a comment; switching them here would change their bytes.
 
 use crate::{python_float_repr, write_ascii_string, Number, Value};
 

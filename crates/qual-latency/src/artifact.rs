@@ -11,7 +11,7 @@
 
 use crate::git::Repo;
 use crate::metric::{self, Observations};
-use crate::msg::{eq_int, finite_number, float, list, text, value};
+use crate::msg::{eq_int, finite_number, float, key_messages, list, text, value};
 use crate::paths::{is_canonical_raw_log_path, is_repo_relative, repo_relative_path};
 use crate::{is_checksum, is_git_commit, LegacyError, Result};
 use qual_json::{Number, Object, Value};
@@ -333,24 +333,8 @@ pub fn validate_result_artifact(
 /// Steps 2–6: key set, identity, status, schema version, timestamp.
 fn check_artifact_shape(errors: &mut Vec<String>, fixture: &Object, result: &Object, p: &str) {
     // 2. Key set.
-    let mut missing: Vec<&str> = RESULT_ARTIFACT_KEYS
-        .iter()
-        .copied()
-        .filter(|k| !result.contains_key(k))
-        .collect();
-    missing.sort();
-    if !missing.is_empty() {
-        errors.push(format!("{p}missing required keys: {}", list(&missing)));
-    }
-    let mut unknown: Vec<&str> = result
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !RESULT_ARTIFACT_KEYS.contains(k))
-        .collect();
-    unknown.sort();
-    if !unknown.is_empty() {
-        errors.push(format!("{p}contains unknown keys: {}", list(&unknown)));
-    }
+    let keys = key_messages(result, &RESULT_ARTIFACT_KEYS, &RESULT_ARTIFACT_KEYS);
+    errors.extend(keys.into_iter().map(|m| format!("{p}{m}")));
 
     // 3. Identity.
     for (field, fixture_key) in [("fixture_id", "id"), ("backend", "backend")] {

@@ -67,19 +67,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// SHA-256 of a regular file's bytes, streamed (a FIFO or device is refused, never read).
 pub fn sha256_file(path: &std::path::Path) -> std::io::Result<String> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut f = qual_json::open_regular(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(hex::encode(h.finalize()))
+    let h = qual_json::sha256_file(path, None)?;
+    Ok(h.sha256["sha256:".len()..].to_string())
 }
 
 /// Whether a string is 64 lowercase hex digits (`CHECKSUM_RE`).

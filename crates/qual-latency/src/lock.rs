@@ -12,7 +12,7 @@
 
 use crate::artifact::{load_artifact_value, ArtifactLoadError, RESULT_ARTIFACT_KEYS};
 use crate::git::Repo;
-use crate::msg::{eq_int, finite_number, float, list, quote, value};
+use crate::msg::{eq_int, finite_number, float, key_messages, list, quote, value};
 use crate::paths::{
     is_canonical_raw_log_path, is_canonical_result_path, is_repo_relative, repo_relative_path,
 };
@@ -385,17 +385,9 @@ fn load_result_for_lock<'f>(
 
 /// Step 2: exactly the artifact keys.
 fn check_result_keys(result: &Object, rp: &str) -> Result<()> {
-    let mut keys: Vec<&str> = result.keys().map(String::as_str).collect();
-    keys.sort();
-    let mut want = RESULT_ARTIFACT_KEYS.to_vec();
-    want.sort();
-    if keys != want {
-        let missing: Vec<&str> = want.iter().copied().filter(|k| !keys.contains(k)).collect();
-        let unknown: Vec<&str> = keys.iter().copied().filter(|k| !want.contains(k)).collect();
-        if !missing.is_empty() {
-            return refuse(format!("{rp}missing required keys: {}", list(&missing)));
-        }
-        return refuse(format!("{rp}contains unknown keys: {}", list(&unknown)));
+    let keys = key_messages(result, &RESULT_ARTIFACT_KEYS, &RESULT_ARTIFACT_KEYS);
+    if let Some(m) = keys.into_iter().next() {
+        return refuse(format!("{rp}{m}"));
     }
     Ok(())
 }

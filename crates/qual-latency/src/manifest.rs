@@ -11,7 +11,7 @@
 
 use crate::artifact::{validate_result_artifact, ValidateOptions};
 use crate::git::Repo;
-use crate::msg::{eq_int, finite_number, list, quote};
+use crate::msg::{eq_int, finite_number, key_messages, list, quote};
 use crate::paths::{is_canonical_result_path, is_repo_relative};
 use crate::{LegacyError, Result, VALID_BACKENDS};
 use qual_json::{Object, Value};
@@ -155,24 +155,8 @@ fn key_set(
     required: &[&str],
     what: &str,
 ) {
-    let mut missing: Vec<&str> = required
-        .iter()
-        .copied()
-        .filter(|k| !obj.contains_key(k))
-        .collect();
-    missing.sort();
-    if !missing.is_empty() {
-        errors.push(format!("{what} missing required keys: {}", list(&missing)));
-    }
-    let mut unknown: Vec<&str> = obj
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !allowed.contains(k))
-        .collect();
-    unknown.sort();
-    if !unknown.is_empty() {
-        errors.push(format!("{what} contains unknown keys: {}", list(&unknown)));
-    }
+    let keys = key_messages(obj, required, allowed);
+    errors.extend(keys.into_iter().map(|m| format!("{what} {m}")));
 }
 
 /// Validates `runner_labels` (a non-empty array of non-empty strings). `ctx` names the field.
@@ -380,15 +364,8 @@ fn check_fixture<'m>(
         errors.push(format!("{ctx} must be an object"));
         return;
     };
-    let mut unknown: Vec<&str> = f
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !FIXTURE_KEYS.contains(k))
-        .collect();
-    unknown.sort();
-    if !unknown.is_empty() {
-        errors.push(format!("{ctx} contains unknown keys: {}", list(&unknown)));
-    }
+    let keys = key_messages(f, &[], &FIXTURE_KEYS);
+    errors.extend(keys.into_iter().map(|m| format!("{ctx} {m}")));
     if let Some(id) = require_string(errors, f, "id", &ctx) {
         if !tally.ids.insert(id) {
             errors.push(format!("{ctx}.id is duplicated: {id}"));

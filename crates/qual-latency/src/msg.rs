@@ -24,6 +24,23 @@ pub fn list<S: AsRef<str>>(items: &[S]) -> String {
     show::list(items)
 }
 
+/// How this crate's closed objects phrase missing and unknown keys (both sorted, as JSON
+/// arrays): `missing required keys: ["a"]`, `contains unknown keys: ["b"]`.
+const KEY_PHRASING: qual_json::Phrasing = qual_json::Phrasing {
+    missing: "missing required keys: {}",
+    unknown: "contains unknown keys: {}",
+    list: qual_json::KeyList::Json,
+    unknown_first: false,
+};
+
+/// The closed-object findings for `obj` (`required` must be present, nothing outside
+/// `allowed` may be), missing keys first.
+pub fn key_messages(obj: &qual_json::Object, required: &[&str], allowed: &[&str]) -> Vec<String> {
+    qual_json::ClosedKeys::with_optional(required, allowed)
+        .check(obj)
+        .messages(&KEY_PHRASING)
+}
+
 /// A string as a JSON string literal.
 pub fn quote(s: &str) -> String {
     show::quote(s)

@@ -236,36 +236,26 @@ struct Obj<'a> {
     o: Option<&'a qual_json::Object>,
 }
 
+/// The result checker's phrasing: both lists sorted, as JSON arrays.
+const PHRASING: qual_json::Phrasing = qual_json::Phrasing {
+    missing: "missing keys {}",
+    unknown: "unknown keys {}",
+    list: qual_json::KeyList::Json,
+    unknown_first: false,
+};
+
 impl<'a> Obj<'a> {
     fn new(v: Option<&'a Value>, at: &str, keys: &[&str], errs: &mut Vec<String>) -> Obj<'a> {
         let o = v.and_then(Value::as_object);
         match o {
             None => errs.push(format!("{at}: must be an object")),
             Some(o) => {
-                let mut missing: Vec<&str> = keys
-                    .iter()
-                    .copied()
-                    .filter(|k| !o.contains_key(k))
-                    .collect();
-                missing.sort();
-                if !missing.is_empty() {
-                    errs.push(format!(
-                        "{at}: missing keys {}",
-                        qual_json::show::list(&missing)
-                    ));
-                }
-                let mut extra: Vec<&str> = o
-                    .keys()
-                    .map(String::as_str)
-                    .filter(|k| !keys.contains(k))
-                    .collect();
-                extra.sort();
-                if !extra.is_empty() {
-                    errs.push(format!(
-                        "{at}: unknown keys {}",
-                        qual_json::show::list(&extra)
-                    ));
-                }
+                let diff = qual_json::ClosedKeys::new(keys).check(o);
+                errs.extend(
+                    diff.messages(&PHRASING)
+                        .into_iter()
+                        .map(|m| format!("{at}: {m}")),
+                );
             }
         }
         Obj { at: at.into(), o }

@@ -16,7 +16,6 @@ use crate::divergence::Divergence;
 use crate::tensor::TensorFormat;
 use crate::tolerance::{Check, CheckOutcome, Tolerances};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::Path;
 use thiserror::Error;
 
@@ -259,15 +258,12 @@ pub fn write_new(path: &Path, doc: &serde_json::Value) -> Result<(), WriteError>
         path: qual_json::escape_path(path),
         source,
     };
+    // serde's pretty format, not `qual_json::to_pretty_json`: this document's bytes (field
+    // order, raw UTF-8, serde's float spelling) are its format; the Python-compatible writer
+    // would change them.
     let mut bytes = serde_json::to_vec_pretty(doc).expect("a value serializes");
     bytes.push(b'\n');
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(w)?;
-    f.write_all(&bytes).map_err(w)?;
-    f.sync_all().map_err(w)
+    qual_json::publish::write_new(path, &bytes).map_err(w)
 }
 
 /// Identity of a tensor file for a result.

@@ -48,6 +48,32 @@ pub struct ToleranceFile {
     pub tolerances: Tolerances,
 }
 
+/// Why a tolerance document is not usable (reads after "failed to read the tolerances: ").
+#[derive(Debug, thiserror::Error)]
+pub enum ToleranceFileError {
+    /// The `schema` member is not [`TOLERANCES_SCHEMA`].
+    #[error("schema must be {}", qual_json::show::quote(TOLERANCES_SCHEMA))]
+    Schema,
+    /// Some bounds are out of range ([`Tolerances::problems`]).
+    #[error("{}", .0.join("; "))]
+    Range(Vec<String>),
+}
+
+impl ToleranceFile {
+    /// The bounds, once the document declares [`TOLERANCES_SCHEMA`] and every bound is in
+    /// range.
+    pub fn into_tolerances(self) -> Result<Tolerances, ToleranceFileError> {
+        if self.schema != TOLERANCES_SCHEMA {
+            return Err(ToleranceFileError::Schema);
+        }
+        let problems = self.tolerances.problems();
+        if !problems.is_empty() {
+            return Err(ToleranceFileError::Range(problems));
+        }
+        Ok(self.tolerances)
+    }
+}
+
 impl Tolerances {
     /// Range problems (negative bounds, fractions or cosines outside their range).
     pub fn problems(&self) -> Vec<String> {

@@ -192,15 +192,7 @@ pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
         .tempdir()
         .map_err(|e| prep(e.to_string()))?;
     let gate = home.path().join("start-gate");
-    {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&gate)
-            .map_err(|e| prep(e.to_string()))?;
-        f.write_all(b"go\n").map_err(|e| prep(e.to_string()))?;
-    }
+    qual_json::publish::write_new(&gate, b"go\n").map_err(|e| prep(e.to_string()))?;
     let tmp = home.path().join("tmp");
     std::fs::create_dir(&tmp).map_err(|e| prep(e.to_string()))?;
     let h = |p: &Path| p.display().to_string();

@@ -43,7 +43,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use qual_json::{Object, Value};
-use sha2::{Digest, Sha256};
 
 /// Threads used to hash model inputs.
 pub const HASH_THREADS: usize = 2;
@@ -421,26 +420,14 @@ fn hash_opened(files: &[Opened]) -> Result<Vec<(u64, String)>, ModelError> {
 }
 
 fn hash_one(o: &Opened, buf: &mut [u8]) -> Result<(u64, String), ModelError> {
-    let mut h = Sha256::new();
-    let mut total = 0u64;
-    let mut f = &o.file;
-    loop {
-        let n = match f.read(buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                return Err(ModelError::Input {
-                    path: o.rel.clone(),
-                    reason: format!("cannot be read: {e}"),
-                })
-            }
-        };
-        h.update(&buf[..n]);
-        total += n as u64;
-    }
-    verify_unchanged(o, total)?;
-    Ok((total, format!("sha256:{}", hex::encode(h.finalize()))))
+    let h = qual_json::sha256_reader(&o.file, buf, None)
+        .map_err(|e| ModelError::Input {
+            path: o.rel.clone(),
+            reason: format!("cannot be read: {e}"),
+        })?
+        .expect("no limit");
+    verify_unchanged(o, h.bytes)?;
+    Ok((h.bytes, h.sha256))
 }
 
 fn root_identity(root: &Path) -> Result<Identity, ModelError> {

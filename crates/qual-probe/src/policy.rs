@@ -110,11 +110,15 @@ pub fn parse_policy(value: &Value) -> Result<RepoPolicy, Vec<String>> {
         return Err(vec!["/: policy must be a JSON object".into()]);
     };
     let mut errors = Vec::new();
-    for key in obj.keys() {
-        if key != "schema_version" && key != "source_tree_profile" {
-            errors.push(format!("/{key}: unknown key"));
-        }
-    }
+    let unknown =
+        qual_json::ClosedKeys::with_optional(&[], &["schema_version", "source_tree_profile"])
+            .unknown_order(qual_json::Order::Declared)
+            .unknown(obj);
+    errors.extend(
+        unknown
+            .into_iter()
+            .map(|key| format!("/{key}: unknown key")),
+    );
     match obj.get("schema_version") {
         None => errors.push("/schema_version: missing required key".into()),
         Some(Value::Number(qual_json::Number::Int(i))) if i.as_i64() == Some(1) => {}

@@ -37,7 +37,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
-use sha2::{Digest, Sha256};
 
 use crate::git::{GitError, IndexEntry, Repo};
 pub use crate::policy::SourceTreeProfile;
@@ -160,7 +159,7 @@ pub fn select(profile: SourceTreeProfile, entries: Vec<IndexEntry>) -> Vec<Index
 
 /// The digest of already-hashed inputs, given in digest order (step 4 of the format).
 pub fn digest_files(files: &[SourceFile]) -> String {
-    let mut h = Sha256::new();
+    let mut h = qual_json::Sha256Stream::new();
     h.update(FORMAT.as_bytes());
     h.update([0u8]);
     for f in files {
@@ -178,7 +177,7 @@ pub fn digest_files(files: &[SourceFile]) -> String {
         );
         h.update([0u8]);
     }
-    format!("sha256:{}", hex::encode(h.finalize()))
+    h.finish()
 }
 
 /// Computes the digest of the repository at `root` under `profile`.
@@ -264,10 +263,10 @@ fn hash_file(
     budget: &Budget,
     buf: &mut [u8],
 ) -> Result<(u64, String), TrackedError> {
-    let mut h = Sha256::new();
+    let mut h = qual_json::Sha256Stream::new();
     let total =
         tracked::open(path, mode == "120000", budget)?.read_all(budget, buf, |c| h.update(c))?;
-    Ok((total, format!("sha256:{}", hex::encode(h.finalize()))))
+    Ok((total, h.finish()))
 }
 
 #[cfg(test)]
@@ -331,7 +330,7 @@ mod tests {
                 mode: entries.last().unwrap().mode.clone(),
                 path: path.clone(),
                 bytes: len as u64,
-                sha256: format!("sha256:{}", hex::encode(Sha256::digest(&data))),
+                sha256: qual_json::sha256_prefixed(&data),
             });
         }
         expected.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));

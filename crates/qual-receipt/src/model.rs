@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use qual_json::{Number, Object, Value};
-use sha2::{Digest, Sha256};
 
 /// `qualification.verdict`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -405,11 +404,11 @@ fn prefix_chars(s: &str, n: usize) -> String {
 
 /// First 10 hex digits of SHA-256 over `workload_id "\0" variant_id`.
 pub fn receipt_identity(workload_id: &str, variant_id: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(workload_id.as_bytes());
+    let mut h = qual_json::Sha256Stream::new();
+    h.update(workload_id);
     h.update([0u8]);
-    h.update(variant_id.as_bytes());
-    hex::encode(h.finalize())[..10].to_string()
+    h.update(variant_id);
+    h.finish_hex()[..10].to_string()
 }
 
 /// The generated receipt id (spec §5.1).

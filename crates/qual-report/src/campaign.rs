@@ -17,19 +17,11 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// Schema of a per-profile campaign receipt (equal to `qual_campaign::records::RECEIPT_SCHEMA`;
-/// a test there pins it).
-pub const RECEIPT_SCHEMA: &str = "kiln-qual.serving-campaign-receipt.v1";
-/// Schema of a campaign summary (equal to `qual_campaign::records::SUMMARY_SCHEMA`).
-pub const SUMMARY_SCHEMA: &str = "kiln-qual.serving-campaign.v1";
-
-/// Whether a document declares one of the campaign schemas.
-pub fn is_campaign(v: &qual_json::Value) -> bool {
-    matches!(
-        v.get("schema").and_then(qual_json::Value::as_str),
-        Some(RECEIPT_SCHEMA | SUMMARY_SCHEMA)
-    )
-}
+/// Schema of a per-profile campaign receipt (the document table's, which pins it to
+/// `qual_campaign::records::RECEIPT_SCHEMA`).
+pub const RECEIPT_SCHEMA: &str = qual_documents::CAMPAIGN_RECEIPT_SCHEMA;
+/// Schema of a campaign summary (the document table's).
+pub const SUMMARY_SCHEMA: &str = qual_documents::CAMPAIGN_SUMMARY_SCHEMA;
 
 /// One campaign: a summary with its receipts, or a receipt read on its own.
 #[derive(Clone, Debug, PartialEq)]

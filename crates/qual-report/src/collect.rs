@@ -17,6 +17,7 @@
 //! the receipt; the report says so). Evidence that is missing, changed or unreadable is noted
 //! and left out; it never changes a verdict.
 
+use qual_documents::Kind;
 use qual_json::{Number, Value};
 use qual_receipt::validate;
 use std::path::{Path, PathBuf};
@@ -391,13 +392,23 @@ enum Item {
 type Loaded = Result<Option<Item>, Vec<String>>;
 
 fn read_one(path: &Path, explicit: bool, cache: &PolicyCache) -> Loaded {
-    let (value, _) = validate::load(path).map_err(|e| vec![e.to_string()])?;
-    if crate::comparison::is_comparison(&value) {
-        return crate::comparison::read(path.to_path_buf(), &value)
-            .map(|c| Some(Item::Comparison(c)));
+    // Read once; the document table says what it is (receipts by the receipt loader's rules).
+    let src = qual_documents::read(path).map_err(|e| vec![e.to_string()])?;
+    let kind = src.kind();
+    let value = src.into_value().map_err(|e| vec![e.to_string()])?;
+    if value.as_object().is_none() {
+        let e = validate::LoadError::NotAnObject {
+            path: path.display().to_string(),
+        };
+        return Err(vec![e.to_string()]);
     }
-    if crate::campaign::is_campaign(&value) {
-        return Ok(Some(Item::Campaign));
+    match kind {
+        Some(Kind::Comparison) => {
+            return crate::comparison::read(path.to_path_buf(), &value)
+                .map(|c| Some(Item::Comparison(c)));
+        }
+        Some(Kind::CampaignReceipt | Kind::CampaignSummary) => return Ok(Some(Item::Campaign)),
+        _ => {}
     }
     if !explicit && value.get("receipt_id").is_none() {
         return Ok(None);

@@ -92,36 +92,33 @@ pub struct ComparisonView {
     pub evaluations: Vec<EvaluationView>,
 }
 
-/// Whether `v` looks like a comparison document (it has the comparator's distinctive members).
-pub fn is_comparison(v: &Value) -> bool {
-    v.get("metric_evaluations").is_some() && v.get("result_status_changes").is_some()
-}
-
 fn text(v: Option<&Value>) -> String {
     qual_json::show::text(v)
 }
 
-fn closed(obj: &Value, keys: &[&str], at: &str, errs: &mut Vec<String>) {
-    if let Some(o) = obj.as_object() {
-        for (k, _) in o.iter() {
-            if !keys.contains(&k.as_str()) {
-                errs.push(format!(
-                    "{at}: unknown member {}",
-                    qual_json::show::quote(k)
-                ));
-            }
-        }
-        for k in keys {
-            if o.get(k).is_none() {
-                errs.push(format!(
-                    "{at}: missing member {}",
-                    qual_json::show::quote(k)
-                ));
-            }
-        }
-    } else {
+/// The comparison document's phrasing: one message per key, unknown ones first in the
+/// document's order, then missing ones in declared order.
+const PHRASING: qual_json::Phrasing = qual_json::Phrasing {
+    missing: "missing member {}",
+    unknown: "unknown member {}",
+    list: qual_json::KeyList::EachQuoted,
+    unknown_first: true,
+};
+
+fn exact_members(obj: &Value, keys: &[&str], at: &str, errs: &mut Vec<String>) {
+    let Some(o) = obj.as_object() else {
         errs.push(format!("{at}: must be an object"));
-    }
+        return;
+    };
+    let diff = qual_json::ClosedKeys::new(keys)
+        .missing_order(qual_json::Order::Declared)
+        .unknown_order(qual_json::Order::Declared)
+        .check(o);
+    errs.extend(
+        diff.messages(&PHRASING)
+            .into_iter()
+            .map(|m| format!("{at}: {m}")),
+    );
 }
 
 fn side(v: &Value) -> SideView {
@@ -134,7 +131,7 @@ fn side(v: &Value) -> SideView {
 /// Reads a comparison document strictly; every violation is reported with its pointer.
 pub fn read(path: PathBuf, v: &Value) -> Result<ComparisonView, Vec<String>> {
     let mut errs = Vec::new();
-    closed(v, &REPORT_KEYS, "", &mut errs);
+    exact_members(v, &REPORT_KEYS, "", &mut errs);
     let evals = v
         .get("metric_evaluations")
         .and_then(Value::as_array)
@@ -142,7 +139,7 @@ pub fn read(path: PathBuf, v: &Value) -> Result<ComparisonView, Vec<String>> {
         .unwrap_or_default();
     let mut evaluations = Vec::new();
     for (i, e) in evals.iter().enumerate() {
-        closed(
+        exact_members(
             e,
             &EVALUATION_KEYS,
             &format!("/metric_evaluations/{i}"),

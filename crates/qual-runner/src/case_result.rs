@@ -177,24 +177,24 @@ fn finite_number(v: Option<&Value>) -> Option<Number> {
     }
 }
 
-fn closed_keys(o: &qual_json::Object, keys: &[&str], at: &str, errors: &mut Vec<String>) {
-    let missing: Vec<&str> = keys
-        .iter()
-        .copied()
-        .filter(|k| !o.contains_key(k))
-        .collect();
-    let mut unknown: Vec<&str> = o
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !keys.contains(k))
-        .collect();
-    unknown.sort();
-    if !missing.is_empty() {
-        errors.push(format!("{at} is missing keys: {}", missing.join(", ")));
-    }
-    if !unknown.is_empty() {
-        errors.push(format!("{at} has unknown keys: {}", unknown.join(", ")));
-    }
+/// The case-result protocol's phrasing: missing keys in declared order, then unknown ones.
+const PHRASING: qual_json::Phrasing = qual_json::Phrasing {
+    missing: "is missing keys: {}",
+    unknown: "has unknown keys: {}",
+    list: qual_json::KeyList::Plain,
+    unknown_first: false,
+};
+
+/// The closed-object check of `qual_json::ClosedKeys`, in the protocol's phrasing.
+fn check_keys(o: &qual_json::Object, keys: &[&str], at: &str, errors: &mut Vec<String>) {
+    let diff = qual_json::ClosedKeys::new(keys)
+        .missing_order(qual_json::Order::Declared)
+        .check(o);
+    errors.extend(
+        diff.messages(&PHRASING)
+            .into_iter()
+            .map(|m| format!("{at} {m}")),
+    );
 }
 
 /// The keys of a command result, exactly.
@@ -223,7 +223,7 @@ pub fn validate(
     let Some(o) = v.as_object() else {
         return Err(vec!["case result must be a JSON object".into()]);
     };
-    closed_keys(o, &RESULT_KEYS, "case result", &mut errors);
+    check_keys(o, &RESULT_KEYS, "case result", &mut errors);
     let (status, duration) = check_header(o, case_id, &mut errors);
     let config = o.get("effective_config").cloned().unwrap_or(Value::Null);
     check_config(&config, "case result effective_config", &mut errors);
@@ -314,7 +314,7 @@ fn check_metrics(items: &[Value], errors: &mut Vec<String>) -> Vec<Metric> {
 
 /// One closed metric object at `at`.
 fn check_metric(mo: &qual_json::Object, at: &str, errors: &mut Vec<String>) -> Option<Metric> {
-    closed_keys(
+    check_keys(
         mo,
         &["name", "value", "unit", "aggregation", "lower_is_better"],
         at,
@@ -400,7 +400,7 @@ fn check_tolerances(tolerances: &Value, metrics: &[Metric], errors: &mut Vec<Str
             errors.push(format!("{at} must be an object"));
             continue;
         };
-        closed_keys(
+        check_keys(
             to,
             &["metric", "absolute_tolerance", "relative_tolerance"],
             &at,

@@ -110,10 +110,7 @@ fn rel(root: &Path, p: &Path) -> String {
 
 fn create_new(path: &Path, bytes: &[u8]) -> Result<(), ExecStop> {
     use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
+    let mut f = qual_json::publish::create_new(path)
         .map_err(|e| ExecStop::Io(format!("cannot create {}: {e}", path.display())))?;
     f.write_all(bytes)
         .map_err(|e| ExecStop::Io(format!("cannot write {}: {e}", path.display())))

@@ -32,7 +32,6 @@ use crate::metrics::{self, MetricRow, ServingMetrics, Slo, ValidityLimits};
 use crate::recipe::{is_identifier, LaunchRecipe};
 use crate::record::RequestRecord;
 use qual_json::Value;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -256,14 +255,7 @@ fn create_new(path: &Path, bytes: &[u8]) -> Result<(), ServeError> {
         path: path.display().to_string(),
         source,
     };
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(w)?;
-    f.write_all(bytes).map_err(w)?;
-    f.sync_all().map_err(w)?;
-    Ok(())
+    qual_json::publish::write_new(path, bytes).map_err(w)
 }
 
 /// What the server must not write: the directory of the case result and evidence, and git's
@@ -647,6 +639,9 @@ fn finish(
         "tolerances": [],
         "details": details,
     });
+    // serde's pretty format, not `qual_json::to_pretty_json`: this document's bytes (field
+    // order, raw UTF-8, serde's float spelling) are its format; the Python-compatible writer
+    // would change them.
     let mut ev_bytes = serde_json::to_vec_pretty(&evidence).expect("evidence serializes");
     ev_bytes.push(b'\n');
     create_new(&evidence_path, &ev_bytes)?;

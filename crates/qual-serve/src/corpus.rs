@@ -140,11 +140,10 @@ fn entry(doc: &Value) -> Result<CorpusEntry, Vec<String>> {
     let Some(o) = doc.as_object() else {
         return Err(vec!["/: must be a JSON object".into()]);
     };
-    for k in o.keys() {
-        if !KEYS.contains(&k.as_str()) {
-            v.push(format!("/{k}: unknown key"));
-        }
-    }
+    let unknown = qual_json::ClosedKeys::with_optional(&[], &KEYS)
+        .unknown_order(qual_json::Order::Declared)
+        .unknown(o);
+    v.extend(unknown.into_iter().map(|k| format!("/{k}: unknown key")));
     let id = match o.get("id").and_then(Value::as_str) {
         Some(s) if is_corpus_id(s) => s.to_string(),
         Some(_) => {

@@ -171,7 +171,7 @@ pub struct KilnLaunch {
 }
 
 fn pointer(key: &str) -> String {
-    format!("/{}", key.replace('~', "~0").replace('/', "~1"))
+    format!("/{}", qual_json::violation::pointer_token(key))
 }
 
 fn int_cmp(a: &Int, b: &Int) -> Ordering {
@@ -286,11 +286,14 @@ pub fn validate(doc: &Value, base: &Path) -> Result<KilnLaunch, Vec<String>> {
     let Some(obj) = doc.as_object() else {
         return Err(vec!["/: must be a JSON object".into()]);
     };
-    for k in obj.keys() {
-        if !KEYS.contains(&k.as_str()) {
-            v.push(format!("{}: unknown key", pointer(k)));
-        }
-    }
+    let unknown = qual_json::ClosedKeys::with_optional(&[], &KEYS)
+        .unknown_order(qual_json::Order::Declared)
+        .unknown(obj);
+    v.extend(
+        unknown
+            .into_iter()
+            .map(|k| format!("{}: unknown key", pointer(k))),
+    );
     let req = |k: &str, v: &mut Vec<String>| -> Option<&Value> {
         let x = obj.get(k);
         if x.is_none() {

@@ -297,11 +297,10 @@ pub fn validate(
     let Some(obj) = doc.as_object() else {
         return Err(vec!["/: must be a JSON object".into()]);
     };
-    for k in obj.keys() {
-        if !KEYS.contains(&k.as_str()) {
-            v.push(format!("/{k}: unknown key"));
-        }
-    }
+    let unknown = qual_json::ClosedKeys::with_optional(&[], &KEYS)
+        .unknown_order(qual_json::Order::Declared)
+        .unknown(obj);
+    v.extend(unknown.into_iter().map(|k| format!("/{k}: unknown key")));
     let req = |k: &str, v: &mut Vec<String>| -> Option<&Value> {
         let x = obj.get(k);
         if x.is_none() {

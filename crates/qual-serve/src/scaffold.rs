@@ -221,6 +221,9 @@ pub enum ScaffoldError {
 }
 
 fn json(v: &serde_json::Value) -> String {
+    // serde's pretty format, not `qual_json::to_pretty_json`: this document's bytes (field
+    // order, raw UTF-8, serde's float spelling) are its format; the Python-compatible writer
+    // would change them.
     let mut s = serde_json::to_string_pretty(v).expect("scaffold JSON serializes");
     s.push('\n');
     s

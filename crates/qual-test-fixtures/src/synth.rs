@@ -288,7 +288,7 @@ fn write_one(
                 cr.insert("schema_version", Value::from(1u64));
                 cr.insert("status", Value::from(status.as_str()));
                 cr.insert("tolerances", Value::Array(Vec::new()));
-                let bytes = qual_receipt::write::to_pretty_json(&Value::Object(cr)).into_bytes();
+                let bytes = qual_json::to_pretty_json(&Value::Object(cr)).into_bytes();
                 let path = format!("{dir}/case-result.json");
                 std::fs::write(root.join(&path), &bytes)?;
                 artifacts.push(Artifact {
@@ -375,7 +375,7 @@ fn write_one(
     std::fs::create_dir_all(&dir)?;
     std::fs::write(
         dir.join(format!("{receipt_id}.json")),
-        qual_receipt::write::to_pretty_json(&receipt.to_value()),
+        qual_json::to_pretty_json(&receipt.to_value()),
     )
 }
 

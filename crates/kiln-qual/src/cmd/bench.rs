@@ -241,16 +241,6 @@ fn parse_url(s: &str) -> Result<Url, String> {
     })
 }
 
-fn create_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
-}
-
 fn load_workload(a: &BenchArgs, tok: Option<&Tok>) -> Result<Workload, String> {
     let body = BodyOptions {
         endpoint: match a.endpoint {
@@ -478,6 +468,8 @@ fn write_outputs(a: &BenchArgs, result: &run::BenchResult, cfg: &BenchConfig) ->
         (
             &a.json,
             if a.json.is_some() {
+                // serde's pretty format of the typed result (its field order is the format),
+                // not `qual_json::to_pretty_json`.
                 serde_json::to_vec_pretty(result).unwrap_or_default()
             } else {
                 Vec::new()
@@ -502,7 +494,7 @@ fn write_outputs(a: &BenchArgs, result: &run::BenchResult, cfg: &BenchConfig) ->
     ];
     for (path, bytes) in writes {
         if let Some(p) = path {
-            match create_new(p, &bytes) {
+            match qual_json::publish::write_new(p, &bytes) {
                 Ok(()) => errln!("kiln-qual: wrote {}", esc_path(p)),
                 Err(e) => {
                     errln!("kiln-qual: failed to write {}: {e}", esc_path(p));

@@ -392,15 +392,12 @@ fn run_campaign(a: RunArgs) -> i32 {
             effective_config,
             started.elapsed().as_secs_f64(),
         );
+        // serde's pretty format, not `qual_json::to_pretty_json`: this document's bytes (field
+        // order, raw UTF-8, serde's float spelling) are its format; the Python-compatible writer
+        // would change them.
         let mut bytes = serde_json::to_vec_pretty(&doc).expect("case result serializes");
         bytes.push(b'\n');
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .and_then(|mut f| {
-                std::io::Write::write_all(&mut f, &bytes).and_then(|()| f.sync_all())
-            });
+        let written = qual_json::publish::write_new(&path, &bytes);
         if let Err(e) = written {
             errln!(
                 "kiln-qual: failed to write the case result {}: {e}",
@@ -500,12 +497,22 @@ pub fn runtime_manifest(a: ManifestArgs) -> i32 {
 
 /// `kiln-qual compare BASELINE CANDIDATE` on two campaign receipts: the candidate's rows paired
 /// with the baseline's. 0 when matched, 1 when mismatched or not comparable.
-pub fn compare_receipts(
-    baseline: &std::path::Path,
-    candidate: &std::path::Path,
+pub fn compare_read_receipts(
+    baseline: &qual_documents::Source,
+    candidate: &qual_documents::Source,
     json: bool,
 ) -> i32 {
-    match qual_campaign::pairing::compare_files(baseline, candidate) {
+    print_comparison(
+        qual_campaign::pairing::compare_read(
+            (&baseline.path, &baseline.bytes),
+            (&candidate.path, &candidate.bytes),
+        ),
+        json,
+    )
+}
+
+fn print_comparison(result: Result<qual_campaign::records::Comparison, String>, json: bool) -> i32 {
+    match result {
         Ok(c) => {
             if json {
                 crate::output::print_json(&c);

@@ -8,14 +8,17 @@
 //! compared within its bounds and engine and worker ran cleanly, 1 otherwise (the case result
 //! says why); `attribute` 0 when the attribution was written (whatever it attributes), 1 when a
 //! source result is invalid or the output could not be written; 2 for usage errors.
+//!
+//! `--json` prints serde's pretty format of the typed documents (field order, raw UTF-8), not
+//! `qual_json::to_pretty_json`: those bytes are this command's output format.
 
 use crate::exit;
 use crate::output::{errln, esc, esc_path, outln};
 use clap::{Args, Subcommand};
-use qual_oracle::check::{check_file, CheckOptions};
+use qual_oracle::check::CheckOptions;
 use qual_oracle::result::{self, CaseOutcome, Status};
 use qual_oracle::tensor::read_tensor_file;
-use qual_oracle::tolerance::{ToleranceFile, Tolerances, TOLERANCES_SCHEMA};
+use qual_oracle::tolerance::{ToleranceFile, Tolerances};
 use std::path::{Path, PathBuf};
 
 use super::args::count;
@@ -151,20 +154,8 @@ fn load_tolerances(path: Option<&Path>) -> Result<Tolerances, String> {
         return Ok(Tolerances::default());
     };
     let f: ToleranceFile = read_json(p, "tolerances")?;
-    if f.schema != TOLERANCES_SCHEMA {
-        return Err(format!(
-            "failed to read the tolerances: schema must be {}",
-            qual_json::show::quote(TOLERANCES_SCHEMA)
-        ));
-    }
-    let problems = f.tolerances.problems();
-    if !problems.is_empty() {
-        return Err(format!(
-            "failed to read the tolerances: {}",
-            problems.join("; ")
-        ));
-    }
-    Ok(f.tolerances)
+    f.into_tolerances()
+        .map_err(|e| format!("failed to read the tolerances: {e}"))
 }
 
 fn compare(a: CompareArgs) -> i32 {
@@ -360,7 +351,7 @@ fn check(a: CheckArgs) -> i32 {
         verify_inputs: a.verify_inputs,
     };
     for p in &a.results {
-        match check_file(p, &opts) {
+        match check_document(p, &opts) {
             Ok(v) => outln!("OK {} {} {}", esc_path(p), v.schema, v.result_sha256),
             Err(errs) => {
                 errln!("FAILED {}", esc_path(p));
@@ -372,6 +363,15 @@ fn check(a: CheckArgs) -> i32 {
         }
     }
     exit::OK
+}
+
+/// Reads one result once through the document table and checks it (`qual-oracle` dispatches
+/// on its schema).
+fn check_document(p: &Path, opts: &CheckOptions) -> Result<qual_oracle::check::Valid, Vec<String>> {
+    let src = qual_documents::read_limited(p, qual_oracle::check::MAX_RESULT_BYTES)
+        .map_err(|e| vec![e.to_string()])?;
+    let value = src.value().map_err(|e| vec![e.to_string()])?;
+    qual_oracle::check::check_value(value, opts)
 }
 
 fn reference(a: ReferenceArgs) -> i32 {

@@ -183,21 +183,7 @@ fn check(a: CheckArgs) -> i32 {
     };
     let mut entries = Vec::with_capacity(a.receipts.len());
     for path in &a.receipts {
-        // Campaign receipts (`kiln-qual.serving-campaign-receipt.v1`) have their own rules.
-        let outcome = if qual_campaign::verify::is_campaign_receipt(path) {
-            match qual_campaign::verify::check_receipt_file(path) {
-                Ok(f) if f.is_empty() => FileOutcome::Valid,
-                Ok(f) => FileOutcome::Invalid {
-                    violations: f
-                        .into_iter()
-                        .map(|message| validate::Violation::new("receipt", message))
-                        .collect(),
-                },
-                Err(error) => FileOutcome::Unloadable { error },
-            }
-        } else {
-            validate::check_file(path, &strict)
-        };
+        let outcome = check_outcome(path, &strict);
         entries.push(CheckEntry {
             errors: outcome.error_lines(),
             ok: outcome.is_valid(),
@@ -233,6 +219,45 @@ fn check(a: CheckArgs) -> i32 {
         exit::OK
     } else {
         exit::FAILED
+    }
+}
+
+/// Checks one file, read once: a campaign receipt by `qual-campaign`'s rules (the document
+/// table decides), anything else as a receipt v1.
+fn check_outcome(path: &Path, strict: &StrictChecks<'_>) -> FileOutcome {
+    let unloadable = |e: validate::LoadError| FileOutcome::Unloadable {
+        error: e.to_string(),
+    };
+    let src = match qual_documents::read(path) {
+        Ok(src) => src,
+        Err(e) => return unloadable(e.into()),
+    };
+    if src.is(qual_documents::Kind::CampaignReceipt) {
+        return match qual_campaign::verify::check_receipt_bytes(path, &src.bytes) {
+            Ok(f) if f.is_empty() => FileOutcome::Valid,
+            Ok(f) => FileOutcome::Invalid {
+                violations: f
+                    .into_iter()
+                    .map(|message| validate::Violation::new("receipt", message))
+                    .collect(),
+            },
+            Err(error) => FileOutcome::Unloadable { error },
+        };
+    }
+    let value = match src.value() {
+        Ok(v) => v,
+        Err(e) => return unloadable(e.into()),
+    };
+    if value.as_object().is_none() {
+        return unloadable(validate::LoadError::NotAnObject {
+            path: path.display().to_string(),
+        });
+    }
+    let violations = validate::validate_strict(value, strict);
+    if violations.is_empty() {
+        FileOutcome::Valid
+    } else {
+        FileOutcome::Invalid { violations }
     }
 }
 
@@ -397,16 +422,30 @@ fn display_path(path: &Path, root: &Path) -> String {
 
 /// Runs `kiln-qual compare`.
 pub fn compare(a: CompareArgs) -> i32 {
-    use qual_receipt::compare::{self as cmp, LoadedReceipt};
-    if qual_campaign::verify::is_campaign_receipt(&a.baseline)
-        && qual_campaign::verify::is_campaign_receipt(&a.candidate)
-    {
-        return super::campaign::compare_receipts(&a.baseline, &a.candidate, a.json);
+    use qual_receipt::compare::{self as cmp, CompareError, LoadedReceipt};
+    // Each file is read once; the document table says whether both are campaign receipts.
+    let baseline = qual_documents::read(&a.baseline);
+    let candidate = qual_documents::read(&a.candidate);
+    let campaign = |r: &Result<qual_documents::Source, _>| {
+        r.as_ref()
+            .is_ok_and(|s| s.is(qual_documents::Kind::CampaignReceipt))
+    };
+    if campaign(&baseline) && campaign(&candidate) {
+        let (Ok(b), Ok(c)) = (&baseline, &candidate) else {
+            unreachable!("both were read")
+        };
+        return super::campaign::compare_read_receipts(b, c, a.json);
     }
+    let loaded = |path: &Path, r: Result<qual_documents::Source, qual_json::LoadError>| {
+        let src = r.map_err(|e| CompareError {
+            message: format!("cannot read receipt {}: {e}", path.display()),
+        })?;
+        LoadedReceipt::from_bytes(path, &src.bytes)
+    };
     let root = a.root.clone().unwrap_or_else(default_root);
     let result = (|| {
-        let baseline = LoadedReceipt::load(&a.baseline)?;
-        let candidate = LoadedReceipt::load(&a.candidate)?;
+        let baseline = loaded(&a.baseline, baseline)?;
+        let candidate = loaded(&a.candidate, candidate)?;
         let manifest = match &a.workload_manifest {
             Some(m) => Some(cmp::load_committed_manifest(m, &root)?),
             None => None,

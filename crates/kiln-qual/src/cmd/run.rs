@@ -290,7 +290,7 @@ pub fn source_tree(a: SourceTreeArgs) -> i32 {
                     .collect(),
             ),
         );
-        crate::output::print_json_text(&qual_receipt::write::to_pretty_json(&Value::Object(o)));
+        crate::output::print_json_text(&qual_json::to_pretty_json(&Value::Object(o)));
     } else {
         outln!("{}", t.digest);
         errln!(
@@ -310,9 +310,7 @@ pub fn model(c: ModelCommand) -> i32 {
             match qual_probe::model::fingerprint(&a.model_path, a.model_id.as_deref()) {
                 Ok(f) => {
                     if a.json {
-                        crate::output::print_json_text(&qual_receipt::write::to_pretty_json(
-                            &f.to_value(),
-                        ));
+                        crate::output::print_json_text(&qual_json::to_pretty_json(&f.to_value()));
                     } else {
                         outln!("id: {}", esc(&f.id));
                         outln!("path: {}", esc(&f.path));
