@@ -2,7 +2,6 @@
 //! `.qualification`, and the helpers that stream a file's digest and ask git for a commit.
 
 use super::*;
-use std::io::Read;
 
 impl Checker {
     /// The strict source checks: the current source-tree digest and a locally known commit.
@@ -92,22 +91,11 @@ impl Checker {
     }
 }
 
-/// Streams a regular file through SHA-256: (`sha256:<hex>`, byte length).
+/// Streams a regular file through SHA-256 (`qual_json::sha256_file`): (`sha256:<hex>`, byte
+/// length), errors as the underlying I/O error.
 pub fn hash_file(path: &Path) -> std::io::Result<(String, u64)> {
-    use sha2::Digest;
-    let mut file = qual_json::open_regular(path)?;
-    let mut hasher = sha2::Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut total = 0u64;
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        total += n as u64;
-        hasher.update(&buf[..n]);
-    }
-    Ok((format!("sha256:{}", hex::encode(hasher.finalize())), total))
+    let h = qual_json::sha256_file(path, None)?;
+    Ok((h.sha256, h.bytes))
 }
 
 /// Whether `commit` names a commit object of the repository at `root`, asked through the
