@@ -309,7 +309,13 @@ fn distributions_of(
             .iter()
             .flat_map(|(_, s)| s.itl.iter().copied())
             .collect();
-        distributions.insert("itl_ms".to_string(), Summary::bounded(&itl, ps));
+        let mut gaps = metrics::GapIntervals::default();
+        for (r, _) in &per_request {
+            gaps.push(metrics::event_intervals_ns(r));
+        }
+        let mut itl = Summary::bounded(&itl, ps);
+        itl.tighten_gaps(&gaps, ps);
+        distributions.insert("itl_ms".to_string(), itl);
         let tpot: Vec<BoundedSample> = per_request
             .iter()
             .filter_map(|(r, _)| {

@@ -13,7 +13,9 @@
 //!   output tokens of requests completed, mean TTFT and mean E2E of requests completed in
 //!   the bucket.
 
-use qual_serve::metrics::{centre, percentile_type7, Bound, BoundedSample, PERCENTILES};
+use qual_serve::metrics::{
+    centre, percentile_type7, Bound, BoundedSample, GapBoundMethod, GapIntervals, PERCENTILES,
+};
 use qual_serve::record::{Phase, RequestRecord};
 use serde::Serialize;
 
@@ -86,6 +88,10 @@ pub struct Summary {
     pub max: Option<f64>,
     /// Requested percentiles.
     pub percentiles: Vec<Pct>,
+    /// How the percentile bounds were established (pooled gaps only; see
+    /// `qual_serve::metrics::GapIntervals`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_method: Option<GapBoundMethod>,
 }
 
 impl Summary {
@@ -109,6 +115,7 @@ impl Summary {
                     bound: None,
                 })
                 .collect(),
+            bound_method: None,
         }
     }
 
@@ -131,6 +138,28 @@ impl Summary {
             p.value = centre(p.value, p.bound);
         }
         s
+    }
+
+    /// Tightens the percentile bounds of a summary of the pooled gaps `gaps` (made by
+    /// [`Summary::bounded`] at `ps`) with their joint bounds, as serve's metrics do
+    /// (`qual_serve::metrics::Distribution::tighten_gaps`), re-centring each value.
+    pub fn tighten_gaps(&mut self, gaps: &GapIntervals, ps: &[f64]) {
+        let wide = self
+            .percentiles
+            .iter()
+            .filter(|p| p.bound.is_some_and(|b| b.upper > b.lower))
+            .count();
+        if wide == 0 || !gaps.joint_affordable(wide) {
+            self.bound_method = Some(GapBoundMethod::PerGap);
+            return;
+        }
+        for (pct, &p) in self.percentiles.iter_mut().zip(ps) {
+            if let Some(b) = pct.bound.filter(|b| b.upper > b.lower) {
+                pct.bound = gaps.percentile(p, b);
+                pct.value = centre(pct.value, pct.bound);
+            }
+        }
+        self.bound_method = Some(GapBoundMethod::Joint);
     }
 
     /// The bound at a label.

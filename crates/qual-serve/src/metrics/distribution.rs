@@ -100,6 +100,10 @@ pub struct Distribution {
     /// Where the true maximum lies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_bound: Option<Bound>,
+    /// How the percentile and mean bounds were established (pooled gaps only: per gap, or
+    /// jointly over each request's arrivals, see [`GapIntervals`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_method: Option<GapBoundMethod>,
 }
 
 /// Type-7 percentile of an ascending, non-empty slice.
@@ -152,6 +156,7 @@ impl Distribution {
             mean_bound: None,
             min_bound: None,
             max_bound: None,
+            bound_method: None,
         }
     }
 
@@ -199,6 +204,39 @@ impl Distribution {
         d.min = centre(d.min, d.min_bound);
         d.max = centre(d.max, d.max_bound);
         d
+    }
+
+    /// Tightens the percentile and mean bounds of a distribution of the pooled gaps `gaps`
+    /// (made by [`Distribution::bounded`] from the same gaps' per-gap samples) with their
+    /// joint bounds, re-centring each value; records the method used.
+    pub fn tighten_gaps(&mut self, gaps: &GapIntervals) {
+        let wide: Vec<usize> = self
+            .percentiles
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.bound.is_some_and(|b| b.upper > b.lower))
+            .map(|(i, _)| i)
+            .collect();
+        if wide.is_empty() || !gaps.joint_affordable(wide.len()) {
+            self.bound_method = Some(GapBoundMethod::PerGap);
+            return;
+        }
+        for i in wide {
+            let p = &mut self.percentiles[i];
+            let q = PERCENTILES
+                .iter()
+                .find(|(label, _, _)| *label == p.label)
+                .map(|&(_, q, _)| q);
+            if let (Some(q), Some(b)) = (q, p.bound) {
+                p.bound = gaps.percentile(q, b);
+                p.value = centre(p.value, p.bound);
+            }
+        }
+        if let Some(b) = self.mean_bound {
+            self.mean_bound = gaps.mean(b);
+            self.mean = centre(self.mean, self.mean_bound);
+        }
+        self.bound_method = Some(GapBoundMethod::Joint);
     }
 
     /// The bound of a statistic by its row suffix (`p50`, `mean`, `max`, …).

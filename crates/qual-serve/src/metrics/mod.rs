@@ -33,7 +33,9 @@
 //!   sample (TTFT, E2E, ITL, TPOT, decode rate) carries the interval those arrivals allow and
 //!   is reported at the interval's midpoint; each percentile and mean carries the same
 //!   statistic of the lower and of the upper ends ([`Distribution::bounded`]: these
-//!   statistics are monotone in every sample, so the truth lies between); rates carry the
+//!   statistics are monotone in every sample, so the truth lies between), the pooled ITL's
+//!   percentiles and mean jointly over each request's arrivals ([`GapIntervals`]: the gaps of
+//!   events that shared a read cannot all be wide at once); rates carry the
 //!   window's bound, SLO attainment and goodput the counts of requests that surely and that
 //!   possibly meet the SLOs. The error of a reported value is the larger distance to either
 //!   end ([`Bound::error`]), shown as `±`.
@@ -58,11 +60,13 @@
 //! [`ServingMetrics`] and [`compute_gated`], which puts them together.
 
 mod distribution;
+mod joint;
 mod rows;
 mod samples;
 mod validity;
 
 pub use distribution::*;
+pub use joint::*;
 pub use rows::MetricRow;
 pub use samples::*;
 pub use validity::*;
@@ -94,7 +98,7 @@ pub const DEFINITIONS: [(&str, &str); 15] = [
     ("requests_per_second", "successful requests / request window"),
     ("goodput", "successful requests meeting every declared slo (ttft <=, max itl <=, e2e <=) per second of request window, in requests and in output tokens"),
     ("schedule_lag_ms", "actual send (first request byte written to the socket) - scheduled send per measured request (measured from the latest of: the schedule, the establishment of a new connection, the start of a retry after the server closed a reused keep-alive connection; connection set-up is the server's accept path and is recorded per request); the run is invalid when more than max_disturbed_fraction of sends lag by more than late_send_ms"),
-    ("error_bound", "per content event: an interval holding its arrival (upper: the kernel receive timestamp of the newest segment its read consumed, else the read's return; lower: the latest of the previous stamped read's timestamp, the start of the latest recv that found the queue empty, the peeked first byte's timestamp, and the send; a point where every byte of the read carries one timestamp); each sample is reported at the midpoint of the interval its arrivals allow, each percentile and mean with the same statistic of the lower and of the upper ends; error = the larger distance from the reported value to either end; a gated statistic whose error exceeds max(tolerance_ms, tolerance_fraction x value) makes the run invalid"),
+    ("error_bound", "per content event: an interval holding its arrival (upper: the kernel receive timestamp of the newest segment its read consumed, else the read's return; lower: the latest of the previous stamped read's timestamp, the start of the latest recv that found the queue empty, the peeked first byte's timestamp, and the send; a point where every byte of the read carries one timestamp); each sample is reported at the midpoint of the interval its arrivals allow, each percentile and mean with the same statistic of the lower and of the upper ends, except the pooled itl percentiles and mean, bounded jointly over each request's arrivals (one request's gaps together span no more than its intervals allow; bound_method joint, else per_gap when too costly) and never wider than the per-gap bound; error = the larger distance from the reported value to either end; a gated statistic whose error exceeds max(tolerance_ms, tolerance_fraction x value) makes the run invalid"),
     ("read_lag_ms", "per content event stamped by the kernel: the time its read returned - the kernel's software receive timestamp (SO_TIMESTAMPNS) of the newest segment the read consumed; recorded, not gated (its effect is in the error bound)"),
     ("late_read_fraction", "content events of successful requests read more than max_read_lag_ms after the kernel received them / kernel-stamped content events"),
     ("coalesced_event_fraction", "content events of successful requests that shared one read with a later content event of the same request / content events; recorded, not gated (the error bound says what it cost)"),
@@ -248,7 +252,11 @@ pub fn compute_gated(
         slo,
         ttft_ms: Distribution::bounded(&pooled.ttft),
         e2e_ms: Distribution::bounded(&pooled.e2e),
-        itl_ms: Distribution::bounded(&pooled.itl),
+        itl_ms: {
+            let mut d = Distribution::bounded(&pooled.itl);
+            d.tighten_gaps(&pooled.gaps);
+            d
+        },
         tpot_ms: Distribution::bounded(&pooled.tpot),
         decode_tokens_per_second: Distribution::bounded(&pooled.decode),
         schedule,
@@ -268,6 +276,8 @@ struct Pooled {
     ttft: Vec<BoundedSample>,
     e2e: Vec<BoundedSample>,
     itl: Vec<BoundedSample>,
+    /// The same gaps' event intervals, for their joint bounds.
+    gaps: GapIntervals,
     tpot: Vec<BoundedSample>,
     decode: Vec<BoundedSample>,
     tokens_total: u64,
@@ -282,6 +292,7 @@ fn pool_samples(ok: &[&RequestRecord], slo: &Slo) -> Pooled {
     let mut ttft = Vec::new();
     let mut e2e = Vec::new();
     let mut itl = Vec::new();
+    let mut gaps = GapIntervals::default();
     let mut tpot = Vec::new();
     let mut decode = Vec::new();
     let mut tokens_total = 0u64;
@@ -300,6 +311,7 @@ fn pool_samples(ok: &[&RequestRecord], slo: &Slo) -> Pooled {
         ttft.push(s.ttft);
         e2e.push(s.e2e);
         itl.extend_from_slice(&s.itl);
+        gaps.push(event_intervals_ns(r));
         let tokens = r.output_tokens.map_or(0, |c| c.value);
         if r.output_tokens
             .is_some_and(|c| c.source != crate::record::TokenSource::ServerUsage)
@@ -327,6 +339,7 @@ fn pool_samples(ok: &[&RequestRecord], slo: &Slo) -> Pooled {
         ttft,
         e2e,
         itl,
+        gaps,
         tpot,
         decode,
         tokens_total,

@@ -11,6 +11,17 @@ pub(super) fn event_interval(r: &RequestRecord, i: usize) -> (f64, f64) {
     (lo as f64, hi as f64)
 }
 
+/// The arrival intervals of every content event of `r` (ns, `lower ..= upper`, in order):
+/// what [`GapIntervals`] bounds the pooled gaps jointly from.
+pub fn event_intervals_ns(r: &RequestRecord) -> Vec<(u64, u64)> {
+    (0..r.content_event_ns.len())
+        .map(|i| {
+            let hi = r.content_event_ns[i];
+            (r.content_event_lower(i).unwrap_or(hi), hi)
+        })
+        .collect()
+}
+
 /// Per-request samples, each with the interval the arrival intervals allow (ms).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestSamples {
