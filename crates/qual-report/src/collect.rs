@@ -91,6 +91,9 @@ pub struct ReceiptView {
     pub unsupported: Vec<String>,
     /// `notes[]`.
     pub notes: Vec<String>,
+    /// Whether its Vulkan device is a CPU implementation, so it does not establish
+    /// `qual_receipt::render::SOFTWARE_DEVICE_NOTE`.
+    pub software_device: bool,
     /// Whether the run directory was found.
     pub run_evidence: bool,
     /// The workload's comparison rules, when its manifest was found next to the receipt (an
@@ -460,6 +463,7 @@ fn read_one(path: &Path, explicit: bool, cache: &PolicyCache) -> Loaded {
         cases,
         unsupported: strings(value.get("unsupported")),
         notes: strings(value.get("notes")),
+        software_device: qual_receipt::render::software_device_note(&value).is_some(),
         run_evidence: false,
         rules: Vec::new(),
     };

@@ -600,6 +600,21 @@ fn scope(o: &mut String, set: &ReportSet) {
     for item in qual_receipt::render::NOT_ESTABLISHED {
         let _ = write!(o, "<li>{}</li>", esc(item));
     }
+    let software: Vec<&str> = set
+        .receipts
+        .iter()
+        .filter(|r| r.software_device)
+        .map(|r| r.receipt_id.as_str())
+        .collect();
+    if !software.is_empty() {
+        let _ = write!(
+            o,
+            "<li>for the {} receipt(s) on a CPU implementation of Vulkan ({}): {}</li>",
+            software.len(),
+            esc(&software.join(", ")),
+            esc(qual_receipt::render::SOFTWARE_DEVICE_NOTE)
+        );
+    }
     o.push_str("</ul>\n");
     let with_scope: Vec<&ReceiptView> = set
         .receipts
@@ -696,6 +711,7 @@ mod tests {
             }],
             unsupported: Vec::new(),
             notes: Vec::new(),
+            software_device: false,
             run_evidence: true,
             rules: Vec::new(),
         }
@@ -719,5 +735,28 @@ mod tests {
             ..ReportSet::default()
         };
         assert!(!render(&one).contains("id=\"throughput\""));
+    }
+
+    #[test]
+    fn a_software_vulkan_device_is_named_in_the_scope() {
+        let mut lavapipe = receipt("vulkan", 1, 4.0);
+        lavapipe.software_device = true;
+        lavapipe.receipt_id = "r-lavapipe".into();
+        let set = ReportSet {
+            receipts: vec![receipt("cpu", 1, 180.0), lavapipe],
+            ..ReportSet::default()
+        };
+        let page = render(&set);
+        assert!(
+            page.contains("on a CPU implementation of Vulkan (r-lavapipe)"),
+            "{page}"
+        );
+        let md = crate::markdown::render(&set);
+        assert!(md.contains("CPU implementation of Vulkan (r-lavapipe)"), "{md}");
+        let plain = ReportSet {
+            receipts: vec![receipt("cpu", 1, 180.0)],
+            ..ReportSet::default()
+        };
+        assert!(!render(&plain).contains("CPU implementation of Vulkan"));
     }
 }

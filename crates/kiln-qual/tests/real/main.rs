@@ -15,6 +15,7 @@ mod compat_receipts;
 mod compat_workloads;
 mod oracle_real;
 mod serving_real;
+mod vulkan_real;
 
 fn main() {
     qual_test_fixtures::harness::run_modules(vec![
@@ -24,5 +25,6 @@ fn main() {
         ("compat_workloads", compat_workloads::trials()),
         ("oracle_real", oracle_real::trials()),
         ("serving_real", serving_real::trials()),
+        ("vulkan_real", vulkan_real::trials()),
     ]);
 }
