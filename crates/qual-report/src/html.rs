@@ -752,7 +752,10 @@ mod tests {
             "{page}"
         );
         let md = crate::markdown::render(&set);
-        assert!(md.contains("CPU implementation of Vulkan (r-lavapipe)"), "{md}");
+        assert!(
+            md.contains("CPU implementation of Vulkan (r-lavapipe)"),
+            "{md}"
+        );
         let plain = ReportSet {
             receipts: vec![receipt("cpu", 1, 180.0)],
             ..ReportSet::default()

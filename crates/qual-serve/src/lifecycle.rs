@@ -399,6 +399,40 @@ impl OwnedServer {
         true
     }
 
+    /// Checks the server's own statement of its device ([`crate::recipe::DeviceReport`]),
+    /// when the recipe declares one: some line of its logs (read once it is ready) must
+    /// match. A server that does not say it serves on the declared device is refused, never
+    /// measured as if it did (ggml, for one, falls back to the CPU with a warning only).
+    pub fn check_device_report(&mut self) -> bool {
+        let Some(report) = self.recipe.device_report.clone() else {
+            return true;
+        };
+        let found = [&self.stderr_path, &self.stdout_path].iter().find_map(|p| {
+            let bytes = qual_json::file::read_regular_bytes(p, MAX_LOG_BYTES).ok()?;
+            String::from_utf8_lossy(&bytes)
+                .lines()
+                .find(|l| report.pattern.is_match(l))
+                .map(|l| qual_json::escape_text(l.trim()).into_owned())
+        });
+        match found {
+            Some(line) => {
+                self.event("device_reported", Some(line));
+                true
+            }
+            None => {
+                self.fail(
+                    "device_reported",
+                    format!(
+                        "the server did not report serving on {}: no line of its logs matches {:?}; refusing to measure a server that may have fallen back to another device (check its log, the driver, and the device the launch command selects)",
+                        report.description,
+                        report.pattern.as_str()
+                    ),
+                );
+                false
+            }
+        }
+    }
+
     /// Records a leader exit observed during the run (a failure).
     pub fn check_alive_after_run(&mut self) -> bool {
         if let Some(t) = self.leader_exit() {
