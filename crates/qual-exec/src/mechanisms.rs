@@ -169,13 +169,22 @@ fn fix(id: &str) -> String {
                 "allow unshare(CLONE_NEWUSER) in the container: docker run --security-opt seccomp=unconfined …".into()
             }
         }
-        "mount_setattr" => {
-            "boot Linux 5.12 or later (and allow mount_setattr in a container's seccomp profile)"
-                .into()
-        }
+        "mount_setattr" | "seccomp" if under_seccomp_filter() => format!(
+            "this process already runs under a seccomp filter that refuses {id}: run outside it (a container: docker run --security-opt seccomp=unconfined …)"
+        ),
+        "mount_setattr" => "boot Linux 5.12 or later".into(),
         "seccomp" => "boot a kernel built with CONFIG_SECCOMP_FILTER=y".into(),
         _ => "allow namespaces and mounts in the container: docker run --security-opt seccomp=unconfined --security-opt apparmor=unconfined …".into(),
     }
+}
+
+/// Whether this process already runs under a seccomp filter (`Seccomp: 2` in
+/// `/proc/self/status`): then a refused filter or mount call is that filter's doing.
+fn under_seccomp_filter() -> bool {
+    crate::procfs::read_system_file("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() == "2"))
+    })
 }
 
 fn reason(errno: i32) -> String {

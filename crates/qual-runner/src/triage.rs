@@ -238,7 +238,13 @@ pub fn triage(root: &Path, receipt: Option<(&Path, &Value)>, run_dir: &Path) -> 
     }
     let verdict = match receipt {
         Some((path, value)) => {
-            receipt_checks(&mut c, path, value, &run_dir);
+            // Infrastructure failures fail every case: those results need no gate of their own.
+            let infra = config.as_ref().is_some_and(|v| {
+                get(v, "/infrastructure_failures")
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty())
+            });
+            receipt_checks(&mut c, path, value, &run_dir, !infra);
             get(value, "/qualification/verdict")
                 .as_str()
                 .map(str::to_string)
@@ -527,8 +533,8 @@ fn assertions(c: &mut Collector<'_>, at: &str, record: &Value, dir: &Path, case:
         for f in failed {
             let mut ev = c.at(&dir.join(log), "");
             ev.pointer = None;
-            ev.text = Some(format!("run-config.json#{at}/output_assertions/{j}"));
-            c.push(Stage::CorrectnessGates, Some(case), f, ev);
+            let m = format!("{f} (run-config.json#{at}/output_assertions/{j})");
+            c.push(Stage::CorrectnessGates, Some(case), m, ev);
         }
     }
 }
@@ -558,9 +564,16 @@ fn infrastructure(c: &mut Collector<'_>, config_path: &Path, config: &Value) {
     }
 }
 
-/// The receipt: validation, the verifier's recomputation, the downgrade note, and required
-/// cases that did not pass without an earlier failure explaining why.
-fn receipt_checks(c: &mut Collector<'_>, path: &Path, receipt: &Value, run_dir: &Path) {
+/// The receipt: validation, the verifier's recomputation, the downgrade note, and (with
+/// `required_gate`) required cases that did not pass without an earlier failure explaining
+/// why.
+fn receipt_checks(
+    c: &mut Collector<'_>,
+    path: &Path,
+    receipt: &Value,
+    run_dir: &Path,
+    required_gate: bool,
+) {
     for v in qual_receipt::validate::validate(receipt) {
         let ev = c.at(path, &v.pointer);
         c.push(
@@ -613,7 +626,8 @@ fn receipt_checks(c: &mut Collector<'_>, path: &Path, receipt: &Value, run_dir: 
         let id = get(r, "/id").as_str().unwrap_or_default();
         let status = get(r, "/status").as_str().unwrap_or_default();
         let explained = c.out.iter().any(|f| f.case_id.as_deref() == Some(id));
-        if get(r, "/required").as_bool() == Some(true) && status != "passed" && !explained {
+        let required = get(r, "/required").as_bool() == Some(true);
+        if required_gate && required && status != "passed" && !explained {
             let why = get(r, "/details").as_str().unwrap_or("no details");
             let ev = c.at(path, &format!("/results/{i}/status"));
             c.push(

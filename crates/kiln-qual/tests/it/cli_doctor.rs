@@ -180,3 +180,92 @@ fn doctor_containment_agrees_with_the_runner() {
         );
     }
 }
+
+/// Both commands come into completion scripts and the man page from the definition.
+#[test]
+fn doctor_and_triage_are_in_completions_and_the_man_page() {
+    for args in [
+        &["completions", "bash"][..],
+        &["completions", "fish"],
+        &["man"],
+    ] {
+        let o = Command::new(BIN).args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}");
+        let text = String::from_utf8_lossy(&o.stdout);
+        for word in ["doctor", "triage"] {
+            assert!(text.contains(word), "{args:?} lacks {word}");
+        }
+    }
+    let o = Command::new(BIN)
+        .args(["triage", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("RECEIPT|RUN_DIR"), "{help}");
+}
+
+/// A kernel that refuses a mechanism (a seccomp filter of the fixture denies its system call
+/// to doctor and everything it starts): doctor names exactly that mechanism missing, with a
+/// fix, the earlier ones available, and still exits 0.
+#[test]
+fn a_refused_mechanism_is_reported_missing_by_name() {
+    let Some(fixture) = qual_test_fixtures::fixture_binary("qual-fixture") else {
+        let why = "qual-fixture is not built (cargo build -p qual-test-fixtures --bins)";
+        qual_test_fixtures::harness::skip(why);
+        return;
+    };
+    let root_user = unsafe { libc::geteuid() } == 0;
+    let unshare_mechanism = if root_user {
+        "namespaces"
+    } else {
+        "user_namespaces"
+    };
+    for (syscall, mechanism) in [
+        ("seccomp", "seccomp"),
+        ("mount_setattr", "mount_setattr"),
+        ("unshare", unshare_mechanism),
+    ] {
+        let o = Command::new(&fixture)
+            .args(["deny-syscalls", syscall, "--", BIN, "doctor", "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let by_id = |id: &str| {
+            v["containment"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["id"] == id)
+                .unwrap()
+                .clone()
+        };
+        let m = by_id(mechanism);
+        assert_eq!(m["status"], "missing", "{syscall}: {:#}", v["containment"]);
+        assert!(m["fix"].as_str().is_some_and(|f| !f.is_empty()), "{m}");
+        assert!(
+            m["reason"]
+                .as_str()
+                .unwrap()
+                .contains("Operation not permitted"),
+            "{m}"
+        );
+        assert_eq!(
+            by_id("cgroup_delegation")["status"],
+            "available",
+            "{syscall}"
+        );
+        let missing = v["containment"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["status"] == "missing")
+            .count();
+        assert_eq!(missing, 1, "{syscall}: {:#}", v["containment"]);
+    }
+}

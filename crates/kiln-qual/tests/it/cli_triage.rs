@@ -264,3 +264,76 @@ fn a_run_directory_without_a_receipt_and_an_unreadable_receipt_are_reported() {
         "{err}"
     );
 }
+
+#[test]
+fn a_failed_output_assertion_is_a_correctness_failure_shown_by_its_log() {
+    let mut w = workload(
+        "asserts-v1",
+        "say.sh",
+        "runner",
+        &["case_pass", "exit_code", "output_assertion_failures"],
+    );
+    w["variants"][0]["cases"][0]["output_assertions"] =
+        json!([{"stream": "stdout", "match": "required", "pattern": "^ready$"}]);
+    let d = repo(&w, "say.sh", "#!/bin/sh\necho 'not ready'\n");
+    let receipt = run(d.path(), "asserts-v1", 1);
+    let v = triage_json(d.path(), &receipt);
+    let first = &v["failures"][0];
+    assert_eq!(first["stage"], "correctness_gates", "{v:#}");
+    assert_eq!(
+        first["evidence"]["path"],
+        format!("{}/cases/001-probe-case-r001/stdout.log", run_dir(d.path()))
+    );
+    assert!(
+        first["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("(run-config.json#/cases/0/output_assertions/0)"),
+        "{v:#}"
+    );
+    assert_eq!(v["failures"].as_array().unwrap().len(), 1, "{v:#}");
+}
+
+#[test]
+fn a_backend_whose_device_probe_fails_is_an_environment_failure() {
+    // Metal's probe tool (`system_profiler`) exists only on macOS.
+    if Path::new("/usr/sbin/system_profiler").exists() {
+        qual_test_fixtures::harness::skip("this host has system_profiler (macOS)");
+        return;
+    }
+    let mut w = workload("metal-v1", "ok.sh", "runner", &["case_pass", "exit_code"]);
+    w["variants"][0]["backend"] = json!("metal");
+    w["variants"][0]["device_requirement"] = json!("required");
+    let d = repo(&w, "ok.sh", "#!/bin/sh\necho fine\n");
+    let receipt = run(d.path(), "metal-v1", 1);
+    let v = triage_json(d.path(), &receipt);
+    let first = &v["failures"][0];
+    assert_eq!(first["stage"], "environment", "{v:#}");
+    assert_eq!(
+        first["evidence"]["path"],
+        format!("{}/environment.json", run_dir(d.path()))
+    );
+    assert!(
+        first["evidence"]["pointer"]
+            .as_str()
+            .unwrap()
+            .starts_with("/probe_results/"),
+        "{v:#}"
+    );
+    assert!(
+        first["message"]
+            .as_str()
+            .unwrap()
+            .contains("metal-device-probe"),
+        "{v:#}"
+    );
+    // Every case failed of the infrastructure failure: no gate is invented for them.
+    assert!(
+        v["failures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["stage"] != "correctness_gates"),
+        "{v:#}"
+    );
+}
