@@ -539,6 +539,21 @@ fn assertions(c: &mut Collector<'_>, at: &str, record: &Value, dir: &Path, case:
     }
 }
 
+/// The stage of one of the runner's infrastructure failures (`run.rs` writes them: probe
+/// failures, the device check, policy metrics, model and source drift); `None` for a probe
+/// failure, which `environment.json` shows with its own evidence.
+fn infra_stage(text: &str) -> Option<Stage> {
+    Some(if text.starts_with("environment probe ") {
+        return None;
+    } else if text.starts_with("required backend device") {
+        Stage::Environment
+    } else if text.contains("policy metric") || text.ends_with("does not match committed policy") {
+        Stage::CorrectnessGates
+    } else {
+        Stage::FinalIntegrity
+    })
+}
+
 /// The runner's infrastructure failures not already read from their own evidence.
 fn infrastructure(c: &mut Collector<'_>, config_path: &Path, config: &Value) {
     for (k, f) in get(config, "/infrastructure_failures")
@@ -548,16 +563,8 @@ fn infrastructure(c: &mut Collector<'_>, config_path: &Path, config: &Value) {
         .enumerate()
     {
         let Some(text) = f.as_str() else { continue };
-        let stage = if text.starts_with("environment probe ") {
+        let Some(stage) = infra_stage(text) else {
             continue; // read from environment.json
-        } else if text.starts_with("required backend device") {
-            Stage::Environment
-        } else if text.contains("policy metric")
-            || text.ends_with("does not match committed policy")
-        {
-            Stage::CorrectnessGates
-        } else {
-            Stage::FinalIntegrity
         };
         let ev = c.at(config_path, &format!("/infrastructure_failures/{k}"));
         c.push(stage, None, text.to_string(), ev);
@@ -680,5 +687,68 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
         if out.len() >= 10_000 {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn infrastructure_failures_go_to_their_stage() {
+        let cases = [
+            (
+                "environment probe \"cuda-device-probe\" failed: executable not found",
+                None,
+            ),
+            (
+                "required backend device was not detected",
+                Some(Stage::Environment),
+            ),
+            (
+                "required policy metric \"tps\" is missing from result \"bench\"",
+                Some(Stage::CorrectnessGates),
+            ),
+            (
+                "policy metric \"tps\" names missing result \"bench\"",
+                Some(Stage::CorrectnessGates),
+            ),
+            (
+                "metric \"tps\" definition in result \"bench\" does not match committed policy",
+                Some(Stage::CorrectnessGates),
+            ),
+            (
+                "model fingerprint changed during qualification",
+                Some(Stage::FinalIntegrity),
+            ),
+            (
+                "Git worktree became dirty during qualification",
+                Some(Stage::FinalIntegrity),
+            ),
+            (
+                "source tree changed during qualification: sha256:a -> sha256:b",
+                Some(Stage::FinalIntegrity),
+            ),
+        ];
+        for (text, stage) in cases {
+            assert_eq!(infra_stage(text), stage, "{text}");
+        }
+    }
+
+    #[test]
+    fn stages_sort_in_the_seeds_order_and_case_dirs_come_from_the_record() {
+        let mut sorted = STAGES;
+        sorted.reverse();
+        sorted.sort();
+        assert_eq!(sorted, STAGES);
+        let record = qual_json::from_str(
+            r#"{"case_result_path": ".qualification/runs/x/cases/002-b-r003/scratch/command-result.json"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            case_dir(Path::new("/r/run"), &record),
+            Some(PathBuf::from("/r/run/cases/002-b-r003"))
+        );
+        assert_eq!(case_dir(Path::new("/r"), &Value::Null), None);
     }
 }
