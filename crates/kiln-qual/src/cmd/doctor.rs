@@ -420,7 +420,11 @@ fn print_text(r: &Report) {
     }
     for s in &r.setups {
         match &s.status {
-            SetupStatus::Present => outln!("  ok       {:<17} {}", s.id, s.used_by),
+            SetupStatus::Present => {
+                let paths: Vec<&str> = s.produces.iter().map(|p| p.path.as_str()).collect();
+                outln!("  ok       {:<17} {}", s.id, s.used_by);
+                outln!("           has: {}", esc(&paths.join(", ")));
+            }
             SetupStatus::NotInCheckout => {
                 outln!(
                     "  n/a      {:<17} not a kiln-qual checkout (no {})",
