@@ -57,6 +57,13 @@ fn discover(near: &Path) -> PathBuf {
 
 /// Runs `kiln-qual triage`.
 pub fn run(a: TriageArgs) -> i32 {
+    if std::fs::symlink_metadata(&a.target).is_err() {
+        errln!(
+            "kiln-qual: failed to triage {}: no such receipt or run directory (a run refused by preflight, exit 3, creates nothing: its one stderr line is the whole evidence)",
+            esc_path(&a.target)
+        );
+        return exit::FAILED;
+    }
     let root = a.root.clone().unwrap_or_else(|| discover(&a.target));
     let (receipt_path, run_dir) = if a.target.is_dir() {
         let id = a

@@ -260,7 +260,18 @@ fn a_run_directory_without_a_receipt_and_an_unreadable_receipt_are_reported() {
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.starts_with("kiln-qual: failed to triage missing.json"),
+        err.starts_with(
+            "kiln-qual: failed to triage missing.json: no such receipt or run directory"
+        ),
+        "{err}"
+    );
+    // A file that is not a receipt is refused by the receipt reader, naming it.
+    std::fs::write(d.path().join("notes.json"), "[1, 2]").unwrap();
+    let o = kiln_qual(d.path(), &["triage", "notes.json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("kiln-qual: failed to triage notes.json: the receipt cannot be read"),
         "{err}"
     );
 }
