@@ -74,6 +74,12 @@ enum Command {
     /// Scaffold serving qualification for a real engine: policy, workload, launch recipe,
     /// seeded corpus (never overwrites; --dry-run shows them).
     Init(cmd::init::InitArgs),
+    /// What this host can qualify: backend probes, the case box's kernel mechanisms, the
+    /// set-ups found; each missing piece with the command that fixes it.
+    Doctor(cmd::doctor::DoctorArgs),
+    /// Triage a failed run (a receipt or its run directory): the first failure in the seeds'
+    /// order with the evidence file that shows it, then the rest.
+    Triage(cmd::triage::TriageArgs),
     /// Print a shell completion script (generated from the command-line definition).
     Completions {
         /// The shell.
@@ -123,6 +129,8 @@ fn main() {
         Command::Oracle(c) => cmd::oracle::run(c),
         Command::Latency(c) => cmd::latency::run(c),
         Command::Init(a) => cmd::init::run(a),
+        Command::Doctor(a) => cmd::doctor::run(a),
+        Command::Triage(a) => cmd::triage::run(a),
         Command::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "kiln-qual", &mut buf);

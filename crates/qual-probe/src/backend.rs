@@ -65,6 +65,9 @@ pub struct ProbeResult {
     pub duration_seconds: f64,
     /// Reason or summary.
     pub details: Option<String>,
+    /// The tool's command line (empty for a probe that reads host facts instead); not part of
+    /// the receipt's probe record.
+    pub tool: Vec<String>,
 }
 
 impl ProbeResult {
@@ -79,6 +82,7 @@ impl ProbeResult {
             },
             duration_seconds: out.duration.as_secs_f64(),
             details: (!out.ok()).then(|| out.failure()),
+            tool: out.argv.clone(),
         }
     }
 
@@ -93,6 +97,7 @@ impl ProbeResult {
             },
             duration_seconds: 0.0,
             details: ok.err(),
+            tool: Vec::new(),
         }
     }
 
