@@ -15,7 +15,13 @@
 //! * success needs HTTP 200, a `text/event-stream` body, `data: [DONE]` (unless explicitly
 //!   waived), ≥ 1 content event, exactly one finish reason, at most one usage record, and a
 //!   token count: `usage.completion_tokens` (source `server_usage`), or — only when usage is
-//!   allowed to be missing — the content-event count (source `client_count`).
+//!   allowed to be missing — the content-event count (source `client_count`);
+//! * a server's token claim is bounded by what the client received ([`claim_bound`]): a
+//!   `usage.completion_tokens` above the request's `max_tokens`, above both the received
+//!   text's UTF-8 bytes and [`TOKENS_PER_EVENT`] × its content events, or (with a tokenizer)
+//!   above 1.5 × the tokenizer's count of that text + [`SPECIAL_TOKEN_ALLOWANCE`] fails the
+//!   request by name; the record keeps the claim (`usage`) and the client's side
+//!   (`client_tokens`).
 //!
 //! Every event is stamped with the arrival time of the read that completed it: the kernel's
 //! receive timestamp of that read where the kernel gives one ([`crate::rxclock`]), else the
@@ -30,7 +36,7 @@
 //! content event, and the event being parsed), never more than its limits.
 
 use crate::io::FullBody;
-use crate::record::{Outcome, RequestRecord, TokenCount, TokenSource, Usage};
+use crate::record::{ClientTokens, Outcome, RequestRecord, TokenCount, TokenSource, Usage};
 use crate::rxclock::{ClockSource, ReadLog, ReadStamp, StampedStream};
 use crate::sse::{PushError, SseEvent, SseParser};
 use hyper::body::{Body, Bytes, Incoming};
@@ -245,6 +251,11 @@ pub async fn probe_models_at(addr: SocketAddr, target: &Target, timeout: Duratio
     if ids.is_empty() {
         return Probe::NotReady("/v1/models returned no model identifiers".into());
     }
+    if ids.iter().any(|i| target.redact(i) != i.as_str()) {
+        return Probe::NotReady(
+            "/v1/models serves a model id that contains the api key; it is not recorded".into(),
+        );
+    }
     Probe::Ready { body: bytes, ids }
 }
 
@@ -282,6 +293,8 @@ pub async fn unary_get(
 /// The most one streamed response may carry, derived from the request's `max_tokens`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamLimits {
+    /// The request's `max_tokens`: the most completion tokens a server may claim.
+    pub max_tokens: u64,
     /// SSE events (content or not): `2 × max_tokens + 64`.
     pub max_events: u64,
     /// Body bytes: `64 KiB + 4 KiB × max_events`.
@@ -296,6 +309,7 @@ impl StreamLimits {
     pub fn for_max_tokens(max_tokens: u64) -> StreamLimits {
         let max_events = max_tokens.saturating_mul(2).saturating_add(64);
         StreamLimits {
+            max_tokens,
             max_events,
             max_bytes: max_events.saturating_mul(4096).saturating_add(64 * 1024),
         }
@@ -503,6 +517,8 @@ pub struct Target {
     /// Prepended to every request path (`""` or `/prefix`, no trailing slash).
     pub base_path: String,
     authorization: Option<hyper::header::HeaderValue>,
+    /// The bare key, kept only to redact it from what the server sends back ([`Target::redact`]).
+    secret: Option<Arc<str>>,
     tls: Option<Tls>,
 }
 
@@ -527,6 +543,7 @@ impl Target {
             host: addr.to_string(),
             base_path: String::new(),
             authorization: None,
+            secret: None,
             tls: None,
         }
     }
@@ -552,7 +569,59 @@ impl Target {
             .map_err(|_| "the api key is not a valid http header value".to_string())?;
         v.set_sensitive(true);
         self.authorization = Some(v);
+        self.secret = Some(key.into());
         Ok(self)
+    }
+
+    /// `text` with every occurrence of the api key (verbatim or JSON-escaped) replaced by
+    /// [`REDACTED`], and a key prefix cut off by a clipped message (`…` after at least 4 of
+    /// its characters) too. Everything a server sends that the records keep (failure reasons,
+    /// finish reasons, streamed text) passes through here, so a server echoing the
+    /// `Authorization` header cannot put the key into evidence. A key the server transforms
+    /// (base64, split across events, re-cased) is not recognised.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let Some(key) = self.secret.as_deref() else {
+            return Cow::Borrowed(text);
+        };
+        let escaped = serde_json::Value::from(key).to_string();
+        let escaped = &escaped[1..escaped.len() - 1];
+        let mut out = Cow::Borrowed(text);
+        for k in [key, escaped] {
+            if out.contains(k) {
+                out = Cow::Owned(out.replace(k, REDACTED));
+            }
+        }
+        if let Some(head) = out.strip_suffix('…') {
+            let cut = (4..key.len().min(head.len() + 1))
+                .rev()
+                .find(|&n| key.is_char_boundary(n) && head.ends_with(&key[..n]));
+            if let Some(n) = cut {
+                out = Cow::Owned(format!("{}{REDACTED}…", &head[..head.len() - n]));
+            }
+        }
+        out
+    }
+
+    /// [`Target::redact`] applied to everything of `rec` that came from the server's text.
+    pub fn redact_record(&self, rec: &mut RequestRecord) {
+        if self.secret.is_none() {
+            return;
+        }
+        let fix = |s: &mut String| {
+            if let Cow::Owned(r) = self.redact(s) {
+                *s = r;
+            }
+        };
+        if let Outcome::Failed { reason } = &mut rec.outcome {
+            fix(reason);
+        }
+        if let Some(f) = &mut rec.finish_reason {
+            fix(f);
+        }
+        if let Some(t) = &mut rec.output_text {
+            fix(&mut t.content);
+            fix(&mut t.reasoning);
+        }
     }
 
     /// Whether an `Authorization` header is sent.
@@ -560,6 +629,9 @@ impl Target {
         self.authorization.is_some()
     }
 }
+
+/// What replaces an api key in anything the client keeps.
+pub const REDACTED: &str = "<redacted api key>";
 
 /// One request to send with [`exchange`]: streamed (SSE) or not.
 #[derive(Clone, Debug)]
@@ -613,6 +685,20 @@ pub async fn exchange(
     rec: &mut RequestRecord,
     capture: Option<&mut String>,
 ) -> SendOutcome {
+    let target = call.target;
+    let out = exchange_raw(conn, call, epoch, rules, rec, capture).await;
+    target.redact_record(rec);
+    out
+}
+
+async fn exchange_raw(
+    conn: &mut Connection,
+    call: Exchange<'_>,
+    epoch: Instant,
+    rules: StreamRules,
+    rec: &mut RequestRecord,
+    capture: Option<&mut String>,
+) -> SendOutcome {
     let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
     let resp = match send(conn, &call, epoch, rec).await {
         Ok(r) => r,
@@ -652,6 +738,7 @@ pub async fn exchange(
         }
         rec.end_ns = Some(ns(epoch));
         let text = String::from_utf8_lossy(&snippet);
+        let text = call.target.redact(&text);
         rec.outcome = Outcome::Failed {
             reason: if status != hyper::StatusCode::OK {
                 format!("http status {}: {}", status.as_u16(), clip(&text))
@@ -874,7 +961,7 @@ async fn read_stream(
     }
     let verdict = failure
         .map(Err)
-        .unwrap_or_else(|| finish(rec, &st, &parser, rules));
+        .unwrap_or_else(|| finish(rec, &st, &parser, (rules, limits)));
     conclude(rec, verdict, st, capture);
     SendOutcome::Exchanged { reusable }
 }
@@ -1001,7 +1088,7 @@ async fn read_whole(
                     None => ClockSource::UserRead,
                 });
             }
-            finish(rec, &st, &SseParser::default(), rules)
+            finish(rec, &st, &SseParser::default(), (rules, limits))
         }),
     };
     conclude(rec, verdict, st, capture);
@@ -1050,11 +1137,90 @@ fn within(n: u64, limit: u64, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Tokens a server may count that print no text: the end-of-sequence token, reasoning
+/// markers (`<think>`, `</think>`) that a reasoning parser strips, a stop sequence the
+/// server removes from the output. Allowed on top of a tokenizer's count.
+pub const SPECIAL_TOKEN_ALLOWANCE: u64 = 4;
+
+/// The most tokens one content event is taken to stand for when its bytes do not already
+/// explain a claim (one token per event, plus up to three that print nothing or were
+/// merged into it).
+pub const TOKENS_PER_EVENT: u64 = 4;
+
+/// The client's side of one response and the most completion tokens it accepts as a claim.
+///
+/// The rule. Every token a server generates either decodes to at least one byte of UTF-8
+/// text (byte-level BPE tokens are ≥ 1 byte; byte-fallback tokens are 1 byte each, so a
+/// character split over several of them has as many bytes as tokens), or it is one of the
+/// few special tokens that print nothing; and a streaming server sends roughly one event
+/// per token. So, with `b` bytes of content and reasoning text in `e` content events:
+///
+/// * claimed > `max_tokens` → refused (no server generates past its request's cap);
+/// * claimed > max(`b`, [`TOKENS_PER_EVENT`] × `e`) → refused: neither the text (≥ 1 byte a
+///   token) nor the events (≤ 4 tokens an event) can hold that many tokens;
+/// * with a tokenizer's count `t` of the received text: claimed > `t + t/2 +`
+///   [`SPECIAL_TOKEN_ALLOWANCE`] → refused (re-tokenizing decoded text merges or splits a
+///   few tokens, never half of them).
+///
+/// What the rule cannot catch: a claim inside these bounds that is still too high (without
+/// a tokenizer, up to one token per byte of text). It refuses honest servers whose counted
+/// tokens the client never sees (hidden reasoning, `tool_calls` deltas, which are not
+/// content), and a server that both coalesces more than 4 tokens into an event and emits
+/// tokens of under one byte on average (special tokens) — none seen in practice.
+pub fn claim_bound(
+    content_events: u64,
+    content_bytes: u64,
+    tokenizer_tokens: Option<u64>,
+    max_tokens: u64,
+) -> ClientTokens {
+    let received = content_bytes.max(content_events.saturating_mul(TOKENS_PER_EVENT));
+    let by_tokenizer = tokenizer_tokens.map_or(u64::MAX, |t| {
+        t.saturating_add(t / 2)
+            .saturating_add(SPECIAL_TOKEN_ALLOWANCE)
+    });
+    ClientTokens {
+        content_events,
+        content_bytes,
+        tokenizer_tokens,
+        max_tokens,
+        bound: max_tokens.min(received).min(by_tokenizer),
+    }
+}
+
+/// `Err` names why a server's claim of `claimed` completion tokens is refused by `c`
+/// ([`claim_bound`]).
+pub fn check_claim(claimed: u64, c: &ClientTokens) -> Result<(), String> {
+    if claimed > c.max_tokens {
+        return Err(format!(
+            "usage claims {claimed} completion tokens, more than the request's max_tokens {}",
+            c.max_tokens
+        ));
+    }
+    let received = c
+        .content_bytes
+        .max(c.content_events.saturating_mul(TOKENS_PER_EVENT));
+    if claimed > received {
+        return Err(format!(
+            "usage claims {claimed} completion tokens for {} bytes of text in {} content events received (at most {received}: a token is at least one byte of text, an event at most {TOKENS_PER_EVENT} tokens)",
+            c.content_bytes, c.content_events
+        ));
+    }
+    if let Some(t) = c.tokenizer_tokens {
+        if claimed > c.bound {
+            return Err(format!(
+                "usage claims {claimed} completion tokens, more than the {} that the tokenizer's count of {t} for the received text allows (t + t/2 + {SPECIAL_TOKEN_ALLOWANCE})",
+                c.bound
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn finish(
     rec: &mut RequestRecord,
     st: &StreamState,
     parser: &SseParser,
-    rules: StreamRules,
+    (rules, limits): (StreamRules, StreamLimits),
 ) -> Result<(), String> {
     if parser.has_partial_event() {
         return Err("stream ended inside an event".into());
@@ -1074,6 +1240,13 @@ fn finish(
             ))
         }
     }
+    let client = claim_bound(
+        rec.content_event_ns.len() as u64,
+        (st.content.len() + st.reasoning.len()) as u64,
+        None,
+        limits.max_tokens,
+    );
+    rec.client_tokens = Some(client);
     match st.usage.as_slice() {
         [] if rules.allow_missing_usage => {
             rec.output_tokens = Some(TokenCount {
@@ -1094,6 +1267,7 @@ fn finish(
                     "usage reports zero completion tokens for a stream with content".into(),
                 );
             }
+            check_claim(usage.completion_tokens, &client)?;
             rec.output_tokens = Some(TokenCount {
                 value: usage.completion_tokens,
                 source: TokenSource::ServerUsage,
@@ -1175,9 +1349,14 @@ mod tests {
                 break;
             }
         }
-        let v = fail
-            .map(Err)
-            .unwrap_or_else(|| finish(&mut rec, &st, &parser, rules));
+        let v = fail.map(Err).unwrap_or_else(|| {
+            finish(
+                &mut rec,
+                &st,
+                &parser,
+                (rules, StreamLimits::for_max_tokens(16)),
+            )
+        });
         rec.outcome = match v {
             Ok(()) => Outcome::Succeeded,
             Err(reason) => Outcome::Failed { reason },
@@ -1243,6 +1422,97 @@ mod tests {
         };
         let err = on_event(&bad, (3, 3), &mut rec, &mut st).unwrap_err();
         assert!(err.contains("expected a string"), "{err}");
+    }
+
+    fn usage_event(completion: u64) -> String {
+        format!(
+            r#"{{"choices":[{{"delta":{{}},"finish_reason":"length"}}],"usage":{{"prompt_tokens":1,"completion_tokens":{completion},"total_tokens":{}}}}}"#,
+            completion + 1
+        )
+    }
+
+    #[test]
+    fn a_claim_beyond_what_the_client_received_fails_by_name() {
+        let one = r#"{"choices":[{"delta":{"content":"tok0 "}}]}"#;
+        // One event, a billion tokens claimed: above max_tokens (16 in `run`).
+        let lie = usage_event(1_000_000_000);
+        let r = run(&[one, &lie, "[DONE]"], STRICT);
+        assert_eq!(
+            r.outcome,
+            Outcome::Failed {
+                reason: "usage claims 1000000000 completion tokens, more than the request's max_tokens 16".into()
+            }
+        );
+        assert_eq!(r.output_tokens, None);
+        // The claim and the client's side are both recorded.
+        assert_eq!(r.usage.unwrap().completion_tokens, 1_000_000_000);
+        let ct = r.client_tokens.unwrap();
+        assert_eq!((ct.content_events, ct.content_bytes, ct.bound), (1, 5, 5));
+        // Within max_tokens but above max(5 bytes, 4 × 1 event).
+        let lie = usage_event(6);
+        let r = run(&[one, &lie, "[DONE]"], STRICT);
+        assert!(
+            matches!(&r.outcome, Outcome::Failed { reason } if reason.starts_with("usage claims 6 completion tokens for 5 bytes of text in 1 content events received (at most 5")),
+            "{:?}",
+            r.outcome
+        );
+        // At the bound it is accepted and counted as claimed.
+        let ok = usage_event(5);
+        let r = run(&[one, &ok, "[DONE]"], STRICT);
+        assert_eq!(r.outcome, Outcome::Succeeded);
+        assert_eq!(r.output_tokens.unwrap().value, 5);
+    }
+
+    #[test]
+    fn claim_bounds_follow_the_rule() {
+        // Coalesced events: bytes explain the claim.
+        let c = claim_bound(2, 64, None, 100);
+        assert_eq!(c.bound, 64);
+        assert!(check_claim(64, &c).is_ok() && check_claim(65, &c).is_err());
+        // One-byte tokens with specials: events explain it.
+        let c = claim_bound(10, 10, None, 100);
+        assert_eq!(c.bound, 40);
+        // A tokenizer tightens it: 10 counted → 10 + 5 + 4.
+        let c = claim_bound(40, 400, Some(10), 100);
+        assert_eq!(c.bound, 19);
+        let e = check_claim(20, &c).unwrap_err();
+        assert!(e.contains("the tokenizer's count of 10"), "{e}");
+        // Saturating at the extremes, never panicking.
+        let c = claim_bound(u64::MAX, u64::MAX, Some(u64::MAX), u64::MAX);
+        assert_eq!(c.bound, u64::MAX);
+        assert!(check_claim(u64::MAX, &c).is_ok());
+    }
+
+    #[test]
+    fn an_echoed_key_is_redacted_verbatim_escaped_and_clipped() {
+        let t = Target::plain("127.0.0.1:1".parse().unwrap())
+            .with_bearer("sk-abc\\\"def-123456")
+            .unwrap();
+        let key = "sk-abc\\\"def-123456";
+        assert_eq!(
+            t.redact(&format!("echo Bearer {key}!")),
+            format!("echo Bearer {REDACTED}!")
+        );
+        let escaped = serde_json::Value::from(key).to_string();
+        assert_eq!(
+            t.redact(&format!("json {escaped}")),
+            format!("json \"{REDACTED}\"")
+        );
+        assert_eq!(t.redact("cut sk-abc\\\"d…"), format!("cut {REDACTED}…"));
+        assert_eq!(t.redact("sk- alone"), "sk- alone");
+        let mut rec = RequestRecord::scheduled(0, "x", Phase::Measured, Endpoint::Chat, 0);
+        rec.finish_reason = Some(format!("Bearer {key}"));
+        rec.outcome = Outcome::Failed {
+            reason: format!("http status 401: bad key {key}"),
+        };
+        rec.output_text = Some(crate::record::OutputText {
+            reasoning: String::new(),
+            content: format!("{key}{key}"),
+        });
+        t.redact_record(&mut rec);
+        let all = format!("{rec:?}");
+        assert!(!all.contains("def-123456"), "{all}");
+        assert_eq!(rec.finish_reason.unwrap(), format!("Bearer {REDACTED}"));
     }
 
     #[test]
