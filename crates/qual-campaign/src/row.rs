@@ -416,7 +416,7 @@ fn request_gates(g: &mut Vec<Gate>, records: &[RequestRecord], ok: &[(usize, &Re
 /// `fixed_output_length` and the profile's prompt-token gate (uniform or mixed).
 ///
 /// The output length is the count the client defends (`output_tokens`: the server's claim
-/// only once the client found it within what it received, see `qual_serve::client::claim_bound`),
+/// only once the client found it within what it received, see `qual_serve::claims::claim_bound`),
 /// never the bare claim; a request whose claim the client refused is not a success and
 /// cannot make this gate pass.
 fn output_gates(g: &mut Vec<Gate>, plan: &RowPlan, ok: &[(usize, &RequestRecord)], n: usize) {

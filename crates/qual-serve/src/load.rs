@@ -939,7 +939,7 @@ fn tokenizer_count(counter: &TokenCounter, rec: &RequestRecord) -> u64 {
 }
 
 /// Holds a successful request's server claim to the tokenizer's count of the text it
-/// received ([`client::claim_bound`]); a claim above it fails the request by name. Runs
+/// received ([`crate::claims::claim_bound`]); a claim above it fails the request by name. Runs
 /// after the load, so tokenizing costs the measurement nothing.
 pub fn check_claims_with_tokenizer(counter: &TokenCounter, rec: &mut RequestRecord) {
     let (Some(c), Some(ct)) = (rec.output_tokens, rec.client_tokens) else {
@@ -949,14 +949,14 @@ pub fn check_claims_with_tokenizer(counter: &TokenCounter, rec: &mut RequestReco
         return;
     }
     let counted = tokenizer_count(counter, rec);
-    let bounded = client::claim_bound(
+    let bounded = crate::claims::claim_bound(
         ct.content_events,
         ct.content_bytes,
         Some(counted),
         ct.max_tokens,
     );
     rec.client_tokens = Some(bounded);
-    if let Err(reason) = client::check_claim(c.value, &bounded) {
+    if let Err(reason) = crate::claims::check_claim(c.value, &bounded) {
         rec.output_tokens = None;
         rec.outcome = Outcome::Failed { reason };
     }

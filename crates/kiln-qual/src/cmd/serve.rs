@@ -272,6 +272,9 @@ pub struct MockServerArgs {
     /// Injection: echo the request's Authorization header as content and finish reason.
     #[arg(long)]
     pub echo_authorization: bool,
+    /// Injection: claim N completion tokens in every usage record, whatever was sent.
+    #[arg(long, value_name = "N")]
+    pub usage_completion_tokens: Option<u64>,
 }
 
 /// The progress bar: requests done, errors, and the output-token rate over the last half
@@ -536,6 +539,7 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
         leave_escaped_child: a.leave_escaped_child,
         leave_escaped_sleeper: a.leave_escaped_sleeper,
         echo_authorization: a.echo_authorization,
+        usage_completion_tokens: a.usage_completion_tokens,
         ..MockConfig::default()
     };
     let r = qual_serve::mock::run_blocking(cfg, |port| {
