@@ -237,7 +237,8 @@ pub fn summarize(
             Outcome::Succeeded => None,
         })
         .collect();
-    let tokens = |r: &RequestRecord| r.usage.map(|u| u.completion_tokens).unwrap_or(0);
+    // The count the client defends (a success's claim is within what it received).
+    let tokens = |r: &RequestRecord| r.output_tokens.map_or(0, |c| c.value);
     let completion_tokens: u64 = ok.iter().map(|(_, r)| tokens(r)).sum();
     let starts: Vec<u64> = records.iter().filter_map(|r| r.started_ns).collect();
     let ends: Vec<u64> = records.iter().filter_map(|r| r.end_ns).collect();
@@ -413,19 +414,26 @@ fn request_gates(g: &mut Vec<Gate>, records: &[RequestRecord], ok: &[(usize, &Re
 }
 
 /// `fixed_output_length` and the profile's prompt-token gate (uniform or mixed).
+///
+/// The output length is the count the client defends (`output_tokens`: the server's claim
+/// only once the client found it within what it received, see `qual_serve::claims::claim_bound`),
+/// never the bare claim; a request whose claim the client refused is not a success and
+/// cannot make this gate pass.
 fn output_gates(g: &mut Vec<Gate>, plan: &RowPlan, ok: &[(usize, &RequestRecord)], n: usize) {
+    let counted = |r: &RequestRecord| {
+        r.output_tokens
+            .filter(|c| c.source == qual_serve::record::TokenSource::ServerUsage)
+            .map(|c| c.value)
+    };
     let wrong_len: Vec<String> = ok
         .iter()
         .filter(|(_, r)| {
-            r.usage.map(|u| u.completion_tokens) != Some(plan.max_tokens)
-                || r.finish_reason.as_deref() != Some("length")
+            counted(r) != Some(plan.max_tokens) || r.finish_reason.as_deref() != Some("length")
         })
         .map(|(i, r)| {
             format!(
                 "request {i}: {} tokens, finish {}",
-                r.usage
-                    .map(|u| u.completion_tokens.to_string())
-                    .unwrap_or("null".into()),
+                counted(r).map(|c| c.to_string()).unwrap_or("null".into()),
                 qual_json::show::quote(r.finish_reason.as_deref().unwrap_or("null"))
             )
         })
@@ -433,7 +441,12 @@ fn output_gates(g: &mut Vec<Gate>, plan: &RowPlan, ok: &[(usize, &RequestRecord)
     g.push(gate(
         "fixed_output_length",
         wrong_len.is_empty() && !ok.is_empty(),
-        if wrong_len.is_empty() {
+        if ok.is_empty() {
+            format!(
+                "no request succeeded, so none produced max_tokens = {} tokens",
+                plan.max_tokens
+            )
+        } else if wrong_len.is_empty() {
             format!(
                 "every success produced max_tokens = {} tokens with finish \"length\"",
                 plan.max_tokens

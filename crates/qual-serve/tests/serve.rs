@@ -833,3 +833,123 @@ fn invalid_inputs_are_reported_without_launching() {
     assert!(d.contains("unknown metric \"no_such_metric\""), "{d}");
     assert!(listening_inodes(case.port).is_empty());
 }
+
+/// The serve evidence's per-request records.
+fn evidence_requests(case: &Case) -> Vec<serde_json::Value> {
+    case.evidence()["requests"].as_array().unwrap().clone()
+}
+
+#[test]
+fn a_server_claiming_more_tokens_than_it_sent_fails_each_request_by_name() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let hwm_before = qual_exec::procfs::status_bytes(0, "VmHWM").unwrap();
+    // One content event per request, a billion completion tokens claimed.
+    let case = Case::new(
+        &[
+            "--output-tokens",
+            "1",
+            "--usage-completion-tokens",
+            "1000000000",
+        ],
+        10.0,
+        5.0,
+    );
+    let mut opts = case.options(Arrival::ClosedLoop { concurrency: 2 }, 6);
+    opts.validity = ValidityLimits::unlimited();
+    let r = run_failed(
+        &case,
+        opts,
+        &["usage claims 1000000000 completion tokens, more than the request's max_tokens"],
+    );
+    assert_eq!(metric(&r, "requests_failed"), Some(6.0));
+    assert_eq!(metric(&r, "output_tokens_per_second"), None);
+    assert_eq!(metric(&r, "output_tokens_total"), Some(0.0));
+    for req in evidence_requests(&case) {
+        // Both sides are in the evidence: the claim and what the client received.
+        assert_eq!(req["usage"]["completion_tokens"], 1_000_000_000u64);
+        assert_eq!(req["client_tokens"]["content_events"], 1);
+        assert_eq!(req["client_tokens"]["content_bytes"], 5);
+        assert!(req["output_tokens"].is_null());
+        assert_eq!(req["outcome"]["status"], "failed");
+    }
+    // A claim within max_tokens (8..23) that one 5-byte event cannot hold.
+    let case = Case::new(
+        &["--output-tokens", "1", "--usage-completion-tokens", "8"],
+        10.0,
+        5.0,
+    );
+    let mut opts = case.options(Arrival::ClosedLoop { concurrency: 2 }, 4);
+    opts.validity = ValidityLimits::unlimited();
+    run_failed(
+        &case,
+        opts,
+        &["usage claims 8 completion tokens for 5 bytes of text in 1 content events received"],
+    );
+    let hwm_after = qual_exec::procfs::status_bytes(0, "VmHWM").unwrap();
+    eprintln!("VmHWM {hwm_before} -> {hwm_after} bytes");
+    assert!(
+        hwm_after - hwm_before < 64 << 20,
+        "the client grew by {} bytes",
+        hwm_after - hwm_before
+    );
+}
+
+/// The mock's memory stays bounded whatever a request asks for: `max_tokens` 2^31 is refused
+/// by name (it used to allocate 2 GB and more), and the largest request it serves, streamed
+/// or not, keeps the mock's peak resident memory (VmHWM of the child) under 128 MiB.
+#[test]
+fn the_mock_bounds_a_requests_output() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_port();
+    let mut child = std::process::Command::new(mock())
+        .args(["--port", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(std::time::Instant::now() < deadline, "mock did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let post = |max_tokens: u64, stream: bool| {
+        let body = serde_json::json!({"prompt": "a", "max_tokens": max_tokens, "stream": stream});
+        rt.block_on(qual_serve::client::fetch(
+            addr,
+            "/v1/completions",
+            Some(body.to_string().into_bytes()),
+            Duration::from_secs(120),
+            256 << 20,
+        ))
+        .unwrap()
+    };
+    for stream in [false, true] {
+        let (status, body) = post(1 << 31, stream);
+        assert_eq!(status, 400);
+        let text = String::from_utf8_lossy(&body);
+        assert!(
+            text.contains(
+                "max_tokens 2147483648 exceeds the mock server's limit of 1048576 output tokens"
+            ),
+            "{text}"
+        );
+    }
+    let (status, body) = post(qual_serve::mock::MAX_OUTPUT_TOKENS, false);
+    assert_eq!(status, 200);
+    assert!(body.len() > 8 << 20, "{} bytes", body.len());
+    let (status, body) = post(qual_serve::mock::MAX_OUTPUT_TOKENS, true);
+    assert_eq!(status, 200);
+    let events = body.windows(6).filter(|w| w == b"data: ").count() as u64;
+    assert_eq!(events, qual_serve::mock::MAX_OUTPUT_TOKENS + 2);
+    let hwm = qual_exec::procfs::status_bytes(child.id(), "VmHWM").unwrap();
+    eprintln!("mock VmHWM after the largest requests: {hwm} bytes");
+    assert!(hwm < 128 << 20, "mock VmHWM {hwm} bytes");
+    // SAFETY: the child is ours.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
+}

@@ -204,6 +204,11 @@ fn compare(a: CompareArgs) -> i32 {
             errln!("verdict: passed");
             exit::OK
         }
+        // Nothing was established, so the exit status is not a pass.
+        Status::Compared => {
+            errln!("verdict: compared (no tolerance declared: nothing was checked)");
+            exit::FAILED
+        }
         Status::Failed => {
             errln!("verdict: failed");
             exit::FAILED

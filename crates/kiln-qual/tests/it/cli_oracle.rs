@@ -181,13 +181,91 @@ fn nan_shape_and_token_ids_are_refused_with_a_reason() {
     assert!(String::from_utf8_lossy(&short.stderr).contains("shape mismatch"));
     std::fs::write(d.path().join("ids.json"), "[1, 2, 3]").unwrap();
     let ids = d.path().join("ids.json");
-    let ok = run("ref.npy", &["--token-ids", ids.to_str().unwrap()]);
+    let tol = tolerances(d.path(), 0.0);
+    let ok = run(
+        "ref.npy",
+        &[
+            "--token-ids",
+            ids.to_str().unwrap(),
+            "--tolerances",
+            tol.to_str().unwrap(),
+        ],
+    );
     assert_eq!(
         ok.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
+}
+
+/// Hostile inputs: unrelated logits without tolerances (none, or `{}`) are `compared`, never
+/// `passed`; fewer `--token-ids` than positions and a safetensors header naming `logits`
+/// twice are refused by name.
+#[test]
+fn no_tolerances_short_token_ids_and_duplicate_header_keys() {
+    let d = tempfile::tempdir().unwrap();
+    npy(
+        &d.path().join("ref.npy"),
+        &[2, 50],
+        &rows(2, 50, |i, j| (i + j) as f32),
+    );
+    npy(
+        &d.path().join("other.npy"),
+        &[2, 50],
+        &rows(2, 50, |i, j| ((i * 7 + j * 13) % 11) as f32),
+    );
+    let empty = d.path().join("empty.json");
+    std::fs::write(
+        &empty,
+        r#"{"schema": "kiln-qual.oracle-tolerances.v1", "tolerances": {}}"#,
+    )
+    .unwrap();
+    let run = |cand: &Path, extra: &[&std::ffi::OsStr]| {
+        kq().args(["oracle", "compare"])
+            .arg(d.path().join("ref.npy"))
+            .arg(cand)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let other = d.path().join("other.npy");
+    for extra in [vec![], vec!["--tolerances".as_ref(), empty.as_os_str()]] {
+        let o = run(&other, &extra);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{e}");
+        assert!(!e.contains("verdict: passed"), "{e}");
+        assert!(
+            e.contains("verdict: compared (no tolerance declared: nothing was checked)"),
+            "{e}"
+        );
+    }
+    let ids = d.path().join("one.json");
+    std::fs::write(&ids, "[1]").unwrap();
+    let o = run(
+        &d.path().join("ref.npy"),
+        &["--token-ids".as_ref(), ids.as_os_str()],
+    );
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("1 input token ids for 2 logit positions"), "{e}");
+    // Two `logits` entries in one header (the safetensors crate alone keeps the last).
+    let entry = |shape: &str| {
+        format!(r#""logits":{{"dtype":"F32","shape":{shape},"data_offsets":[0,400]}}"#)
+    };
+    let header = format!("{{{},{}}}", entry("[100]"), entry("[2,50]"));
+    let mut b = (header.len() as u64).to_le_bytes().to_vec();
+    b.extend_from_slice(header.as_bytes());
+    for v in rows(2, 50, |i, j| (i + j) as f32) {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    let dup = d.path().join("dup.safetensors");
+    std::fs::write(&dup, b).unwrap();
+    let o = run(&dup, &[]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("as safetensors: header: duplicate"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
 }
 
 #[test]
