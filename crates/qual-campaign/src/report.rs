@@ -11,7 +11,8 @@
 //! report may read an archived copy without the reference beside it). Any finding refuses the
 //! whole file with every finding.
 
-use crate::pairing::{self, ReferenceRole};
+use crate::pairing;
+use crate::recompute;
 use crate::records::{
     self, Match, Mismatch, ProfileStatus, Receipt, Summary, Verdict, VerdictEffect,
 };
@@ -79,7 +80,7 @@ pub fn load(files: &[PathBuf]) -> Loaded {
         if covered.contains(&key(path)) {
             continue;
         }
-        match receipt(path, &mut out.notes) {
+        match receipt(path, None, None, &mut out.notes) {
             Ok((r, p)) => out.campaigns.push(view::CampaignView {
                 path: path.clone(),
                 campaign_id: r.campaign_id.clone(),
@@ -140,7 +141,12 @@ fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
         }
         let rp = dir.join(name);
         listed.push(rp.clone());
-        match receipt(&rp, notes) {
+        match receipt(
+            &rp,
+            s.reference_dir.as_deref(),
+            Some(&s.output_evidence),
+            notes,
+        ) {
             Ok((r, p)) => {
                 let bytes = qual_json::read_file_limited(&rp, records::MAX_RECORD_BYTES)
                     .unwrap_or_default();
@@ -164,6 +170,7 @@ fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
             Err(e) => findings.extend(e),
         }
     }
+    findings.extend(recompute::directory_findings(dir, path, &s));
     if !findings.is_empty() {
         return Err((listed, findings));
     }
@@ -183,27 +190,32 @@ fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
 
 fn receipt(
     path: &Path,
+    reference_dir: Option<&str>,
+    evidence: Option<&str>,
     notes: &mut Vec<String>,
 ) -> Result<(Receipt, view::ProfileView), Vec<String>> {
     let (_, r) = pairing::read_receipt(path).map_err(|e| vec![e])?;
     let at = path.display().to_string();
     let mut findings = Vec::new();
     verify::check_receipt(&r, &mut findings, &at);
+    if let Some(mode) = evidence {
+        findings.extend(
+            recompute::evidence_findings(&r, mode)
+                .into_iter()
+                .map(|m| format!("{at}: {m}")),
+        );
+    }
     if let Some(c) = &r.comparison {
         let reference = Path::new(&c.reference_receipt);
         match qual_json::read_file_limited(reference, records::MAX_RECORD_BYTES) {
             Ok(b) if qual_json::sha256_prefixed(&b) == c.reference_receipt_sha256 => {
-                let role = if r.reference_role == "qualification_gate" {
-                    ReferenceRole::QualificationGate
-                } else {
-                    ReferenceRole::Evidence
-                };
-                match pairing::compare(&r, reference, role) {
-                    Ok(again) if again == *c => {}
-                    Ok(_) => findings.push(format!(
-                        "{at}: /comparison differs from the pairing recomputed against {}",
-                        reference.display()
-                    )),
+                verify::compare_again(&r, reference, &b, &mut findings, &at);
+                match pairing::receipt_from_bytes(reference, &b) {
+                    Ok(reference) => findings.extend(
+                        recompute::reference_findings(&r, &reference, &b, reference_dir)
+                            .into_iter()
+                            .map(|m| format!("{at}: {m}")),
+                    ),
                     Err(e) => findings.push(format!("{at}: /comparison cannot be recomputed: {e}")),
                 }
             }
