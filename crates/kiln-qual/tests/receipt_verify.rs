@@ -343,33 +343,11 @@ fn every_tampered_receipt_fails_verify_naming_the_field() {
     println!("{}", report.join("\n"));
 }
 
-fn ssh_keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf, String) {
-    let key = dir.join(name);
-    let out = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-        .arg(&key)
-        .output()
-        .expect("ssh-keygen runs");
-    assert!(out.status.success(), "{out:?}");
-    let pubkey = dir.join(format!("{name}.pub"));
-    let out = std::process::Command::new("ssh-keygen")
-        .arg("-lf")
-        .arg(&pubkey)
-        .output()
-        .unwrap();
-    let fingerprint = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .to_owned();
-    (key, pubkey, fingerprint)
-}
-
 #[test]
 fn sign_verify_round_trip_and_refusals() {
     let keys = tempfile::tempdir().unwrap();
-    let (key, pubkey, fingerprint) = ssh_keygen(keys.path(), "kiln-qual-test");
-    let (_, other_pub, _) = ssh_keygen(keys.path(), "someone-else");
+    let (key, pubkey, fingerprint) = common::ssh_keygen(keys.path(), "kiln-qual-test");
+    let (_, other_pub, _) = common::ssh_keygen(keys.path(), "someone-else");
     assert!(fingerprint.starts_with("SHA256:"));
 
     // `run --sign-key` signs at write time.
@@ -499,30 +477,14 @@ fn sign_verify_round_trip_and_refusals() {
     assert!(text.contains("the subject's sha256 is"), "{text}");
 }
 
-/// The interoperability venv (`scripts/setup-python-interop`): `None` skips loudly, except
-/// under `CI=true`, where its absence fails.
-fn interop_python() -> Option<PathBuf> {
-    let python = common::repo_root().join(".cache/venv-interop/bin/python");
-    if python.is_file() {
-        return Some(python);
-    }
-    let msg = "SKIPPED: .cache/venv-interop is absent; run scripts/setup-python-interop";
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{msg} (required under CI=true)"
-    );
-    eprintln!("{msg}");
-    None
-}
-
 #[test]
 fn an_independent_dsse_implementation_verifies_ours_and_we_verify_its() {
-    let Some(python) = interop_python() else {
+    let Some(python) = common::interop_python() else {
         return;
     };
     let script = common::repo_root().join("tools/dsse_interop.py");
     let keys = tempfile::tempdir().unwrap();
-    let (key, pubkey, fingerprint) = ssh_keygen(keys.path(), "interop");
+    let (key, pubkey, fingerprint) = common::ssh_keygen(keys.path(), "interop");
     let run = real_run();
     let r = run.receipt.to_str().unwrap();
     let envelope = qual_attest::envelope_path(&run.receipt);

@@ -588,3 +588,67 @@ pub fn evidence_findings(r: &Receipt, mode: &str) -> Vec<String> {
     }
     f
 }
+
+/// What one campaign run sets for every profile must agree across its receipts and with the
+/// summary: the campaign id, the prompt-set id, the sweep (sizes, repeats), lengths, bounds,
+/// model, memory source and reference role. A row removed from one receipt together with its
+/// size, or a bound loosened in one receipt, is seen against the others.
+pub fn shared_workload_findings(s: &Summary, receipts: &[(String, &Receipt)]) -> Vec<String> {
+    let mut f = Vec::new();
+    let shared = |r: &Receipt| {
+        let w = &r.workload;
+        serde_json::json!({
+            "campaign_id": r.campaign_id,
+            "engine": r.engine.name,
+            "sizes": w.sizes,
+            "repeats": w.repeats,
+            "warmup_requests": w.warmup_requests,
+            "max_tokens": w.max_tokens,
+            "model": w.model,
+            "long_prompt_repetitions": w.long_prompt_repetitions,
+            "prompt_template_version": w.prompt_template_version,
+            "seed": w.sampling.seed,
+            "max_dispatch_spread_ms": w.max_dispatch_spread_ms,
+            "slo": w.slo,
+            "memory_limit_bytes": w.memory_limit_bytes,
+            "request_timeout_s": w.request_timeout_s,
+            "memory_sampler": r.memory_sampler,
+            "metrics_endpoint": r.metrics_endpoint,
+            "reference_role": r.reference_role,
+        })
+    };
+    for (shown, r) in receipts {
+        let want = format!("{}-{}", s.prompt_set_id, r.workload.profile.name());
+        if r.campaign_id != s.campaign_id
+            || r.workload.prompt_set_id != want
+            || r.memory_sampler != s.memory_sampler
+            || r.reference_role != s.reference_role
+        {
+            f.push(format!(
+                "{shown}: campaign id, prompt-set id, memory source or reference role differ from the summary's"
+            ));
+        }
+    }
+    if let Some((first, r0)) = receipts.first() {
+        let base = shared(r0);
+        for (shown, r) in &receipts[1..] {
+            let this = shared(r);
+            let keys: Vec<&String> = base
+                .as_object()
+                .into_iter()
+                .flat_map(|o| o.keys())
+                .filter(|k| base.get(k.as_str()) != this.get(k.as_str()))
+                .collect();
+            if !keys.is_empty() {
+                f.push(format!(
+                    "{shown}: the campaign-wide workload differs from {first}'s in {}",
+                    keys.iter()
+                        .map(|k| k.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+    }
+    f
+}

@@ -33,8 +33,10 @@ pub struct Loaded {
 }
 
 /// Reads, verifies and converts every campaign file of `set`, moving the results into it.
-pub fn load_into(set: &mut qual_report::ReportSet) {
-    let l = load(&set.campaign_files);
+/// With `trusted` keys, a summary's attestation, when present, must verify (else the campaign
+/// is refused) and its signer is shown; an unsigned campaign is noted.
+pub fn load_into(set: &mut qual_report::ReportSet, trusted: Option<&[qual_attest::TrustedKey]>) {
+    let l = load(&set.campaign_files, trusted);
     set.campaigns.extend(l.campaigns);
     set.refused.extend(l.refused);
     set.refused.sort_by(|a, b| a.path.cmp(&b.path));
@@ -54,14 +56,14 @@ fn key(p: &Path) -> PathBuf {
 
 /// Reads every campaign file in `files` (summaries and receipts, as `qual_report::collect`
 /// found them).
-pub fn load(files: &[PathBuf]) -> Loaded {
+pub fn load(files: &[PathBuf], trusted: Option<&[qual_attest::TrustedKey]>) -> Loaded {
     let mut out = Loaded::default();
     let (summaries, receipts): (Vec<&PathBuf>, Vec<&PathBuf>) = files
         .iter()
         .partition(|p| schema_of(p).as_deref() == Some(records::SUMMARY_SCHEMA));
     let mut covered = BTreeSet::new();
     for path in summaries {
-        match summary(path, &mut out.notes) {
+        match summary(path, trusted, &mut out.notes) {
             Ok((v, listed)) => {
                 covered.extend(listed.iter().map(|p| key(p)));
                 out.campaigns.push(v);
@@ -89,6 +91,7 @@ pub fn load(files: &[PathBuf]) -> Loaded {
                 from_summary: false,
                 profiles: vec![p],
                 not_run: Vec::new(),
+                signed_by: None,
             }),
             Err(reasons) => out.refused.push(qual_report::Refused {
                 path: path.clone(),
@@ -101,7 +104,11 @@ pub fn load(files: &[PathBuf]) -> Loaded {
 
 type SummaryRead = Result<(view::CampaignView, Vec<PathBuf>), (Vec<PathBuf>, Vec<String>)>;
 
-fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
+fn summary(
+    path: &Path,
+    trusted: Option<&[qual_attest::TrustedKey]>,
+    notes: &mut Vec<String>,
+) -> SummaryRead {
     let at = path.display().to_string();
     let (doc, s): (_, Summary) = match records::read_record(path) {
         Ok((_, d, s)) => (d, s),
@@ -121,6 +128,7 @@ fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
     let mut listed = Vec::new();
     let mut profiles = Vec::new();
     let mut not_run = Vec::new();
+    let mut read: Vec<(String, Receipt)> = Vec::new();
     for (i, line) in s.profiles.iter().enumerate() {
         if line.status != ProfileStatus::Completed {
             not_run.push((
@@ -166,11 +174,31 @@ fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
                     ));
                 }
                 profiles.push(p);
+                read.push((rp.display().to_string(), r));
             }
             Err(e) => findings.extend(e),
         }
     }
+    let mut signed_by = None;
+    if let Some(keys) = trusted {
+        if qual_attest::envelope_path(path).exists() {
+            match crate::attest::verify(path, keys) {
+                Ok(v) => signed_by = Some(format!("{} ({})", v.keyid, v.comment)),
+                Err(e) => findings.push(format!(
+                    "{}: failed to {e}",
+                    qual_attest::envelope_path(path).display()
+                )),
+            }
+        } else {
+            notes.push(format!(
+                "{at}: not signed (no {})",
+                qual_attest::envelope_path(path).display()
+            ));
+        }
+    }
     findings.extend(recompute::directory_findings(dir, path, &s));
+    let pairs: Vec<(String, &Receipt)> = read.iter().map(|(p, r)| (p.clone(), r)).collect();
+    findings.extend(recompute::shared_workload_findings(&s, &pairs));
     if !findings.is_empty() {
         return Err((listed, findings));
     }
@@ -183,6 +211,7 @@ fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
             from_summary: true,
             profiles,
             not_run,
+            signed_by,
         },
         listed,
     ))

@@ -215,6 +215,7 @@ pub fn verify(dir: &Path, engine: Option<&str>) -> Report {
             .push(format!("{at}: /summary_sha256 does not match the content"));
     }
     let mut all_passed = true;
+    let mut read: Vec<(String, Receipt)> = Vec::new();
     for (i, line) in s.profiles.iter().enumerate() {
         if line.status != ProfileStatus::Completed {
             all_passed = false;
@@ -258,6 +259,7 @@ pub fn verify(dir: &Path, engine: Option<&str>) -> Report {
                 }
                 check_pairing(&r, s.reference_dir.as_deref(), &mut rep.findings, &shown);
                 all_passed &= r.verdict == Verdict::Passed;
+                read.push((shown, r));
             }
             Err(e) => {
                 rep.findings.push(e);
@@ -268,6 +270,9 @@ pub fn verify(dir: &Path, engine: Option<&str>) -> Report {
     let dir = path.parent().unwrap_or(Path::new("."));
     rep.findings
         .extend(recompute::directory_findings(dir, &path, &s));
+    let pairs: Vec<(String, &Receipt)> = read.iter().map(|(p, r)| (p.clone(), r)).collect();
+    rep.findings
+        .extend(recompute::shared_workload_findings(&s, &pairs));
     if Verdict::of(all_passed) != s.verdict {
         rep.findings
             .push(format!("{at}: /verdict does not follow from the profiles"));
