@@ -538,3 +538,35 @@ fn an_independent_dsse_implementation_verifies_ours_and_we_verify_its() {
     assert_eq!(code, 0, "we refused securesystemslib's envelope: {text}");
     assert!(text.contains(&format!("signed by {fingerprint}")), "{text}");
 }
+
+#[test]
+fn report_runs_verify_when_the_run_directory_is_there_and_refuses_a_contradicted_receipt() {
+    let run = real_run();
+    let receipt = run.receipt.to_str().unwrap();
+    // The untouched receipt is rendered (its run directory agrees).
+    let (code, text) = kiln(&run.root, &["report", receipt, "--markdown", "ok.md"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains(", 0 refused"), "{text}");
+    // An edit `receipt check` cannot see (statuses and case_pass flipped together): the run
+    // directory contradicts it, so report refuses it and renders nothing of it as passed.
+    let mut r = read(&run.receipt);
+    r["results"][2]["status"] = json!("passed");
+    r["results"][2]["metrics"][0]["value"] = json!(1);
+    r["qualification"]["verdict"] = json!("passed");
+    let edited = run.root.join(".qualification/receipts/edited.json");
+    write(&edited, &r);
+    let (code, _) = kiln(&run.root, &["receipt", "check", edited.to_str().unwrap()]);
+    assert_eq!(code, 0, "the edit must be invisible to plain check");
+    let (code, text) = kiln(
+        &run.root,
+        &["report", edited.to_str().unwrap(), "--markdown", "bad.md"],
+    );
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("kiln-qual: refused"), "{text}");
+    assert!(
+        text.contains("contradicted by its run directory: /results/2/status: is \"passed\""),
+        "{text}"
+    );
+    let md = std::fs::read_to_string(run.root.join("bad.md")).unwrap();
+    assert!(!md.contains("✅"), "{md}");
+}
