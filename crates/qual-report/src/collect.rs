@@ -484,16 +484,12 @@ fn verify_against_run(path: &Path, receipt: &Value, receipt_id: &str) -> Vec<Str
         return Vec::new();
     }
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let Some(root) = abs
-        .ancestors()
-        .skip(1)
-        .find(|a| {
-            a.join(".qualification/runs")
-                .join(receipt_id)
-                .join("run-config.json")
-                .is_file()
-        })
-    else {
+    let Some(root) = abs.ancestors().skip(1).find(|a| {
+        a.join(".qualification/runs")
+            .join(receipt_id)
+            .join("run-config.json")
+            .is_file()
+    }) else {
         return Vec::new();
     };
     qual_receipt::verify::verify_run(receipt, root, None)
