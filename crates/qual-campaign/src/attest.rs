@@ -61,9 +61,12 @@ pub fn predicate(s: &Summary) -> Value {
     Value::Object(o)
 }
 
+/// Files by name (relative to the summary's directory) with their bytes.
+pub type NamedFiles = Vec<(String, Vec<u8>)>;
+
 /// The files a campaign attestation covers, with their bytes: the summary, then every listed
 /// receipt (relative names, as the summary lists them).
-pub fn covered_files(summary_path: &Path) -> Result<(Summary, Vec<(String, Vec<u8>)>), String> {
+pub fn covered_files(summary_path: &Path) -> Result<(Summary, NamedFiles), String> {
     let (bytes, _, s): (_, _, Summary) =
         records::read_record(summary_path).map_err(|e| e.to_string())?;
     let name = summary_path
