@@ -4,8 +4,9 @@
 //! Nothing is rendered from a record that does not verify. A summary: its schema and
 //! self-hash, then every listed receipt (file name, file hash against the summary, schema,
 //! self-hash, the internal checks of [`verify::check_receipt`] — prompt-set and output-set
-//! hashes regenerated, row and receipt verdicts re-derived). A receipt found without a
-//! summary that lists it: the same receipt checks. When a receipt's pairing names a reference
+//! hashes regenerated, row and receipt verdicts re-derived, and [`crate::recompute`]'s
+//! re-derivations, with the directory listing and campaign-wide workload for a summary). A
+//! receipt found without a summary that lists it: the same receipt checks. When a receipt's pairing names a reference
 //! receipt that is still there with the bytes it recorded, the pairing is recomputed and must
 //! equal the recorded one; a reference that moved or changed since is noted, not refused (a
 //! report may read an archived copy without the reference beside it). Any finding refuses the

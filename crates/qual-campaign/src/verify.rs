@@ -4,7 +4,10 @@
 //! self-hash; per row, the prompt-set hash (prompts regenerated from the workload), the
 //! output-set hash, the row verdict against its gates and counts; each receipt's verdict
 //! against its content; the pairing, recomputed against the reference receipt it names
-//! (whose file hash must still match); and the summary's verdict. Every finding is reported.
+//! (whose file hash must still match); and the summary's verdict; then everything
+//! [`crate::recompute`] re-derives from the records' own numbers (run plan, campaign-wide
+//! workload, counts, throughputs, gates, evidence mode, directory listing, the reference's
+//! provenance). Every finding is reported. The attestation is [`crate::attest`]'s.
 
 use crate::campaign::{receipt_verdict, workload_fingerprint};
 use crate::pairing::{self, ReferenceRole};
