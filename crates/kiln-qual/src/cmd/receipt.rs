@@ -31,7 +31,8 @@ pub enum ReceiptCommand {
     /// artifacts, identity, time) and, with --trusted-keys, check its signed attestation.
     Verify(VerifyArgs),
     /// Sign a receipt: write a DSSE envelope holding an in-toto Statement about it next to it
-    /// (`<receipt>.intoto.jsonl`, never replaced).
+    /// (`<receipt>.intoto.jsonl`, never replaced). A campaign summary is signed together with
+    /// every receipt it lists, an oracle result with its input digests.
     Sign(SignArgs),
 }
 
@@ -64,7 +65,7 @@ pub struct VerifyArgs {
 /// Arguments of `kiln-qual receipt sign`.
 #[derive(Args, Debug)]
 pub struct SignArgs {
-    /// The receipt file.
+    /// The receipt file (or a campaign summary, or an oracle result).
     #[arg(value_parser = super::args::Path, value_name = "RECEIPT")]
     pub receipt: PathBuf,
     /// OpenSSH Ed25519 private key without a passphrase (`ssh-keygen -t ed25519 -N ''`).
