@@ -215,7 +215,15 @@ fn output_divergence_is_located_to_the_byte() {
         }
         m => panic!("{m:?}"),
     }
-    assert!(verify::verify(&out, Some("mock-cand")).findings.is_empty());
+    // The edited reference stands alone, without a campaign summary listing it: verify
+    // names exactly that, and nothing else.
+    let findings = verify::verify(&out, Some("mock-cand")).findings;
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert!(
+        findings[0]
+            .contains("is not listed with these bytes by a valid reference campaign summary"),
+        "{findings:?}"
+    );
 }
 
 #[test]

@@ -467,9 +467,39 @@ fn read_one(path: &Path, explicit: bool, cache: &PolicyCache) -> Loaded {
         run_evidence: false,
         rules: Vec::new(),
     };
+    let contradicted = verify_against_run(path, &value, &view.receipt_id);
+    if !contradicted.is_empty() {
+        return Err(contradicted);
+    }
     view.rules = policy_rules(path, &value, cache);
     let notes = read_evidence(path, &value, &mut view);
     Ok(Some(Item::Receipt(view, notes)))
+}
+
+/// `receipt verify`'s checks ([`qual_receipt::verify::verify_run`]) whenever the receipt's
+/// retained run directory is present: under the nearest ancestor of the receipt holding
+/// `.qualification/runs/<receipt_id>/run-config.json` (the runner's own record), which is
+/// taken as the repository root. Every finding is returned (the receipt is then refused,
+/// never rendered); none when it agrees or when no run record is there (the report then
+/// shows the receipt on its own checks: removing the record is no more than removing the
+/// whole run directory, which leaves a receipt as unverified as it was).
+fn verify_against_run(path: &Path, receipt: &Value, receipt_id: &str) -> Vec<String> {
+    if receipt_id.is_empty() || receipt_id.contains(['/', '\\']) || receipt_id.starts_with('.') {
+        return Vec::new();
+    }
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let Some(root) = abs.ancestors().skip(1).find(|a| {
+        a.join(".qualification/runs")
+            .join(receipt_id)
+            .join("run-config.json")
+            .is_file()
+    }) else {
+        return Vec::new();
+    };
+    qual_receipt::verify::verify_run(receipt, root, None)
+        .iter()
+        .map(|f| format!("contradicted by its run directory: {f}"))
+        .collect()
 }
 
 /// The comparison rules of the workload the receipt names, when its manifest is found under an

@@ -240,3 +240,43 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// An Ed25519 key pair made by `ssh-keygen` (no passphrase): private key, public key and
+/// the fingerprint as `ssh-keygen -l` prints it.
+pub fn ssh_keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf, String) {
+    let key = dir.join(name);
+    let out = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&key)
+        .output()
+        .expect("ssh-keygen runs");
+    assert!(out.status.success(), "{out:?}");
+    let pubkey = dir.join(format!("{name}.pub"));
+    let out = std::process::Command::new("ssh-keygen")
+        .arg("-lf")
+        .arg(&pubkey)
+        .output()
+        .unwrap();
+    let fingerprint = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    (key, pubkey, fingerprint)
+}
+
+/// The interoperability venv (`scripts/setup-python-interop`): `None` skips loudly, except
+/// under `CI=true`, where its absence fails.
+pub fn interop_python() -> Option<PathBuf> {
+    let python = repo_root().join(".cache/venv-interop/bin/python");
+    if python.is_file() {
+        return Some(python);
+    }
+    let msg = "SKIPPED: .cache/venv-interop is absent; run scripts/setup-python-interop";
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{msg} (required under CI=true)"
+    );
+    eprintln!("{msg}");
+    None
+}

@@ -14,6 +14,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod adversarial;
+mod campaign_tamper;
 mod cargo_wrapper;
 mod cli_campaign;
 mod cli_conventions;
