@@ -119,6 +119,74 @@ fn openai_compatible_scaffold_runs_end_to_end() {
     init_run_and_check(root, "openai-compatible", "tools/server", "18137");
 }
 
+/// A served case whose server cannot start (a wrapper whose program is not on `PATH`: it
+/// says so and exits 127): `run` fails and shows the cause itself — the exit code and the
+/// server log's tail — not only the runner's `exit code 1 not in [0]`.
+#[test]
+fn run_names_why_the_server_did_not_start() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    copy_dir(
+        &repo_root().join("qualification/fixtures/tiny-model"),
+        &root.join("models/tiny"),
+    );
+    std::fs::create_dir_all(root.join("tools")).unwrap();
+    let server = root.join("tools/server");
+    std::fs::write(
+        &server,
+        "#!/bin/sh\necho 'tools/server: kq-no-such-engine: not found' >&2\nexit 127\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&server, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(root.join(".gitignore"), ".qualification/\n").unwrap();
+    git(root, &["init", "-q"]);
+    let out = kq(
+        root,
+        &[
+            "init",
+            "--engine",
+            "openai-compatible",
+            "--server",
+            "tools/server",
+            "--port",
+            "18139",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "scaffold"]);
+    let out = kq(
+        root,
+        &[
+            "run",
+            "qualification/workloads/serving-openai-compatible-v1.json",
+            "--variant",
+            "cpu",
+            "--host-id",
+            "init-host",
+            "--model",
+            "models/tiny",
+            "--output",
+            ".qualification/receipts/failed.json",
+        ],
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("server exited before becoming ready (exited with code 127); log tail: tools/server: kq-no-such-engine: not found"),
+        "{text}"
+    );
+}
+
 /// The llama-cpp scaffold against the real `llama-server` that `scripts/setup-real-server`
 /// installs (CI does): init, commit, `run` with the tiny GGUF as `MODEL_DIR/model.gguf`, and
 /// the receipt validates. Skipped, saying so, without the installed server.
