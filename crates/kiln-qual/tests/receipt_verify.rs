@@ -3,7 +3,9 @@
 //! repository in a temporary directory) writes a receipt and its run directory; each edit is
 //! applied to a copy, and `kiln-qual receipt verify` must fail naming the edited field, while
 //! plain `receipt check` must fail exactly on the edits that leave the receipt contradicting
-//! itself.
+//! itself. One `harness = false` binary (`qual_test_fixtures::harness`): the interoperability
+//! trial needs the independent DSSE implementation's venv and is reported ignored without it
+//! (failed under `CI=true`), never counted as passed.
 
 // Tests and benches start programs and read back files directly.
 #![allow(clippy::disallowed_methods)]
@@ -130,7 +132,6 @@ fn drop_artifacts(r: &mut Value, pred: impl Fn(&str) -> bool) {
         .retain(|a| !pred(a["path"].as_str().unwrap()));
 }
 
-#[test]
 fn the_untouched_receipt_verifies() {
     let run = real_run();
     let receipt = run.receipt.to_str().unwrap();
@@ -295,7 +296,6 @@ fn edits(run_dir: &Path) -> Vec<Edit> {
     ]
 }
 
-#[test]
 fn every_tampered_receipt_fails_verify_naming_the_field() {
     let run = real_run();
     let original = read(&run.receipt);
@@ -365,7 +365,6 @@ fn ssh_keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf, String) {
     (key, pubkey, fingerprint)
 }
 
-#[test]
 fn sign_verify_round_trip_and_refusals() {
     let keys = tempfile::tempdir().unwrap();
     let (key, pubkey, fingerprint) = ssh_keygen(keys.path(), "kiln-qual-test");
@@ -499,27 +498,13 @@ fn sign_verify_round_trip_and_refusals() {
     assert!(text.contains("the subject's sha256 is"), "{text}");
 }
 
-/// The interoperability venv (`scripts/setup-python-interop`): `None` skips loudly, except
-/// under `CI=true`, where its absence fails.
-fn interop_python() -> Option<PathBuf> {
-    let python = common::repo_root().join(".cache/venv-interop/bin/python");
-    if python.is_file() {
-        return Some(python);
-    }
-    let msg = "SKIPPED: .cache/venv-interop is absent; run scripts/setup-python-interop";
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{msg} (required under CI=true)"
-    );
-    eprintln!("{msg}");
-    None
+/// The interoperability venv (`scripts/setup-python-interop`).
+fn interop_python() -> PathBuf {
+    common::repo_root().join(".cache/venv-interop/bin/python")
 }
 
-#[test]
 fn an_independent_dsse_implementation_verifies_ours_and_we_verify_its() {
-    let Some(python) = interop_python() else {
-        return;
-    };
+    let python = interop_python();
     let script = common::repo_root().join("tools/dsse_interop.py");
     let keys = tempfile::tempdir().unwrap();
     let (key, pubkey, fingerprint) = ssh_keygen(keys.path(), "interop");
@@ -575,4 +560,30 @@ fn an_independent_dsse_implementation_verifies_ours_and_we_verify_its() {
     );
     assert_eq!(code, 0, "we refused securesystemslib's envelope: {text}");
     assert!(text.contains(&format!("signed by {fingerprint}")), "{text}");
+}
+
+fn main() {
+    use qual_test_fixtures::harness::{self, Trial};
+    harness::run(vec![
+        Trial::new(
+            "the_untouched_receipt_verifies",
+            the_untouched_receipt_verifies,
+        ),
+        Trial::new(
+            "every_tampered_receipt_fails_verify_naming_the_field",
+            every_tampered_receipt_fails_verify_naming_the_field,
+        ),
+        Trial::new(
+            "sign_verify_round_trip_and_refusals",
+            sign_verify_round_trip_and_refusals,
+        ),
+        Trial::new(
+            "an_independent_dsse_implementation_verifies_ours_and_we_verify_its",
+            an_independent_dsse_implementation_verifies_ours_and_we_verify_its,
+        )
+        .needs(harness::needs_file(
+            &interop_python(),
+            "the independent DSSE implementation (run scripts/setup-python-interop)",
+        )),
+    ]);
 }

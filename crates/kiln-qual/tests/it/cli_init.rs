@@ -5,24 +5,9 @@
 
 use crate::common;
 
-use common::{copy_dir, git, repo_root};
+use common::{copy_dir, git, init_run_and_check, kq, repo_root};
 use std::path::Path;
 use std::process::Command;
-
-fn kq(root: &Path, args: &[&str]) -> std::process::Output {
-    let bin = Path::new(env!("CARGO_BIN_EXE_kiln-qual"));
-    let path = format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    Command::new(bin)
-        .current_dir(root)
-        .env("PATH", path)
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 const ENGINES: [&str; 6] = [
     "llama-cpp",
@@ -187,79 +172,9 @@ fn run_names_why_the_server_did_not_start() {
     );
 }
 
-/// The llama-cpp scaffold against the real `llama-server` that `scripts/setup-real-server`
-/// installs (CI does): init, commit, `run` with the tiny GGUF as `MODEL_DIR/model.gguf`, and
-/// the receipt validates. Skipped, saying so, without the installed server.
-#[test]
-fn llama_cpp_scaffold_runs_against_the_real_server() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let cache = repo_root().join(".cache/real-server");
-    let server = cache.join("llama-server");
-    if !server.is_file() {
-        let why = "llama-server is not installed (run scripts/setup-real-server)";
-        qual_test_fixtures::harness::skip(why);
-        return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let root = d.path();
-    let model = root.join("models/tiny");
-    std::fs::create_dir_all(&model).unwrap();
-    let src = cache.join("root/models/tiny");
-    for (from, to) in [
-        ("config.json", "config.json"),
-        ("tokenizer.json", "tokenizer.json"),
-        ("chat_template.jinja", "chat_template.jinja"),
-        ("tiny.gguf", "model.gguf"),
-    ] {
-        std::fs::copy(src.join(from), model.join(to)).unwrap();
-    }
-    std::fs::write(root.join(".gitignore"), ".qualification/\nmodels/\n").unwrap();
-    init_run_and_check(root, "llama-cpp", &server.to_string_lossy(), "18141");
-}
-
 /// In a fresh git repository at `root`: `init --engine ENGINE --server SERVER --port PORT`,
 /// commit the scaffold, `run` its workload (passed, or refused by the validity gate), and
 /// the receipt validates.
-fn init_run_and_check(root: &Path, engine: &str, server: &str, port: &str) {
-    git(root, &["init", "-q"]);
-    let out = kq(
-        root,
-        &[
-            "init", "--engine", engine, "--server", server, "--port", port,
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "scaffold"]);
-    let workload = format!("qualification/workloads/serving-{engine}-v1.json");
-    let receipt = format!(".qualification/receipts/{engine}.json");
-    let out = kq(
-        root,
-        &[
-            "run",
-            &workload,
-            "--variant",
-            "cpu",
-            "--host-id",
-            "init-host",
-            "--model",
-            "models/tiny",
-            "--output",
-            &receipt,
-        ],
-    );
-    common::passed_or_refused_by_the_gate(root, &out);
-    let out = kq(root, &["receipt", "check", &receipt]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-}
 
 /// Every file below `dir` (names only), for "nothing changed" checks.
 fn names(dir: &Path) -> Vec<String> {
