@@ -2,7 +2,12 @@
 //! multi-host, multi-backend, multi-commit receipt set (with run and serving evidence), dumps
 //! the DOM and takes screenshots at 1280 px and at phone width. The test requires: no console
 //! message at all (the page has no script, so any message is an error such as a refused fetch),
-//! every `<svg>` with a `<title>`, a `<desc>` and at least one non-empty `<path>`.
+//! every `<svg>` with a `<title>`, a `<desc>` and at least one non-empty `<path>`; the trend
+//! charts' rules (issue 25): value axes from zero and never below it, distinct labels for the
+//! two runs of each commit, runs the validity gate refused drawn as open diamonds and named in
+//! the legend; and every chart label at least 11 CSS px at 1280 px and at a 390 px phone,
+//! measured by the browser (a copy of the page without its Content-Security-Policy, with a
+//! script that computes each `<text>`'s font size × its chart's scale).
 //!
 //! The page and screenshots are kept in `target/report-browser/` (or `$REPORT_ARTIFACTS_DIR`)
 //! for CI to upload. Chromium comes from the distribution (`scripts/setup-browser`); without
@@ -67,6 +72,66 @@ fn run(browser: &Path, args: &[&str], page: &Path, profile: &Path) -> (String, S
     )
 }
 
+/// The trend charts' rules, on the DOM the browser built.
+fn trend_rules(dom: &str) {
+    let trends: Vec<&str> = dom
+        .split("<svg")
+        .skip(1)
+        .map(|s| s.split("</svg>").next().unwrap_or(""))
+        .filter(|s| s.contains("across runs</title>"))
+        .collect();
+    assert!(!trends.is_empty());
+    for t in &trends {
+        // Every y tick label is ≥ 0 and one of them is 0.
+        let ticks: Vec<f64> = t
+            .split("class=\"ytick\"")
+            .skip(1)
+            .filter_map(|x| x.split('>').nth(1))
+            .filter_map(|x| x.split('<').next())
+            .map(|x| x.replace(',', "").parse::<f64>().expect("numeric tick"))
+            .collect();
+        assert!(ticks.iter().all(|v| *v >= 0.0), "negative tick: {ticks:?}");
+        assert!(ticks.contains(&0.0), "axis without zero: {ticks:?}");
+    }
+    let failures = trends
+        .iter()
+        .find(|t| t.contains("requests_failed"))
+        .expect("a failure-count trend");
+    assert!(failures.contains("text-anchor=\"end\">0</text>"));
+    assert!(trends
+        .iter()
+        .any(|t| t.contains("·1<") && t.contains("·2<")));
+    let refused = trends
+        .iter()
+        .filter(|t| t.contains("class=\"refusedmark\" d=\"M"))
+        .count();
+    assert!(refused > 0, "no refused run drawn");
+    assert!(trends
+        .iter()
+        .filter(|t| t.contains("class=\"refusedmark\" d=\"M"))
+        .all(|t| t.contains(">refused by the validity gate</text>")));
+}
+
+/// The page without its Content-Security-Policy and with a script that records the smallest
+/// rendered chart text (font size × the chart's scale, CSS px) on `<body>`. Headless Chromium
+/// lays `--dump-dom` out at least 500 px wide, so a narrower `width` is applied to the body
+/// (the narrow-screen style, `max-width: 640px`, applies at 500 px as at a phone's width).
+fn probe_page(html: &str, width: u32) -> String {
+    let csp_start = html
+        .find("<meta http-equiv=\"Content-Security-Policy\"")
+        .expect("csp");
+    let csp_end = csp_start + html[csp_start..].find('>').expect("csp end") + 1;
+    let script = "<script>let m=1e9;for(const t of document.querySelectorAll('svg.chart text')){const s=t.ownerSVGElement;const k=s.getBoundingClientRect().width/s.viewBox.baseVal.width;const f=parseFloat(getComputedStyle(t).fontSize)*k;if(f>0)m=Math.min(m,f);}document.body.setAttribute('data-min-text-px',String(m));</script>";
+    let narrow = if width < 500 {
+        format!("<style>body{{max-width:{width}px !important;margin:0 !important}}</style>")
+    } else {
+        String::new()
+    };
+    let page = format!("{}{}", &html[..csp_start], &html[csp_end..]);
+    page.replacen("</head>", &format!("{narrow}</head>"), 1)
+        .replace("</body>", &format!("{script}</body>"))
+}
+
 fn console_problems(stderr: &str) -> Vec<&str> {
     stderr
         .lines()
@@ -86,6 +151,8 @@ pub fn html_report_renders_in_chromium() {
         hosts: vec!["host-a".into(), "host-b".into(), "host-c".into()],
         backends: vec!["cpu".into(), "rocm".into()],
         commits: 4,
+        runs_per_commit: 2,
+        validity_refused_every: 5,
         ..Options::default()
     };
     synth::write_set(tmp.path(), &opts).expect("generate");
@@ -119,9 +186,42 @@ pub fn html_report_renders_in_chromium() {
             "chart {i} draws no data"
         );
     }
-    for (name, size) in [
-        ("desktop-1280.png", "1280,3000"),
-        ("phone-390.png", "390,3000"),
+    trend_rules(&dom);
+    for width in [1280, 390] {
+        let probe = dir.join(format!("report-probe-{width}.html"));
+        std::fs::write(&probe, probe_page(&html, width)).expect("write probe page");
+        let (dom, _) = run(
+            &browser,
+            &["--dump-dom", &format!("--window-size={width},3000")],
+            &probe,
+            &profile,
+        );
+        let min = dom
+            .split("data-min-text-px=\"")
+            .nth(1)
+            .and_then(|t| t.split('"').next())
+            .and_then(|t| t.parse::<f64>().ok())
+            .expect("the probe wrote its measurement");
+        eprintln!("smallest chart text at {width} px: {min:.2} px");
+        assert!(min >= 11.0, "chart text is {min:.2} px at {width} px width");
+    }
+    // The charts from the trends on, for the screenshots (the same page with what precedes the
+    // trends hidden).
+    let charts = dir.join("report-charts.html");
+    std::fs::write(
+        &charts,
+        html.replacen(
+            "</head>",
+            "<style>body>:has(~ #trends){display:none}</style></head>",
+            1,
+        ),
+    )
+    .expect("write charts page");
+    for (name, size, shown) in [
+        ("desktop-1280.png", "1280,3000", &page),
+        ("phone-390.png", "390,3000", &page),
+        ("charts-desktop-1280.png", "1280,2400", &charts),
+        ("charts-phone-390.png", "390,2400", &charts),
     ] {
         let shot = dir.join(name);
         let _ = std::fs::remove_file(&shot);
@@ -132,7 +232,7 @@ pub fn html_report_renders_in_chromium() {
                 &format!("--window-size={size}"),
                 "--hide-scrollbars",
             ],
-            &page,
+            shown,
             &profile,
         );
         let problems = console_problems(&stderr);

@@ -15,6 +15,8 @@ fn small() -> Options {
         evidence: true,
         requests: 24,
         fail_every: 3,
+        runs_per_commit: 1,
+        validity_refused_every: 0,
     }
 }
 
