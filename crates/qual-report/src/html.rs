@@ -240,39 +240,12 @@ fn trends(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
         let labels = run_labels(&runs);
         let mut body = String::new();
         for (case, metric, unit, lower) in &keys {
-            let mut points = Vec::new();
-            let mut failed = Vec::new();
-            let mut refused = Vec::new();
-            let mut data = Vec::new();
-            for (i, r) in runs.iter().enumerate() {
-                let v = r
-                    .cases
-                    .iter()
-                    .find(|c| &c.id == case)
-                    .and_then(|c| c.metrics.iter().find(|m| &m.name == metric));
-                if let Some(m) = v {
-                    if r.validity_refused() {
-                        refused.push(points.len());
-                    } else if !r.passed() {
-                        failed.push(points.len());
-                    }
-                    points.push((i as f64, m.value));
-                    data.push((
-                        format!(
-                            "{} {} ({}{})",
-                            labels[i],
-                            r.started_at,
-                            r.verdict,
-                            if r.validity_refused() {
-                                ", refused by the validity gate"
-                            } else {
-                                ""
-                            }
-                        ),
-                        m.text.clone(),
-                    ));
-                }
-            }
+            let TrendPoints {
+                points,
+                failed,
+                refused,
+                data,
+            } = trend_points(&runs, &labels, case, metric);
             if points.len() < 2 {
                 continue;
             }
@@ -352,6 +325,57 @@ fn trends(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
     }
     if skipped > 0 {
         let _ = writeln!(o, "<p>… and {skipped} more trend charts not drawn (limit {MAX_TREND_CHARTS}); the CSV export has every value.</p>");
+    }
+}
+
+/// One metric's points across runs, with the failed and validity-refused ones marked and the
+/// data table's rows.
+struct TrendPoints {
+    points: Vec<(f64, f64)>,
+    failed: Vec<usize>,
+    refused: Vec<usize>,
+    data: Vec<(String, String)>,
+}
+
+fn trend_points(runs: &[&ReceiptView], labels: &[String], case: &str, metric: &str) -> TrendPoints {
+    let mut points = Vec::new();
+    let mut failed = Vec::new();
+    let mut refused = Vec::new();
+    let mut data = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let v = r
+            .cases
+            .iter()
+            .find(|c| c.id == case)
+            .and_then(|c| c.metrics.iter().find(|m| m.name == metric));
+        if let Some(m) = v {
+            if r.validity_refused() {
+                refused.push(points.len());
+            } else if !r.passed() {
+                failed.push(points.len());
+            }
+            points.push((i as f64, m.value));
+            data.push((
+                format!(
+                    "{} {} ({}{})",
+                    labels[i],
+                    r.started_at,
+                    r.verdict,
+                    if r.validity_refused() {
+                        ", refused by the validity gate"
+                    } else {
+                        ""
+                    }
+                ),
+                m.text.clone(),
+            ));
+        }
+    }
+    TrendPoints {
+        points,
+        failed,
+        refused,
+        data,
     }
 }
 

@@ -172,10 +172,6 @@ fn run_names_why_the_server_did_not_start() {
     );
 }
 
-/// In a fresh git repository at `root`: `init --engine ENGINE --server SERVER --port PORT`,
-/// commit the scaffold, `run` its workload (passed, or refused by the validity gate), and
-/// the receipt validates.
-
 /// Every file below `dir` (names only), for "nothing changed" checks.
 fn names(dir: &Path) -> Vec<String> {
     let mut out = Vec::new();
