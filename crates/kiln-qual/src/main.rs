@@ -57,7 +57,8 @@ enum Command {
     /// Run a paired serving campaign: fixed profiles × concurrency sweep against one server,
     /// gated rows, exact-output evidence, reference pairing, self-hashing receipts and summary.
     Campaign(Box<cmd::campaign::CampaignCli>),
-    /// Capture a Python reference runtime's manifest (twice, byte-identical) and publish it.
+    /// Capture a Python reference runtime's manifest (installed files checked against each
+    /// RECORD, start-up files no distribution owns; twice, byte-identical) and publish it.
     RuntimeManifest(cmd::campaign::ManifestArgs),
     /// Benchmark any OpenAI-compatible endpoint: synthetic, multi-turn, dataset and trace
     /// workloads; closed/open loop, sweeps, SLA search; JSON, CSV, records; `bench compare`.

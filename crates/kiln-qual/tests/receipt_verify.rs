@@ -3,7 +3,9 @@
 //! repository in a temporary directory) writes a receipt and its run directory; each edit is
 //! applied to a copy, and `kiln-qual receipt verify` must fail naming the edited field, while
 //! plain `receipt check` must fail exactly on the edits that leave the receipt contradicting
-//! itself.
+//! itself. One `harness = false` binary (`qual_test_fixtures::harness`): the interoperability
+//! trial needs the independent DSSE implementation's venv and is reported ignored without it
+//! (failed under `CI=true`), never counted as passed.
 
 // Tests and benches start programs and read back files directly.
 #![allow(clippy::disallowed_methods)]
@@ -130,7 +132,6 @@ fn drop_artifacts(r: &mut Value, pred: impl Fn(&str) -> bool) {
         .retain(|a| !pred(a["path"].as_str().unwrap()));
 }
 
-#[test]
 fn the_untouched_receipt_verifies() {
     let run = real_run();
     let receipt = run.receipt.to_str().unwrap();
@@ -295,7 +296,6 @@ fn edits(run_dir: &Path) -> Vec<Edit> {
     ]
 }
 
-#[test]
 fn every_tampered_receipt_fails_verify_naming_the_field() {
     let run = real_run();
     let original = read(&run.receipt);
@@ -343,7 +343,6 @@ fn every_tampered_receipt_fails_verify_naming_the_field() {
     println!("{}", report.join("\n"));
 }
 
-#[test]
 fn sign_verify_round_trip_and_refusals() {
     let keys = tempfile::tempdir().unwrap();
     let (key, pubkey, fingerprint) = common::ssh_keygen(keys.path(), "kiln-qual-test");
@@ -477,11 +476,13 @@ fn sign_verify_round_trip_and_refusals() {
     assert!(text.contains("the subject's sha256 is"), "{text}");
 }
 
-#[test]
+/// The interoperability venv (`scripts/setup-python-interop`).
+fn interop_python() -> PathBuf {
+    common::repo_root().join(".cache/venv-interop/bin/python")
+}
+
 fn an_independent_dsse_implementation_verifies_ours_and_we_verify_its() {
-    let Some(python) = common::interop_python() else {
-        return;
-    };
+    let python = interop_python();
     let script = common::repo_root().join("tools/dsse_interop.py");
     let keys = tempfile::tempdir().unwrap();
     let (key, pubkey, fingerprint) = common::ssh_keygen(keys.path(), "interop");
@@ -539,7 +540,6 @@ fn an_independent_dsse_implementation_verifies_ours_and_we_verify_its() {
     assert!(text.contains(&format!("signed by {fingerprint}")), "{text}");
 }
 
-#[test]
 fn report_runs_verify_when_the_run_directory_is_there_and_refuses_a_contradicted_receipt() {
     let run = real_run();
     let receipt = run.receipt.to_str().unwrap();
@@ -569,4 +569,34 @@ fn report_runs_verify_when_the_run_directory_is_there_and_refuses_a_contradicted
     );
     let md = std::fs::read_to_string(run.root.join("bad.md")).unwrap();
     assert!(!md.contains("✅"), "{md}");
+}
+
+fn main() {
+    use qual_test_fixtures::harness::{self, Trial};
+    harness::run(vec![
+        Trial::new(
+            "the_untouched_receipt_verifies",
+            the_untouched_receipt_verifies,
+        ),
+        Trial::new(
+            "every_tampered_receipt_fails_verify_naming_the_field",
+            every_tampered_receipt_fails_verify_naming_the_field,
+        ),
+        Trial::new(
+            "report_runs_verify_when_the_run_directory_is_there_and_refuses_a_contradicted_receipt",
+            report_runs_verify_when_the_run_directory_is_there_and_refuses_a_contradicted_receipt,
+        ),
+        Trial::new(
+            "sign_verify_round_trip_and_refusals",
+            sign_verify_round_trip_and_refusals,
+        ),
+        Trial::new(
+            "an_independent_dsse_implementation_verifies_ours_and_we_verify_its",
+            an_independent_dsse_implementation_verifies_ours_and_we_verify_its,
+        )
+        .needs(harness::needs_file(
+            &interop_python(),
+            "the independent DSSE implementation (run scripts/setup-python-interop)",
+        )),
+    ]);
 }

@@ -16,6 +16,7 @@
 pub mod attest;
 pub mod campaign;
 pub mod identity;
+pub mod installed;
 pub mod manifest;
 // `unsafe`: device memory is read through the NVIDIA management library loaded with dlopen.
 #[allow(unsafe_code)]

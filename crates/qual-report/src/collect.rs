@@ -140,6 +140,18 @@ impl ReceiptView {
         self.verdict == "passed"
     }
 
+    /// Whether the measurement-validity gate refused any serving repetition of this run (its
+    /// timings are not measurements to compare).
+    pub fn validity_refused(&self) -> bool {
+        self.cases.iter().any(|c| {
+            c.repetitions.iter().any(|p| {
+                p.serve
+                    .as_ref()
+                    .is_some_and(|s| !s.validity_violations.is_empty())
+            })
+        })
+    }
+
     /// The matrix row this receipt belongs to: workload, variant, backend, host.
     pub fn row_key(&self) -> (String, String, String, String) {
         (
@@ -229,6 +241,9 @@ pub struct ServeView {
     pub bounds: Vec<(String, f64, f64, f64)>,
     /// The statistics the validity gate held to the tolerance.
     pub gated: Vec<String>,
+    /// Why the measurement-validity gate refused the run (`metrics.validity.violations`);
+    /// empty when it accepted it.
+    pub validity_violations: Vec<String>,
 }
 
 /// Reads every receipt under `paths` with their evidence.
@@ -726,6 +741,7 @@ pub fn serve_view(v: &Value) -> ServeView {
         output_tokens_per_second: at(v, &["metrics", "output_tokens_per_second"])
             .and_then(Value::as_f64),
         gated: strings(at(v, &["metrics", "validity", "gated"])),
+        validity_violations: strings(at(v, &["metrics", "validity", "violations"])),
         ..ServeView::default()
     };
     for row in v

@@ -300,6 +300,9 @@ impl OwnedServer {
                 }
             }
         }
+        if out.is_empty() {
+            out = "(the server wrote nothing)".into();
+        }
         out
     }
 
@@ -317,7 +320,16 @@ impl OwnedServer {
                 return None;
             }
             if let Some(t) = self.leader_exit() {
-                let tail = self.log_tail();
+                // The drain threads may not have copied the server's last words to the log
+                // files yet: wait for the pipes to close before reading the tail.
+                let closed = self
+                    .process
+                    .as_ref()
+                    .is_some_and(|p| p.wait_output_closed(Duration::from_secs(2)));
+                let mut tail = self.log_tail();
+                if !closed {
+                    tail.push_str(" (output still open: a process of the server holds it)");
+                }
                 self.fail(
                     "readiness_failed",
                     format!(

@@ -49,10 +49,26 @@ struct Case {
 
 impl Case {
     fn new(flags: &[&str], startup_s: f64, shutdown_s: f64) -> Case {
+        Case::with_command(
+            |port| {
+                let mut cmd = vec![mock().to_string(), "--port".into(), port.to_string()];
+                cmd.extend(flags.iter().map(|s| s.to_string()));
+                cmd
+            },
+            startup_s,
+            shutdown_s,
+        )
+    }
+
+    /// A case whose server is `command(port)`.
+    fn with_command(
+        command: impl FnOnce(u16) -> Vec<String>,
+        startup_s: f64,
+        shutdown_s: f64,
+    ) -> Case {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let mut cmd = vec![mock().to_string(), "--port".into(), port.to_string()];
-        cmd.extend(flags.iter().map(|s| s.to_string()));
+        let cmd = command(port);
         let recipe = serde_json::json!({
             "schema": "kiln-qual.serve-launch.v1",
             "id": "mock-case",
@@ -487,6 +503,34 @@ fn server_exiting_before_ready_fails_fast() {
         &["exited before becoming ready"],
     );
     assert!(t.elapsed() < Duration::from_secs(20));
+}
+
+/// A server that cannot start (a wrapper whose program is not found: it says so on stderr and
+/// exits 127): the details name the exit code and carry the log's tail, every time — the tail
+/// is read only after the drain threads have copied the server's last output to the file.
+#[test]
+fn a_server_exiting_127_is_named_with_its_log_tail() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let script = "echo 'wrapper: llama-server: not found' >&2; exit 127";
+    for _ in 0..3 {
+        let case = Case::with_command(
+            |_| vec!["/bin/sh".into(), "-c".into(), script.into()],
+            30.0,
+            5.0,
+        );
+        let r = run_failed(
+            &case,
+            case.options(Arrival::ClosedLoop { concurrency: 1 }, 4),
+            &["exited before becoming ready"],
+        );
+        let d = details(&r);
+        assert!(
+            d.contains(
+                "server exited before becoming ready (exited with code 127); log tail: wrapper: llama-server: not found"
+            ),
+            "{d}"
+        );
+    }
 }
 
 #[test]

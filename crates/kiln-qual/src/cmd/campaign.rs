@@ -506,11 +506,15 @@ pub fn runtime_manifest(a: ManifestArgs) -> i32 {
     match campaign::publish(dir, &name, &bytes) {
         Ok(p) => {
             outln!("{}", esc_path(&p));
+            let files: u64 = m.distributions.iter().map(|d| d.verified_files).sum();
             errln!(
-                "kiln-qual: runtime manifest: 2 identical captures, {} distributions, {}",
+                "kiln-qual: runtime manifest: 2 identical captures, {} distributions, {files} files matching their RECORD, {}",
                 m.distributions.len(),
                 m.runtime_content_sha256
             );
+            for f in m.findings() {
+                errln!("kiln-qual: runtime manifest: {}", esc(&f));
+            }
             exit::OK
         }
         Err(e) => {
