@@ -18,7 +18,7 @@ use crate::workload::Workload;
 use qual_serve::client::{StreamRules, Target};
 use qual_serve::load::{self, Arrival, EngineOptions, LoadSpec, ProgressSink, StopReason};
 use qual_serve::metrics::{self, BoundedSample, ServingMetrics, Slo, ValidityLimits};
-use qual_serve::record::{Phase, RequestRecord};
+use qual_serve::record::RequestRecord;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -443,15 +443,7 @@ fn summarize(
     let unary = gated_for_unary(cfg);
     let m = metrics::compute_gated(&records, cfg.slo, limits, unary.as_deref());
     let ps = &cfg.percentiles;
-    let measured: Vec<&RequestRecord> = records
-        .iter()
-        .filter(|r| r.phase == Phase::Measured)
-        .collect();
-    let ok: Vec<&RequestRecord> = measured
-        .iter()
-        .copied()
-        .filter(|r| r.outcome.is_success())
-        .collect();
+    let (measured, ok) = metrics::measured_and_succeeded(&records);
     let (distributions, mut undefined) = distributions_of(cfg, &ok);
     let headline = headline_of(cfg, &m, &distributions, &mut undefined);
     let turns = turns_of(wl, &measured, ps);

@@ -207,6 +207,26 @@ impl FromIterator<(String, Value)> for Object {
 }
 
 impl Value {
+    /// The value at JSON pointer `pointer` (`/a/0/b`; tokens unescaped as RFC 6901 says), or
+    /// `Null` where nothing is there.
+    pub fn at_pointer(&self, pointer: &str) -> &Value {
+        static NULL: Value = Value::Null;
+        let mut cur = self;
+        for raw in pointer.split('/').skip(1) {
+            let t = raw.replace("~1", "/").replace("~0", "~");
+            cur = match cur {
+                Value::Object(o) => o.get(&t).unwrap_or(&NULL),
+                Value::Array(a) => t
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| a.get(i))
+                    .unwrap_or(&NULL),
+                _ => &NULL,
+            };
+        }
+        cur
+    }
+
     /// The object, if this is one.
     pub fn as_object(&self) -> Option<&Object> {
         match self {

@@ -134,6 +134,17 @@ impl PolicyRule {
 type PolicyCache =
     std::sync::Mutex<std::collections::HashMap<PathBuf, Option<(String, Vec<PolicyRule>)>>>;
 
+impl ReportSet {
+    /// The ids of the receipts whose Vulkan device is a CPU implementation.
+    pub fn software_device_receipts(&self) -> Vec<&str> {
+        self.receipts
+            .iter()
+            .filter(|r| r.software_device)
+            .map(|r| r.receipt_id.as_str())
+            .collect()
+    }
+}
+
 impl ReceiptView {
     /// Whether the verdict is `passed`.
     pub fn passed(&self) -> bool {

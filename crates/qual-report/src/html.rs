@@ -658,12 +658,7 @@ fn scope(o: &mut String, set: &ReportSet) {
     for item in qual_receipt::render::NOT_ESTABLISHED {
         let _ = write!(o, "<li>{}</li>", esc(item));
     }
-    let software: Vec<&str> = set
-        .receipts
-        .iter()
-        .filter(|r| r.software_device)
-        .map(|r| r.receipt_id.as_str())
-        .collect();
+    let software = set.software_device_receipts();
     if !software.is_empty() {
         let _ = write!(
             o,

@@ -145,12 +145,7 @@ pub fn render(set: &ReportSet) -> String {
         "_Each receipt establishes only its declared workload on the recorded source, backend, device, model, configuration and environment; it does not establish {}._",
         qual_receipt::render::NOT_ESTABLISHED.join("; ")
     );
-    let software: Vec<&str> = set
-        .receipts
-        .iter()
-        .filter(|r| r.software_device)
-        .map(|r| r.receipt_id.as_str())
-        .collect();
+    let software = set.software_device_receipts();
     if !software.is_empty() {
         let _ = writeln!(
             out,

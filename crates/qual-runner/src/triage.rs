@@ -119,20 +119,7 @@ pub struct Triage {
 }
 
 fn get<'v>(v: &'v Value, pointer: &str) -> &'v Value {
-    static NULL: Value = Value::Null;
-    let mut cur = v;
-    for t in pointer.split('/').skip(1) {
-        cur = match cur {
-            Value::Object(o) => o.get(t).unwrap_or(&NULL),
-            Value::Array(a) => t
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| a.get(i))
-                .unwrap_or(&NULL),
-            _ => &NULL,
-        };
-    }
-    cur
+    v.at_pointer(pointer)
 }
 
 fn int(v: &Value) -> Option<i64> {

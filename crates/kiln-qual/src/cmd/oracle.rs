@@ -360,17 +360,9 @@ fn check(a: CheckArgs) -> i32 {
         repo_root: a.repo_root.clone(),
         verify_inputs: a.verify_inputs,
     };
-    let trusted = match a
-        .trusted_keys
-        .as_deref()
-        .map(qual_attest::load_trusted_keys)
-    {
-        None => None,
-        Some(Ok(k)) => Some(k),
-        Some(Err(e)) => {
-            errln!("kiln-qual: failed to {}", esc(&e.to_string()));
-            return exit::FAILED;
-        }
+    let trusted = match super::trusted_keys(a.trusted_keys.as_deref()) {
+        Ok(t) => t,
+        Err(code) => return code,
     };
     for p in &a.results {
         let checked = check_document(p, &opts).and_then(|v| match &trusted {

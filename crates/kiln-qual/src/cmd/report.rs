@@ -45,17 +45,9 @@ pub struct ReportArgs {
 
 /// Runs `kiln-qual report`.
 pub fn run(a: ReportArgs) -> i32 {
-    let trusted = match a
-        .trusted_keys
-        .as_deref()
-        .map(qual_attest::load_trusted_keys)
-    {
-        None => None,
-        Some(Ok(k)) => Some(k),
-        Some(Err(e)) => {
-            errln!("kiln-qual: failed to {}", esc(&e.to_string()));
-            return exit::FAILED;
-        }
+    let trusted = match super::trusted_keys(a.trusted_keys.as_deref()) {
+        Ok(t) => t,
+        Err(code) => return code,
     };
     let mut set = qual_report::collect(&a.paths);
     qual_campaign::report::load_into(&mut set, trusted.as_deref());

@@ -161,20 +161,7 @@ impl Verifier<'_> {
 }
 
 fn get<'v>(v: &'v Value, pointer: &str) -> &'v Value {
-    static NULL: Value = Value::Null;
-    let mut cur = v;
-    for t in pointer.split('/').skip(1) {
-        cur = match cur {
-            Value::Object(o) => o.get(t).unwrap_or(&NULL),
-            Value::Array(a) => t
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| a.get(i))
-                .unwrap_or(&NULL),
-            _ => &NULL,
-        };
-    }
-    cur
+    v.at_pointer(pointer)
 }
 
 fn rel(root: &Path, p: &Path) -> String {

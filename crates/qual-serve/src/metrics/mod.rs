@@ -201,15 +201,7 @@ pub fn compute_gated(
     limits: ValidityLimits,
     gated: Option<&[String]>,
 ) -> ServingMetrics {
-    let measured: Vec<&RequestRecord> = records
-        .iter()
-        .filter(|r| r.phase == Phase::Measured)
-        .collect();
-    let ok: Vec<&RequestRecord> = measured
-        .iter()
-        .copied()
-        .filter(|r| r.outcome.is_success())
-        .collect();
+    let (measured, ok) = measured_and_succeeded(records);
     let pooled = pool_samples(&ok, &slo);
     let good = pooled.good;
     let (tokens_total, events_total) = (pooled.tokens_total, pooled.events_total);
@@ -269,6 +261,22 @@ pub fn compute_gated(
     m.validity.violations.extend(wide);
     m.validity.gated = names.to_vec();
     m
+}
+
+/// The measured records (warmup skipped) and those of them that succeeded, in order.
+pub fn measured_and_succeeded(
+    records: &[RequestRecord],
+) -> (Vec<&RequestRecord>, Vec<&RequestRecord>) {
+    let measured: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.phase == Phase::Measured)
+        .collect();
+    let ok = measured
+        .iter()
+        .copied()
+        .filter(|r| r.outcome.is_success())
+        .collect();
+    (measured, ok)
 }
 
 /// The samples of the successful measured requests, pooled, with their totals.
