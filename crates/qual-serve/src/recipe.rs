@@ -10,7 +10,7 @@
 //! | `id` | `^[a-z0-9][a-z0-9._-]{2,127}$`; the default case id |
 //! | `command` | 1..=256 non-empty strings without NUL; never a shell; element 0 is absolute or contains `/` (relative to `working_directory`) |
 //! | `working_directory` | non-empty; relative to the recipe's directory |
-//! | `environment` | optional object of `^[A-Z_][A-Z0-9_]*$` → string; the server's **whole** environment (nothing inherited) |
+//! | `environment` | optional object of `^[A-Z_][A-Z0-9_]*$` → string; the server's **whole** environment (nothing inherited), plus `PATH` = [`DEFAULT_SERVER_PATH`] when it sets none |
 //! | `port` | 1..=65535; the server must listen on 127.0.0.1 at this port |
 //! | `log_directory` | non-empty; relative to the recipe's directory |
 //! | `log_limit_bytes` | optional, 1..=1073741824 (default 8 MiB) per stream |
@@ -48,6 +48,12 @@ fn placeholder_ok(s: &str) -> bool {
         Some(_) => false,
     }
 }
+
+/// The `PATH` a server of a `kiln-qual.serve-launch.v1` recipe gets when its `environment`
+/// sets none: fixed system directories only (never this process's `PATH`, never a
+/// directory the user or the repository controls), so a wrapper script can call `sed` or
+/// `python3` by name. Nothing else is added; a recipe that needs another `PATH` sets it.
+pub const DEFAULT_SERVER_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// The schema identifier of a launch recipe.
 pub const SCHEMA: &str = "kiln-qual.serve-launch.v1";
@@ -342,6 +348,9 @@ pub fn validate(
     if let Some(x) = obj.get("environment") {
         environment = environment_of(x, &mut v);
     }
+    environment
+        .entry("PATH".to_owned())
+        .or_insert_with(|| DEFAULT_SERVER_PATH.to_owned());
     let mut port = 0u16;
     if let Some(x) = req("port", &mut v) {
         match int_in(x, 1, 65535) {
@@ -482,6 +491,13 @@ mod tests {
         assert_eq!(r.log_directory, PathBuf::from("/base/logs"));
         assert_eq!(r.shutdown_timeout, Duration::from_millis(2500));
         assert_eq!(r.log_limit_bytes, DEFAULT_LOG_LIMIT);
+        // No PATH in the recipe: the fixed system PATH, and nothing else added.
+        assert_eq!(
+            r.environment.iter().collect::<Vec<_>>(),
+            [(&"HOME".to_string(), &"/tmp".to_string()), (&"PATH".to_string(), &DEFAULT_SERVER_PATH.to_string())]
+        );
+        let own = GOOD.replace(r#""HOME":"/tmp""#, r#""PATH":"/opt/engine/bin""#);
+        assert_eq!(check(&own).unwrap().environment["PATH"], "/opt/engine/bin");
     }
 
     #[test]
