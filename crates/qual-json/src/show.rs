@@ -66,7 +66,9 @@ pub fn io_error(e: &std::io::Error) -> String {
     match chars.next() {
         // Only a capitalised first word is lowered ("No such file" → "no such file"; an
         // acronym such as "EROFS" stays).
-        Some(c) if c.is_ascii_uppercase() && chars.next().is_some_and(|d| d.is_ascii_lowercase()) => {
+        Some(c)
+            if c.is_ascii_uppercase() && chars.next().is_some_and(|d| d.is_ascii_lowercase()) =>
+        {
             format!("{}{}", c.to_ascii_lowercase(), &text[1..])
         }
         _ => text.to_string(),
@@ -95,6 +97,9 @@ mod tests {
         assert_eq!(super::io_error(&e), "no such file or directory");
         let e = std::io::Error::from_raw_os_error(13);
         assert_eq!(super::io_error(&e), "permission denied");
-        assert_eq!(super::io_error(&std::io::Error::other("EROFS here")), "EROFS here");
+        assert_eq!(
+            super::io_error(&std::io::Error::other("EROFS here")),
+            "EROFS here"
+        );
     }
 }

@@ -17,7 +17,9 @@
 //!
 //! Every violation is collected (not only the first) with a JSON pointer.
 
-use crate::result::{verdict_of, verdict_phrased, CaseOutcome, OracleResult, Phrasing, RESULT_SCHEMA};
+use crate::result::{
+    verdict_of, verdict_phrased, CaseOutcome, OracleResult, Phrasing, RESULT_SCHEMA,
+};
 use crate::tolerance::check as check_tolerances;
 use qual_json::{Limits, Value};
 use std::path::{Path, PathBuf};

@@ -1116,7 +1116,15 @@ pub async fn fetch(
     timeout: Duration,
     max_bytes: usize,
 ) -> Result<(u16, Vec<u8>), String> {
-    fetch_at(addr, &Target::plain(addr), path, json_body, timeout, max_bytes).await
+    fetch_at(
+        addr,
+        &Target::plain(addr),
+        path,
+        json_body,
+        timeout,
+        max_bytes,
+    )
+    .await
 }
 
 /// [`fetch`] on `target`: its `Host` header, path prefix (prepended to `path`), credential

@@ -567,8 +567,16 @@ mod tests {
         assert_eq!(new, "target\n/.qualification/\n");
         write_gitignore(root, &new).unwrap();
         assert!(gitignore_update(root).unwrap().is_none());
-        for spelled in [".qualification", ".qualification/", "/.qualification", " /.qualification/ "] {
-            assert!(ignores_qualification(&format!("a\n{spelled}\nb")), "{spelled}");
+        for spelled in [
+            ".qualification",
+            ".qualification/",
+            "/.qualification",
+            " /.qualification/ ",
+        ] {
+            assert!(
+                ignores_qualification(&format!("a\n{spelled}\nb")),
+                "{spelled}"
+            );
         }
         assert!(!ignores_qualification(".qualification/runs/\n"));
         std::fs::remove_file(root.join(".gitignore")).unwrap();

@@ -73,10 +73,7 @@ fn server(a: &InitArgs) -> Result<(PathBuf, Vec<String>), i32> {
                     esc_path(&me),
                     scaffold::MOCK_SERVER_ARGS.join(" ")
                 );
-                Ok((
-                    me,
-                    scaffold::MOCK_SERVER_ARGS.map(str::to_owned).to_vec(),
-                ))
+                Ok((me, scaffold::MOCK_SERVER_ARGS.map(str::to_owned).to_vec()))
             }
             Err(e) => {
                 errln!("kiln-qual: failed to find this kiln-qual executable for the bundled mock server ({e}); pass --server PATH");

@@ -25,6 +25,7 @@ mod cli_serve;
 mod cli_workload;
 #[path = "../common/mod.rs"]
 mod common;
+mod fresh_clone;
 mod run_examples;
 mod run_serving_example;
 mod serve_residue;
