@@ -587,6 +587,16 @@ fn tokenizer(
         return Ok(None);
     }
     match Tok::server(addr, target.clone(), model) {
+        Err(qual_bench::tokenizer::TokError::NoServerTokenizer(why))
+            if why.starts_with("connect: ") =>
+        {
+            errln!(
+                "kiln-qual: failed to reach the server at {}: {}; is it running? start it or fix --url",
+                esc(&a.url.clone().unwrap_or_default()),
+                esc(&why)
+            );
+            Err(exit::FAILED)
+        }
         Ok(t) => {
             errln!(
                 "tokenizer: the server's {} (no --tokenizer; exact lengths as the server counts them)",
@@ -595,9 +605,13 @@ fn tokenizer(
             Ok(Some(t))
         }
         Err(e) => {
+            let why = match e {
+                qual_bench::tokenizer::TokError::NoServerTokenizer(why) => why,
+                other => other.to_string(),
+            };
             errln!(
-                "kiln-qual: failed to find a tokenizer for exact prompt lengths: no --tokenizer was given and {}; pass --tokenizer FILE (the model's tokenizer.json, or the GGUF view tools/gguf_sidecars.py writes), or bench a server with /tokenize (llama.cpp, vLLM, SGLang)",
-                esc(&e.to_string())
+                "kiln-qual: failed to find a tokenizer for exact prompt lengths: no --tokenizer was given and the server offers none ({}); pass --tokenizer FILE (the model's tokenizer.json, or the GGUF view tools/gguf_sidecars.py writes), or bench a server with /tokenize (llama.cpp, vLLM, SGLang)",
+                esc(&why)
             );
             Err(exit::USAGE)
         }
