@@ -1052,8 +1052,14 @@ fn bench_conventions_outputs_tokenizer_and_unreachable_server() {
     let written: Value =
         serde_json::from_slice(&std::fs::read(d.path().join("r.json")).unwrap()).unwrap();
     assert_eq!(printed, written);
-    assert_eq!(written["workload"]["tokenizer"], "server /tokenize");
-    assert_eq!(written["workload"]["tokenizer_sha256"], Value::Null);
+    assert_eq!(
+        written["workload"]["description"]["tokenizer"],
+        "server /tokenize"
+    );
+    assert_eq!(
+        written["workload"]["description"]["tokenizer_sha256"],
+        Value::Null
+    );
     let o = run(&["--url", &url, "--requests", "2", "--json", "old.json"]);
     assert!(
         text(&o).contains("--json PATH is deprecated"),
