@@ -67,7 +67,7 @@ pub struct Tok {
 
 enum Inner {
     File(Box<Tokenizer>),
-    Server(ServerTokenizer),
+    Server(Box<ServerTokenizer>),
 }
 
 /// The server's tokenizer endpoint, called on a runtime of its own (only from synchronous
@@ -180,7 +180,7 @@ impl Tok {
         };
         match s.encode("kiln") {
             Ok(ids) if !ids.is_empty() => Ok(Tok {
-                inner: Inner::Server(s),
+                inner: Inner::Server(Box::new(s)),
                 sha256: None,
                 kind: "server_tokenize",
             }),
