@@ -1,8 +1,9 @@
 //! The `kiln-qual` tests that need something real (the Kiln corpus in `../shared`, the
 //! llama.cpp server that `scripts/setup-real-server` installs, the reference worker), as one
 //! `harness = false` binary: `qual_test_fixtures::harness` reports a trial whose dependency is
-//! missing as ignored, saying what is missing, and fails it under `CI=true`. Trials are named
-//! `module::trial`; `scripts/compat-check` runs the `compat_` ones.
+//! missing as ignored, saying what is missing, and fails it under `CI=true` (the corpus: when
+//! the CI script asks for it with `KIQ_REQUIRE_CORPUS=1`). Trials are named `module::trial`;
+//! `scripts/compat-check` runs the `compat_` ones.
 
 // Tests start programs and read back files directly.
 #![allow(clippy::disallowed_methods)]
@@ -14,7 +15,9 @@ mod compat_legacy;
 mod compat_receipts;
 mod compat_workloads;
 mod oracle_real;
+mod scaffold_real;
 mod serving_real;
+mod vulkan_real;
 
 fn main() {
     qual_test_fixtures::harness::run_modules(vec![
@@ -23,6 +26,8 @@ fn main() {
         ("compat_receipts", compat_receipts::trials()),
         ("compat_workloads", compat_workloads::trials()),
         ("oracle_real", oracle_real::trials()),
+        ("scaffold_real", scaffold_real::trials()),
         ("serving_real", serving_real::trials()),
+        ("vulkan_real", vulkan_real::trials()),
     ]);
 }
