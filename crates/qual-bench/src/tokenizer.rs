@@ -11,6 +11,12 @@
 //!   declared `tokenizer.ggml.pre` (`smollm`: single digits, then the GPT-2 split; anything
 //!   else: the GPT-2 split), so counts match what llama.cpp's server reports.
 //!
+//! Without a file, [`Tok::server`] asks the server under test: `POST /tokenize` (llama.cpp's
+//! `llama-server`, vLLM and SGLang all serve it; the body carries both spellings of the text,
+//! `content` and `prompt`, and of "no special tokens", `add_special` and
+//! `add_special_tokens`, plus the model id), and counts the `tokens` array of the answer.
+//! [`Tok::server`] probes the endpoint once and refuses a server without it, naming the fix.
+//!
 //! Invariant: [`Tok::exact_prompt`] returns text whose re-encoding has exactly the asked
 //! number of tokens, or an error; it never returns an approximate prompt.
 
@@ -45,6 +51,9 @@ pub enum TokError {
     /// Encoding failed or no exact-length prompt could be built.
     #[error("{0}")]
     Encode(String),
+    /// The server offers no usable `/tokenize` (and no file was given).
+    #[error("use the server's tokenizer: {0}")]
+    NoServerTokenizer(String),
 }
 
 /// Texts are counted in pieces of at most this many bytes ([`Tok::count`]).
@@ -81,13 +90,66 @@ pub fn pieces(text: &str, max: usize) -> impl Iterator<Item = &str> {
     })
 }
 
-/// A loaded tokenizer and the file digest it came from.
+/// A loaded tokenizer and the file digest it came from, or the server's `/tokenize`.
 pub struct Tok {
-    inner: Tokenizer,
-    /// `sha256:` of the tokenizer file.
-    pub sha256: String,
-    /// `huggingface_tokenizer_json` or `gguf_tokenizer_view`.
+    inner: Inner,
+    /// `sha256:` of the tokenizer file (`None` for the server's tokenizer: no bytes to hash).
+    pub sha256: Option<String>,
+    /// `huggingface_tokenizer_json`, `gguf_tokenizer_view` or `server_tokenize`.
     pub kind: &'static str,
+}
+
+enum Inner {
+    File(Box<Tokenizer>),
+    Server(Box<ServerTokenizer>),
+}
+
+/// The server's tokenizer endpoint, called on a runtime of its own (only from synchronous
+/// code: building a workload, never inside the load engine).
+struct ServerTokenizer {
+    rt: tokio::runtime::Runtime,
+    addr: std::net::SocketAddr,
+    target: qual_serve::client::Target,
+    model: String,
+}
+
+/// The path of the server tokenizer endpoint (after the URL's prefix).
+pub const TOKENIZE_PATH: &str = "/tokenize";
+
+impl ServerTokenizer {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        let body = serde_json::json!({
+            "model": self.model, "content": text, "prompt": text,
+            "add_special": false, "add_special_tokens": false,
+        });
+        let (status, bytes) = self.rt.block_on(qual_serve::client::fetch_at(
+            self.addr,
+            &self.target,
+            TOKENIZE_PATH,
+            Some(body.to_string().into_bytes()),
+            std::time::Duration::from_secs(30),
+            16 * 1024 * 1024,
+        ))?;
+        if status != 200 {
+            return Err(format!("{TOKENIZE_PATH} answered http {status}"));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{TOKENIZE_PATH} answered something other than JSON: {e}"))?;
+        let tokens = v
+            .get("tokens")
+            .and_then(|t| t.as_array())
+            .ok_or_else(|| format!("{TOKENIZE_PATH} answered without a tokens array"))?;
+        // llama.cpp answers objects ({"id", "piece"}) when pieces are asked for; ids otherwise.
+        tokens
+            .iter()
+            .map(|t| {
+                t.as_u64()
+                    .or_else(|| t.get("id").and_then(|i| i.as_u64()))
+                    .and_then(|i| u32::try_from(i).ok())
+                    .ok_or_else(|| format!("{TOKENIZE_PATH} answered a token that is not an id"))
+            })
+            .collect()
+    }
 }
 
 impl std::fmt::Debug for Tok {
@@ -115,28 +177,80 @@ impl Tok {
         let doc: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| invalid(format!("not JSON: {e}")))?;
         let sha256 = qual_json::sha256_prefixed(&bytes);
+        let sha256 = Some(sha256);
         if doc.get("model").is_some() {
             let inner = Tokenizer::from_bytes(&bytes).map_err(|e| invalid(e.to_string()))?;
             return Ok(Tok {
-                inner,
+                inner: Inner::File(Box::new(inner)),
                 sha256,
                 kind: "huggingface_tokenizer_json",
             });
         }
         let inner = from_gguf_view(&doc).map_err(invalid)?;
         Ok(Tok {
-            inner,
+            inner: Inner::File(Box::new(inner)),
             sha256,
             kind: "gguf_tokenizer_view",
         })
     }
 
+    /// The tokenizer of the server at `addr` (`target`: its Host, prefix, credential, TLS),
+    /// for `model`: probed once with a short text, so a server without `/tokenize` is
+    /// refused here ([`TokError::NoServerTokenizer`]) and not in the middle of a workload.
+    pub fn server(
+        addr: std::net::SocketAddr,
+        target: qual_serve::client::Target,
+        model: &str,
+    ) -> Result<Tok, TokError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| TokError::Encode(format!("start the tokenizer runtime: {e}")))?;
+        let s = ServerTokenizer {
+            rt,
+            addr,
+            target,
+            model: model.to_string(),
+        };
+        match s.encode("kiln") {
+            Ok(ids) if !ids.is_empty() => Ok(Tok {
+                inner: Inner::Server(Box::new(s)),
+                sha256: None,
+                kind: "server_tokenize",
+            }),
+            Ok(_) => Err(TokError::NoServerTokenizer(format!(
+                "{TOKENIZE_PATH} answered no token for a non-empty text"
+            ))),
+            Err(why) => Err(TokError::NoServerTokenizer(why)),
+        }
+    }
+
     /// Token ids of `text` (no special tokens added).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokError> {
-        self.inner
-            .encode_fast(text, false)
-            .map(|e| e.get_ids().to_vec())
-            .map_err(|e| TokError::Encode(format!("encode text: {e}")))
+        match &self.inner {
+            Inner::File(t) => t
+                .encode_fast(text, false)
+                .map(|e| e.get_ids().to_vec())
+                .map_err(|e| TokError::Encode(format!("encode text: {e}"))),
+            Inner::Server(s) => s
+                .encode(text)
+                .map_err(|e| TokError::Encode(format!("tokenize with the server: {e}"))),
+        }
+    }
+
+    /// Whether this tokenizer is the server's (each count is a request to it, so it must
+    /// not count during a measurement).
+    pub fn is_server(&self) -> bool {
+        matches!(self.inner, Inner::Server(_))
+    }
+
+    /// What the workload records about the tokenizer: `file sha256:…` or `server /tokenize`.
+    pub fn source(&self) -> String {
+        match (&self.inner, &self.sha256) {
+            (Inner::Server(_), _) => format!("server {TOKENIZE_PATH}"),
+            (Inner::File(_), Some(h)) => format!("file {h}"),
+            (Inner::File(_), None) => "file".into(),
+        }
     }
 
     /// The number of tokens of `text` (0 when it cannot be encoded). A text longer than
@@ -317,8 +431,8 @@ mod tests {
             "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.merges": merges,
         });
         Tok {
-            inner: from_gguf_view(&doc).unwrap(),
-            sha256: String::new(),
+            inner: Inner::File(Box::new(from_gguf_view(&doc).unwrap())),
+            sha256: None,
             kind: "gguf_tokenizer_view",
         }
     }

@@ -351,7 +351,7 @@ pub fn synthetic(s: &Synthetic, tok: &Tok, o: &BodyOptions) -> Result<Workload, 
             "kind": "synthetic", "sessions": s.sessions, "turns": s.turns,
             "input_tokens": s.input, "output_tokens": s.output,
             "shared_prefix": s.shared_prefix.map(|(c, t)| serde_json::json!({"prefixes": c, "tokens": t})),
-            "seed": s.seed, "tokenizer_sha256": tok.sha256, "word_source": "built-in 96 English words",
+            "seed": s.seed, "tokenizer_sha256": tok.sha256, "tokenizer": tok.source(), "word_source": "built-in 96 English words",
         }),
     })
 }
@@ -479,7 +479,7 @@ pub fn lengths_file(
         description: serde_json::json!({
             "kind": if trace { "trace" } else { "length_list" },
             "file": path.display().to_string(),
-            "lines": lines.len(), "seed": seed, "tokenizer_sha256": tok.sha256,
+            "lines": lines.len(), "seed": seed, "tokenizer_sha256": tok.sha256, "tokenizer": tok.source(),
         }),
     })
 }
@@ -564,7 +564,7 @@ pub fn sharegpt(
         info,
         description: serde_json::json!({
             "kind": "sharegpt", "file": path.display().to_string(), "conversations": lines.len(),
-            "max_turns": max_turns, "tokenizer_sha256": tok.map(|t| t.sha256.clone()),
+            "max_turns": max_turns, "tokenizer_sha256": tok.and_then(|t| t.sha256.clone()),
         }),
     })
 }

@@ -213,7 +213,20 @@ pub fn check_options(o: &CampaignOptions) -> Vec<String> {
     if o.reference_engine.as_deref() == Some(o.engine.as_str()) {
         e.push("the reference engine must differ from the engine".into());
     }
-    if !o.out_dir.is_dir() {
+    let parent = match o.out_dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if std::fs::symlink_metadata(&o.out_dir).is_err() {
+        // A missing out dir is created when the campaign starts; its parent must exist.
+        if !parent.is_dir() {
+            e.push(format!(
+                "out dir {} does not exist and neither does its parent {} (create the parent first)",
+                qual_json::escape_path(&o.out_dir),
+                qual_json::escape_path(&parent)
+            ));
+        }
+    } else if !o.out_dir.is_dir() {
         e.push(format!(
             "out dir {} is not a directory",
             o.out_dir.display()
@@ -872,6 +885,17 @@ pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
         return Err(CampaignError::Options(errs));
     }
     let (model_identity, artifacts, manifest) = bind_identity(o).map_err(CampaignError::Options)?;
+    match std::fs::create_dir(&o.out_dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && o.out_dir.is_dir() => {}
+        Err(e) => {
+            return Err(CampaignError::Options(vec![format!(
+                "failed to create the out dir {}: {}",
+                qual_json::escape_path(&o.out_dir),
+                qual_json::show::io_error(&e)
+            )]))
+        }
+    }
     let epoch = Instant::now();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

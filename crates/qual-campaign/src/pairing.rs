@@ -211,10 +211,18 @@ pub fn compare_bytes(
     };
     match (digest(current), digest(&reference)) {
         (Some(a), Some(b)) if a == b => {}
-        (a, b) => refuse.push(format!(
-            "model content {} differs from the reference's {}",
-            a.unwrap_or("null".into()),
-            b.unwrap_or("null".into())
+        (Some(a), Some(b)) => refuse.push(format!(
+            "model content {a} differs from the reference's {b}"
+        )),
+        (None, None) => refuse.push(
+            "neither campaign records its model's content, so they cannot be shown to serve the same model; run both with --model-path DIR"
+                .into(),
+        ),
+        (None, Some(b)) => refuse.push(format!(
+            "this campaign records no model content (it was run without --model-path), the reference's is {b}; run it again with --model-path DIR"
+        )),
+        (Some(a), None) => refuse.push(format!(
+            "the reference records no model content (it was run without --model-path), this campaign's is {a}; run the reference again with --model-path DIR"
         )),
     }
     if reference.memory_sampler.source != current.memory_sampler.source

@@ -395,7 +395,8 @@ fn prompt_context_preflight_runs_before_traffic() {
     let (_t, out) = setup();
     let port = start_mock(MockConfig::default());
     let mut o = options(port, &out, "mock", vec![Profile::GreedyShort]);
-    o.tokenize_path = Some("/tokenize".into());
+    // The mock serves /tokenize; a path it does not serve stands for a server without one.
+    o.tokenize_path = Some("/no-such-tokenize".into());
     o.context_tokens = Some(64);
     let res = campaign::run(&o).unwrap();
     let r = receipt(&res.receipts[0]);

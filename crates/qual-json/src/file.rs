@@ -20,7 +20,7 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// The path could not be opened or inspected (missing, permissions…).
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {}", crate::show::io_error(source))]
     Io {
         /// The path as given (control characters escaped).
         path: String,

@@ -54,6 +54,27 @@ pub fn text(v: Option<&Value>) -> String {
     }
 }
 
+/// An I/O error as a message reads it: the operating system's text in lower case, without
+/// Rust's ` (os error N)` suffix (`no such file or directory`, `permission denied`).
+pub fn io_error(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => &text[..i],
+        _ => text.as_str(),
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        // Only a capitalised first word is lowered ("No such file" → "no such file"; an
+        // acronym such as "EROFS" stays).
+        Some(c)
+            if c.is_ascii_uppercase() && chars.next().is_some_and(|d| d.is_ascii_lowercase()) =>
+        {
+            format!("{}{}", c.to_ascii_lowercase(), &text[1..])
+        }
+        _ => text.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +89,17 @@ mod tests {
         assert_eq!(value(Some(&Value::from(12.0))), "12.0");
         assert_eq!(text(Some(&Value::from("x"))), "x");
         assert_eq!(text(None), "null");
+    }
+
+    #[test]
+    fn io_errors_read_without_the_os_error_number() {
+        let e = std::io::Error::from_raw_os_error(2);
+        assert_eq!(super::io_error(&e), "no such file or directory");
+        let e = std::io::Error::from_raw_os_error(13);
+        assert_eq!(super::io_error(&e), "permission denied");
+        assert_eq!(
+            super::io_error(&std::io::Error::other("EROFS here")),
+            "EROFS here"
+        );
     }
 }

@@ -498,8 +498,15 @@ fn check_metric_values(
             continue;
         };
         if opts.require_threshold_pass && !metric_threshold_passes(m, v) {
+            // The original's text (the corpus checks it), with the reason spelled out when
+            // there is no threshold to satisfy (`<= null` alone reads like an internal).
+            let why = if finite_number(m.get("max")).is_none() {
+                " (the fixture has no threshold yet; lock one with `kiln-qual latency lock`)"
+            } else {
+                ""
+            };
             errors.push(format!(
-                "{ctx}.metrics[{i}] observed value {} does not satisfy {} {}",
+                "{ctx}.metrics[{i}] observed value {} does not satisfy {} {}{why}",
                 text(value),
                 text(m.get("comparison")),
                 text(m.get("max"))

@@ -705,6 +705,33 @@ mod tests {
     }
 
     #[test]
+    fn missed_bounds_say_below_a_minimum_and_above_a_maximum() {
+        // Argmax disagrees at position 1 (agreement 0.5 < 1.0); the logits differ by 2.
+        let r = Logits::from_rows(&[vec![0.0, 3.0, 1.0], vec![2.0, 1.9, 0.0]]).unwrap();
+        let c = Logits::from_rows(&[vec![0.0, 3.0, 1.0], vec![0.0, 1.9, 0.0]]).unwrap();
+        let t = Tolerances {
+            min_argmax_agreement: Some(1.0),
+            max_abs_error: Some(0.5),
+            ..Tolerances::default()
+        };
+        let cases = vec![case("p", &r, &c, &[1, 0], &t)];
+        let (_, res) = build("t", 2, t, cases);
+        let reasons = res.verdict.reasons.join("\n");
+        assert!(
+            reasons.contains("case p: observed 0.5 is below min_argmax_agreement 1 at position 1"),
+            "{reasons}"
+        );
+        assert!(
+            reasons.contains("case p: observed 2 is above max_abs_error 0.5"),
+            "{reasons}"
+        );
+        assert!(!reasons.contains("exceeded"), "{reasons}");
+        // A result written with the earlier phrasing still follows from its cases.
+        let old = crate::result::verdict_phrased(&res.cases, crate::result::Phrasing::Exceeded);
+        assert!(old.reasons[0].contains("min_argmax_agreement 1 exceeded: observed 0.5"));
+    }
+
+    #[test]
     fn top_k_case_metrics_name_only_what_the_view_establishes() {
         use crate::topk::{Listed, TopKView};
         let r = Logits::from_rows(&[vec![0.0, 3.0, 1.0], vec![2.0, 1.9, 0.0]]).unwrap();

@@ -171,8 +171,23 @@ pub struct OracleResult {
     pub verdict: Verdict,
 }
 
+/// How a bound that did not hold is said in a verdict's reasons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phrasing {
+    /// Today's: `observed 0.5 is below min_cosine 0.99`, `observed 3 is above max_abs_error 1`.
+    Current,
+    /// Before issue 25 (kept so `oracle check` still accepts results written then):
+    /// `min_cosine 0.99 exceeded: observed 0.5`.
+    Exceeded,
+}
+
 /// The verdict the cases imply.
 pub fn verdict_of(cases: &[CaseRecord]) -> Verdict {
+    verdict_phrased(cases, Phrasing::Current)
+}
+
+/// The verdict the cases imply, its reasons said as `phrasing` says them.
+pub fn verdict_phrased(cases: &[CaseRecord], phrasing: Phrasing) -> Verdict {
     let mut reasons = Vec::new();
     for c in cases {
         match &c.outcome {
@@ -186,10 +201,24 @@ pub fn verdict_of(cases: &[CaseRecord]) -> Verdict {
                         .position
                         .map(|p| format!(" at position {p}"))
                         .unwrap_or_default();
-                    reasons.push(format!(
-                        "case {}: {} {} exceeded: observed {}{at}",
-                        c.id, k.tolerance, k.bound, k.observed
-                    ));
+                    reasons.push(match phrasing {
+                        Phrasing::Current => {
+                            // A `min_` bound is missed from below, every other from above.
+                            let side = if k.tolerance.starts_with("min_") {
+                                "below"
+                            } else {
+                                "above"
+                            };
+                            format!(
+                                "case {}: observed {} is {side} {} {}{at}",
+                                c.id, k.observed, k.tolerance, k.bound
+                            )
+                        }
+                        Phrasing::Exceeded => format!(
+                            "case {}: {} {} exceeded: observed {}{at}",
+                            c.id, k.tolerance, k.bound, k.observed
+                        ),
+                    });
                 }
             }
         }

@@ -10,7 +10,8 @@
 //! `<timestamp>-<backend>-<host_id[:32]>-<workload_id[:24]>-<identity>-v1`, where the
 //! timestamp is the run start in UTC as `%Y%m%dT%H%M%S%fZ` lower-cased (microseconds) and
 //! the identity is the first 10 hex digits of SHA-256 over `workload_id "\0" variant_id`. The
-//! default path is `qualification/receipts/<backend>/<host_id>/<receipt_id>.json`.
+//! default path is `.qualification/receipts/<backend>/<host_id>/<receipt_id>.json` (the
+//! original's was the tracked `qualification/receipts/…`; see docs/compatibility.md).
 //! Timestamps inside the receipt are ISO-8601 with millisecond precision and `Z`.
 
 use std::collections::BTreeMap;
@@ -429,9 +430,12 @@ pub fn generate_receipt_id(
     )
 }
 
-/// The default receipt path relative to the repository root.
+/// The default receipt path relative to the repository root: an exploratory receipt, below
+/// the ignored `.qualification/receipts/` (so the next run still sees a clean worktree);
+/// reviewed evidence is moved to, or written with `--output` into, the tracked
+/// `qualification/receipts/` on purpose.
 pub fn default_receipt_path(backend: &str, host_id: &str, receipt_id: &str) -> String {
-    format!("qualification/receipts/{backend}/{host_id}/{receipt_id}.json")
+    format!(".qualification/receipts/{backend}/{host_id}/{receipt_id}.json")
 }
 
 /// `(year, month, day, hour, minute, second, microsecond)` of a time in UTC (times before
@@ -498,7 +502,7 @@ mod tests {
         assert!(is_valid_receipt_id(&id));
         assert_eq!(
             default_receipt_path("cpu", "h1", "x-v1"),
-            "qualification/receipts/cpu/h1/x-v1.json"
+            ".qualification/receipts/cpu/h1/x-v1.json"
         );
     }
 

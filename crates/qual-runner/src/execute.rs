@@ -381,13 +381,18 @@ fn contract_failures(
     let expected_ok =
         returncode.is_some_and(|rc| case.expected_exit_codes.iter().any(|c| *c as i64 == rc));
     if !expected_ok {
-        let rc = returncode
-            .map(|r| r.to_string())
-            .unwrap_or_else(|| "null".into());
-        failures.push(format!(
-            "exit code {rc} not in {}",
-            exit_codes_text(&case.expected_exit_codes)
-        ));
+        // The original's wording for an exit code (the corpus's receipts carry it); a command
+        // that never ran has none, which is said as such rather than as `null`.
+        failures.push(match returncode {
+            Some(rc) => format!(
+                "exit code {rc} not in {}",
+                exit_codes_text(&case.expected_exit_codes)
+            ),
+            None => format!(
+                "the command did not run, so it has no exit code (expected {})",
+                exit_codes_text(&case.expected_exit_codes)
+            ),
+        });
     }
     let mut assertion_failures = 0i64;
     if execution.is_some() {

@@ -62,7 +62,7 @@ pub struct RunRequest {
     /// Directory relative paths of `--output` and `--model` resolve against; the repository is
     /// the git worktree containing it. The workload path resolves against the repository root.
     pub cwd: PathBuf,
-    /// Workload path.
+    /// Workload path (a relative one is taken from `cwd`, like `output` and `model`).
     pub workload: PathBuf,
     /// Variant id.
     pub variant: String,

@@ -60,19 +60,39 @@ fn git_err(e: impl std::fmt::Display) -> Refusal {
     Refusal::Git(e.to_string())
 }
 
-/// Resolves the committed workload path (spec §2.1 path rule).
-fn workload_path(root: &Path, given: &Path) -> Result<(PathBuf, String), Refusal> {
-    let lexical = paths::lexical(root, given);
+/// Resolves the committed workload path (spec §2.1 path rule). A relative path is taken
+/// from the current directory, as `--output`, `--model` and every other path of the command
+/// line are (cargo's rule); a path that exists only relative to the repository root is
+/// refused with the spelling that works from here.
+fn workload_path(root: &Path, cwd: &Path, given: &Path) -> Result<(PathBuf, String), Refusal> {
+    let lexical = paths::lexical(cwd, given);
     let shown = given.display().to_string();
-    let meta = std::fs::symlink_metadata(&lexical)
-        .map_err(|e| Refusal::WorkloadPath(format!("cannot read workload {shown}: {e}")))?;
+    let meta = std::fs::symlink_metadata(&lexical).map_err(|e| {
+        let hint = if given.is_relative() && cwd != root && root.join(given).is_file() {
+            let from_here = pathdiff(cwd, &root.join(given));
+            format!(
+                " (relative paths are taken from the current directory; from here the workload is {})",
+                from_here.display()
+            )
+        } else {
+            String::new()
+        };
+        Refusal::WorkloadPath(format!(
+            "cannot read workload {shown}: {}{hint}",
+            qual_json::show::io_error(&e)
+        ))
+    })?;
     if meta.file_type().is_symlink() || !meta.is_file() {
         return Err(Refusal::WorkloadPath(format!(
             "workload must be a regular, non-symlink file: {shown}"
         )));
     }
-    let real = std::fs::canonicalize(&lexical)
-        .map_err(|e| Refusal::WorkloadPath(format!("cannot resolve workload {shown}: {e}")))?;
+    let real = std::fs::canonicalize(&lexical).map_err(|e| {
+        Refusal::WorkloadPath(format!(
+            "cannot resolve workload {shown}: {}",
+            qual_json::show::io_error(&e)
+        ))
+    })?;
     let dir = root.join("qualification/workloads");
     let inside = real.strip_prefix(&dir).is_ok();
     if !inside || real.extension().and_then(|e| e.to_str()) != Some("json") {
@@ -87,6 +107,22 @@ fn workload_path(root: &Path, given: &Path) -> Result<(PathBuf, String), Refusal
         .ok_or_else(|| Refusal::WorkloadPath(format!("workload path is not UTF-8: {shown}")))?
         .to_string();
     Ok((real, rel))
+}
+
+/// `target` relative to `base` (both absolute and lexically normal): `../` for each
+/// component of `base` past their common prefix, then the rest of `target`.
+fn pathdiff(base: &Path, target: &Path) -> PathBuf {
+    let b: Vec<_> = base.components().collect();
+    let t: Vec<_> = target.components().collect();
+    let common = b.iter().zip(&t).take_while(|(x, y)| x == y).count();
+    let mut out = PathBuf::new();
+    for _ in common..b.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c);
+    }
+    out
 }
 
 /// Parses `--var NAME=VALUE` texts.
@@ -131,7 +167,7 @@ pub fn preflight(req: &RunRequest) -> Result<Prepared, Refusal> {
     let (cwd, root) = repository(req)?;
     let repo = Repo::new(&root);
     check_flags(req)?;
-    let (workload_rel, loaded) = committed_workload(&repo, &root, req)?;
+    let (workload_rel, loaded) = committed_workload(&repo, &root, &cwd, req)?;
     let w = &loaded.workload;
     let variant = select_variant(w, &req.variant)?;
     let assignments = parse_assignments(&req.vars)?;
@@ -202,9 +238,10 @@ fn check_flags(req: &RunRequest) -> Result<(), Refusal> {
 fn committed_workload(
     repo: &Repo,
     root: &Path,
+    cwd: &Path,
     req: &RunRequest,
 ) -> Result<(String, LoadedWorkload), Refusal> {
-    let (real, workload_rel) = workload_path(root, &req.workload)?;
+    let (real, workload_rel) = workload_path(root, cwd, &req.workload)?;
     let loaded = qual_contract::load_workload(&real).map_err(|e| {
         Refusal::InvalidWorkload(match e {
             qual_contract::LoadError::Invalid { violations } => {

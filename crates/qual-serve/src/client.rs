@@ -202,7 +202,7 @@ pub async fn probe_models_at(addr: SocketAddr, target: &Target, timeout: Duratio
     let fut = async {
         let mut conn = connect_to(addr, target)
             .await
-            .map_err(|e| format!("connect: {e}"))?;
+            .map_err(|e| format!("connect: {}", qual_json::show::io_error(&e)))?;
         let mut builder = hyper::Request::get(format!("{}/v1/models", target.base_path))
             .header(hyper::header::HOST, target.host.as_str());
         if let Some(auth) = &target.authorization {
@@ -1178,16 +1178,42 @@ pub async fn fetch(
     timeout: Duration,
     max_bytes: usize,
 ) -> Result<(u16, Vec<u8>), String> {
+    fetch_at(
+        addr,
+        &Target::plain(addr),
+        path,
+        json_body,
+        timeout,
+        max_bytes,
+    )
+    .await
+}
+
+/// [`fetch`] on `target`: its `Host` header, path prefix (prepended to `path`), credential
+/// and TLS settings (`bench`'s `/tokenize` against the URL it was given).
+pub async fn fetch_at(
+    addr: SocketAddr,
+    target: &Target,
+    path: &str,
+    json_body: Option<Vec<u8>>,
+    timeout: Duration,
+    max_bytes: usize,
+) -> Result<(u16, Vec<u8>), String> {
     let fut = async {
-        let mut conn = connect(addr).await.map_err(|e| format!("connect: {e}"))?;
-        let builder = match json_body {
-            None => hyper::Request::get(path),
-            Some(_) => {
-                hyper::Request::post(path).header(hyper::header::CONTENT_TYPE, "application/json")
-            }
+        let mut conn = connect_to(addr, target)
+            .await
+            .map_err(|e| format!("connect: {}", qual_json::show::io_error(&e)))?;
+        let uri = format!("{}{path}", target.base_path);
+        let mut builder = match json_body {
+            None => hyper::Request::get(uri.as_str()),
+            Some(_) => hyper::Request::post(uri.as_str())
+                .header(hyper::header::CONTENT_TYPE, "application/json"),
         };
+        builder = builder.header(hyper::header::HOST, target.host.as_str());
+        if let Some(auth) = &target.authorization {
+            builder = builder.header(hyper::header::AUTHORIZATION, auth.clone());
+        }
         let req = builder
-            .header(hyper::header::HOST, addr.to_string())
             .body(
                 json_body
                     .map(|b| FullBody::new(Bytes::from(b)))

@@ -1,6 +1,7 @@
 //! The zero-compute OpenAI-compatible mock server.
 //!
-//! Owns: `GET /v1/models`, `GET /health`, streaming and non-streaming
+//! Owns: `GET /v1/models`, `GET /health`, `POST /tokenize` (one token per whitespace-separated
+//! word, the count its usage reports for a prompt), streaming and non-streaming
 //! `POST /v1/chat/completions` and `POST /v1/completions`, paced by the sub-millisecond
 //! [`Pacer`], and the error injections the failure-mode tests rely on.
 //! It is the test target, the client-headroom roofline and the README's serving example.
@@ -420,6 +421,7 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<EitherBody> 
         (&Method::GET, "/health") => {
             json_response(StatusCode::OK, serde_json::json!({"status": "ok"}))
         }
+        (&Method::POST, "/tokenize") => tokenize(req).await,
         (&Method::POST, "/v1/chat/completions") => completion(st, req, Endpoint::Chat).await,
         (&Method::POST, "/v1/completions") => completion(st, req, Endpoint::Completions).await,
         _ => json_response(
@@ -427,6 +429,43 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<EitherBody> 
             serde_json::json!({"error": {"message": "not found", "type": "not_found"}}),
         ),
     }
+}
+
+/// `POST /tokenize` as llama.cpp, vLLM and SGLang answer it (`{"tokens": [...], "count": n}`):
+/// the text (`content` or `prompt`) split at whitespace, one id per word (FNV-1a of the word,
+/// below 50000), so its counts agree with the `prompt_tokens` the mock reports.
+async fn tokenize(req: Request<Incoming>) -> Response<EitherBody> {
+    let bad = |m: &str| {
+        json_response(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"error": {"message": m, "type": "invalid_request_error"}}),
+        )
+    };
+    let Ok(body) = read_body(req).await else {
+        return bad("unreadable body");
+    };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return bad("invalid JSON body");
+    };
+    let Some(text) = v
+        .get("content")
+        .or_else(|| v.get("prompt"))
+        .and_then(|t| t.as_str())
+    else {
+        return bad("content (or prompt) must be a string");
+    };
+    let ids: Vec<u64> = text
+        .split_whitespace()
+        .map(|w| {
+            w.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+            }) % 50_000
+        })
+        .collect();
+    json_response(
+        StatusCode::OK,
+        serde_json::json!({"count": ids.len(), "tokens": ids}),
+    )
 }
 
 async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Response<EitherBody> {

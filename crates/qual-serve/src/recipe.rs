@@ -10,7 +10,7 @@
 //! | `id` | `^[a-z0-9][a-z0-9._-]{2,127}$`; the default case id |
 //! | `command` | 1..=256 non-empty strings without NUL; never a shell; element 0 is absolute or contains `/` (relative to `working_directory`) |
 //! | `working_directory` | non-empty; relative to the recipe's directory |
-//! | `environment` | optional object of `^[A-Z_][A-Z0-9_]*$` → string; the server's **whole** environment (nothing inherited) |
+//! | `environment` | optional object of `^[A-Z_][A-Z0-9_]*$` → string; the server's **whole** environment (nothing inherited), plus `PATH` = [`default_server_path`] (this process's absolute `PATH` directories) when it sets none |
 //! | `port` | 1..=65535; the server must listen on 127.0.0.1 at this port |
 //! | `log_directory` | non-empty; relative to the recipe's directory |
 //! | `log_limit_bytes` | optional, 1..=1073741824 (default 8 MiB) per stream |
@@ -47,6 +47,31 @@ fn placeholder_ok(s: &str) -> bool {
                 && !s[MODEL_PATH.len()..].contains("${")
         }
         Some(_) => false,
+    }
+}
+
+/// The `PATH` a server gets when its recipe sets none and this process has no usable one.
+pub const FALLBACK_SERVER_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The `PATH` a server of a `kiln-qual.serve-launch.v1` recipe gets when its `environment`
+/// sets none: this process's `PATH` with only its absolute directories kept (no empty or
+/// relative entry, so nothing is looked up in whatever the working directory is), else
+/// [`FALLBACK_SERVER_PATH`]. A case inherits `PATH` the same way (the closed case
+/// environment), so a served engine sees no directory its case could not; a wrapper script
+/// can then call `kiln-qual` or `python3` by name. Nothing else is added.
+pub fn default_server_path() -> String {
+    let kept: Vec<String> = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .filter(|d| d.is_absolute())
+                .filter_map(|d| d.to_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if kept.is_empty() {
+        FALLBACK_SERVER_PATH.to_owned()
+    } else {
+        kept.join(":")
     }
 }
 
@@ -405,6 +430,9 @@ pub fn validate(
     if let Some(x) = obj.get("environment") {
         environment = environment_of(x, &mut v);
     }
+    environment
+        .entry("PATH".to_owned())
+        .or_insert_with(default_server_path);
     let mut port = 0u16;
     if let Some(x) = req("port", &mut v) {
         match int_in(x, 1, 65535) {
@@ -549,6 +577,17 @@ mod tests {
         assert_eq!(r.log_directory, PathBuf::from("/base/logs"));
         assert_eq!(r.shutdown_timeout, Duration::from_millis(2500));
         assert_eq!(r.log_limit_bytes, DEFAULT_LOG_LIMIT);
+        // No PATH in the recipe: this process's absolute PATH directories, nothing else added.
+        assert_eq!(
+            r.environment.iter().collect::<Vec<_>>(),
+            [
+                (&"HOME".to_string(), &"/tmp".to_string()),
+                (&"PATH".to_string(), &default_server_path())
+            ]
+        );
+        assert!(default_server_path().split(':').all(|d| d.starts_with('/')));
+        let own = GOOD.replace(r#""HOME":"/tmp""#, r#""PATH":"/opt/engine/bin""#);
+        assert_eq!(check(&own).unwrap().environment["PATH"], "/opt/engine/bin");
     }
 
     #[test]

@@ -36,7 +36,8 @@ pub enum Engine {
     /// Hugging Face text-generation-inference's `text-generation-launcher`.
     Tgi,
     /// Any OpenAI-compatible server: the executable is given with `--server` and started as
-    /// `SERVER --port P --model ${model_path}` (a wrapper script adapts other flags).
+    /// `SERVER --port P --model ${model_path}` (a wrapper script adapts other flags); without
+    /// `--server`, the bundled mock (`kiln-qual mock-server`, see [`MOCK_SERVER_ARGS`]).
     OpenaiCompatible,
 }
 
@@ -174,6 +175,12 @@ impl std::str::FromStr for Engine {
     }
 }
 
+/// The arguments after the kiln-qual executable that make it the bundled mock server in an
+/// `openai-compatible` scaffold without `--server`: a zero-compute server answering at a
+/// 20 ms time to first token and 5 ms per token (the engine's `--port P --model
+/// ${model_path}` follow; the mock serves the model directory's path as its model id).
+pub const MOCK_SERVER_ARGS: [&str; 5] = ["mock-server", "--ttft-ms", "20", "--itl-ms", "5"];
+
 /// What to scaffold.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -181,6 +188,9 @@ pub struct Options {
     pub engine: Engine,
     /// Absolute path of the server executable (found on `PATH` by the caller, or given).
     pub server: PathBuf,
+    /// Arguments placed right after the executable, before the engine's own
+    /// ([`MOCK_SERVER_ARGS`] for the bundled mock; usually none).
+    pub server_args: Vec<String>,
     /// Port on 127.0.0.1.
     pub port: u16,
     /// Backend name in the workload variant (`cpu`, `cuda`, `rocm`, `metal`, `vulkan`).
@@ -269,6 +279,7 @@ fn launch_document(o: &Options) -> serde_json::Value {
     let e = o.engine.name();
     let (args, env) = o.engine.arguments(o.port);
     let mut command = vec![o.server.display().to_string()];
+    command.extend(o.server_args.iter().cloned());
     command.extend(args);
     let environment: serde_json::Map<String, serde_json::Value> = env
         .into_iter()
@@ -445,6 +456,57 @@ pub fn plan(o: &Options, policy_exists: bool) -> Vec<Planned> {
     out
 }
 
+/// The line `init` makes sure the repository's top-level `.gitignore` has: run data and
+/// exploratory receipts live below `.qualification/`, and a qualification run needs a clean
+/// worktree (an untracked file there would refuse the next run).
+pub const IGNORE_LINE: &str = "/.qualification/";
+
+/// Whether a `.gitignore` text already ignores the top-level `.qualification/` directory
+/// (any of the usual spellings on a line of its own).
+pub fn ignores_qualification(gitignore: &str) -> bool {
+    gitignore.lines().map(str::trim).any(|l| {
+        matches!(
+            l,
+            ".qualification" | ".qualification/" | "/.qualification" | "/.qualification/"
+        )
+    })
+}
+
+/// The `.gitignore` of `root` with [`IGNORE_LINE`] appended, or `None` when it already
+/// ignores `.qualification/` (a missing file reads as empty). Refuses a `.gitignore` that is
+/// a symlink or not a regular file.
+pub fn gitignore_update(root: &Path) -> Result<Option<String>, ScaffoldError> {
+    let rel = Path::new(".gitignore");
+    qual_json::confine::check(root, rel)?;
+    let path = root.join(rel);
+    let old = match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        _ => qual_json::file::read_regular_string(&path, 1 << 20).map_err(|source| {
+            ScaffoldError::Io {
+                path: ".gitignore".into(),
+                source,
+            }
+        })?,
+    };
+    if ignores_qualification(&old) {
+        return Ok(None);
+    }
+    let mut new = old;
+    if !new.is_empty() && !new.ends_with('\n') {
+        new.push('\n');
+    }
+    new.push_str(IGNORE_LINE);
+    new.push('\n');
+    Ok(Some(new))
+}
+
+/// Writes the `.gitignore` text [`gitignore_update`] returned (replacing the file
+/// atomically: the one file `init` changes rather than creates, and only by appending).
+pub fn write_gitignore(root: &Path, text: &str) -> Result<(), ScaffoldError> {
+    qual_json::confine::replace_file(root, Path::new(".gitignore"), text.as_bytes(), 0o644)?;
+    Ok(())
+}
+
 /// Writes the planned files under `root`, refusing before writing anything when a target
 /// exists (a launcher already present from another engine's init is kept, not an error).
 pub fn write(root: &Path, files: &[Planned]) -> Result<Vec<PathBuf>, ScaffoldError> {
@@ -488,9 +550,38 @@ mod tests {
         Options {
             engine,
             server: "/usr/bin/server".into(),
+            server_args: Vec::new(),
             port: 18100,
             backend: "cpu".into(),
         }
+    }
+
+    #[test]
+    fn gitignore_gains_the_qualification_line_once() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let new = gitignore_update(root).unwrap().unwrap();
+        assert_eq!(new, "/.qualification/\n");
+        std::fs::write(root.join(".gitignore"), "target").unwrap();
+        let new = gitignore_update(root).unwrap().unwrap();
+        assert_eq!(new, "target\n/.qualification/\n");
+        write_gitignore(root, &new).unwrap();
+        assert!(gitignore_update(root).unwrap().is_none());
+        for spelled in [
+            ".qualification",
+            ".qualification/",
+            "/.qualification",
+            " /.qualification/ ",
+        ] {
+            assert!(
+                ignores_qualification(&format!("a\n{spelled}\nb")),
+                "{spelled}"
+            );
+        }
+        assert!(!ignores_qualification(".qualification/runs/\n"));
+        std::fs::remove_file(root.join(".gitignore")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", root.join(".gitignore")).unwrap();
+        assert!(gitignore_update(root).is_err());
     }
 
     #[test]

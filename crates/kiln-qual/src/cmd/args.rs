@@ -6,7 +6,10 @@
 //!   `1e300` or `1e-300` never reach a `Duration` or a rate) and [`count`] for integers.
 //! - Paths: [`Path`] keeps the exact bytes (`OsString`, never a lossy conversion that would
 //!   name a different file) and refuses control characters (a newline or escape in a path
-//!   argument is a mistake or an attack on whoever reads the output).
+//!   argument is a mistake or an attack on whoever reads the output). [`Program`] is a path
+//!   that may also be a bare program name (`--python python3`), looked up on `PATH` now and
+//!   kept as the absolute path found (as a shell would find it), so a missing program is a
+//!   usage error before anything runs.
 
 use clap::builder::{RangedU64ValueParser, TypedValueParser};
 use clap::error::ErrorKind;
@@ -151,5 +154,52 @@ mod tests {
         assert!(check_path(OsStr::new("a\u{9b}")).is_err());
         assert!(check_path(OsStr::new("")).is_err());
         assert!(check_path(OsStr::from_bytes(b"caf\xe9.json")).is_ok());
+    }
+}
+
+/// A program argument: a path (`./venv/bin/python`, `/usr/bin/python3`, taken as given) or a
+/// bare name (`python3`), found on `PATH` as a shell would (the first executable regular
+/// file) and made absolute.
+#[derive(Clone, Copy, Debug)]
+pub struct Program;
+
+/// The first executable regular file called `name` in a `PATH` directory, made absolute.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .and_then(|p| std::path::absolute(p).ok())
+}
+
+impl TypedValueParser for Program {
+    type Value = PathBuf;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<PathBuf, clap::Error> {
+        let p = Path.parse_ref(cmd, arg, value)?;
+        if value.as_encoded_bytes().contains(&b'/') {
+            return Ok(p);
+        }
+        let name = value.to_string_lossy();
+        find_on_path(&name).ok_or_else(|| {
+            let flag = arg.map_or_else(|| "...".to_owned(), ToString::to_string);
+            clap::Error::raw(
+                ErrorKind::ValueValidation,
+                format!(
+                    "invalid value '{}' for '{flag}': no program of that name is on PATH (install it, or give its path)\n",
+                    qual_json::escape_text(&name)
+                ),
+            )
+            .with_cmd(cmd)
+        })
     }
 }

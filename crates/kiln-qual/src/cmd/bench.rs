@@ -4,7 +4,14 @@
 //!
 //! Exit codes: 0 when the benchmark ran and at least one run is valid; 1 when the workload,
 //! target or an output failed, no measured request succeeded, or every run was refused by the
-//! measurement-validity gate (the outputs are still written); 2 for usage errors.
+//! measurement-validity gate (the outputs are still written); 2 for usage errors (no
+//! tokenizer at all for a workload that needs one among them).
+//!
+//! Output files (`--output`, `--csv`, `--records`) are checked before anything else happens:
+//! each must not exist, its directory must, and no two may be the same path; `--json` prints
+//! the result document on stdout (the human summary is on stderr). The tokenizer is the
+//! `--tokenizer` file or, without one, the server's `/tokenize`; which one is said on stderr
+//! and recorded in the result's workload (`tokenizer`).
 
 use crate::exit;
 use crate::output::{self, err, errln, esc, esc_path, outln};
@@ -59,7 +66,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_stream: bool,
     /// Tokenizer for exact-length prompts and client-side counts: a `tokenizer.json` or the
-    /// GGUF tokenizer view `tools/gguf_sidecars.py` writes beside a GGUF.
+    /// GGUF tokenizer view `tools/gguf_sidecars.py` writes beside a GGUF (default: the
+    /// server's own `/tokenize`, as llama.cpp, vLLM and SGLang serve it).
     #[arg(value_parser = super::args::Path, long, value_name = "FILE")]
     pub tokenizer: Option<PathBuf>,
     /// Prompt lengths in tokens: `N`, `uniform:MIN:MAX`, `normal:MEAN:SD`, `file:PATH`.
@@ -145,13 +153,18 @@ pub struct BenchArgs {
     pub repeats: usize,
     #[command(flatten)]
     pub load: LoadArgs,
-    /// Write the result document here (never overwritten).
+    /// Print the result document as JSON on stdout (`--json PATH`, which wrote it to a
+    /// file, is deprecated: use --output PATH).
+    #[arg(value_parser = super::args::Path, long, value_name = "PATH", num_args = 0..=1)]
+    pub json: Option<Option<PathBuf>>,
+    /// Write the result document here (never overwritten; checked before anything runs).
     #[arg(value_parser = super::args::Path, long, value_name = "PATH")]
-    pub json: Option<PathBuf>,
-    /// Write the CSV here (never overwritten).
+    pub output: Option<PathBuf>,
+    /// Write the CSV here (never overwritten; checked before anything runs).
     #[arg(value_parser = super::args::Path, long, value_name = "PATH")]
     pub csv: Option<PathBuf>,
-    /// Write the per-request records (JSONL) here (never overwritten).
+    /// Write the per-request records (JSONL) here (never overwritten; checked before anything
+    /// runs).
     #[arg(value_parser = super::args::Path, long, value_name = "PATH")]
     pub records: Option<PathBuf>,
 }
@@ -161,7 +174,7 @@ pub struct BenchArgs {
 pub enum BenchCommand {
     /// Compare result documents side by side (differences from the first, with intervals).
     Compare {
-        /// Two or more `--json` results.
+        /// Two or more result documents (`bench --output`).
         #[arg(value_parser = super::args::Path, required = true, num_args = 2..)]
         results: Vec<PathBuf>,
         /// Print the comparison as JSON on stdout.
@@ -340,8 +353,18 @@ fn resolve(a: &BenchArgs, url: &Url) -> Result<(std::net::SocketAddr, Target, St
     }
     let model = match &a.model {
         Some(m) => m.clone(),
-        None => run::discover_model(addr, &target)
-            .map_err(|why| format!("find the model (pass --model): {}", esc(&why)))?,
+        // A server that cannot be reached is said as such, not as a model to pass.
+        None => run::discover_model(addr, &target).map_err(|why| {
+            if why.starts_with("connect: ") || why == "probe timed out" {
+                format!(
+                    "reach the server at {}: {}; is it running? start it or fix --url",
+                    esc(&a.url.clone().unwrap_or_default()),
+                    esc(&why)
+                )
+            } else {
+                format!("find the model (pass --model): {}", esc(&why))
+            }
+        })?,
     };
     Ok((addr, target, model))
 }
@@ -362,17 +385,10 @@ pub fn run(a: BenchArgs) -> i32 {
             return exit::USAGE;
         }
     };
-    let tok = match a.tokenizer.as_deref().map(Tok::load).transpose() {
-        Ok(t) => t.map(Arc::new),
+    let outputs = match output_files(&a) {
+        Ok(o) => o,
         Err(e) => {
-            errln!("kiln-qual: failed to {}", esc(&e.to_string()));
-            return exit::FAILED;
-        }
-    };
-    let wl = match load_workload(&a, tok.as_deref()) {
-        Ok(w) => w,
-        Err(e) => {
-            errln!("kiln-qual: failed to build the workload: {}", esc(&e));
+            errln!("kiln-qual: failed to start the benchmark: {e}");
             return exit::FAILED;
         }
     };
@@ -380,6 +396,17 @@ pub fn run(a: BenchArgs) -> i32 {
         Ok(x) => x,
         Err(e) => {
             errln!("kiln-qual: failed to {e}");
+            return exit::FAILED;
+        }
+    };
+    let tok = match tokenizer(&a, addr, &target, &model) {
+        Ok(t) => t.map(Arc::new),
+        Err(code) => return code,
+    };
+    let wl = match load_workload(&a, tok.as_deref()) {
+        Ok(w) => w,
+        Err(e) => {
+            errln!("kiln-qual: failed to build the workload: {}", esc(&e));
             return exit::FAILED;
         }
     };
@@ -432,7 +459,10 @@ pub fn run(a: BenchArgs) -> i32 {
         }
     };
     err!("{}", summary(&result, &cfg));
-    let mut code = write_outputs(&a, &result, &cfg);
+    let mut code = write_outputs(&outputs, &result, &cfg);
+    if a.json == Some(None) {
+        output::print_json(&result);
+    }
     if !any_valid_success(&result) {
         code = exit::FAILED;
     }
@@ -454,20 +484,148 @@ fn engine_options(a: &BenchArgs, tok: Option<&Arc<Tok>>) -> EngineOptions {
                 min_requests: a.early_stop_min_requests,
             }),
         trace_time_scale: None,
+        // The server's tokenizer never counts during a measurement (each count would be a
+        // request to the server under test); the server's usage counts then.
         token_counter: tok
+            .filter(|t| !t.is_server())
             .cloned()
             .map(|t| TokenCounter(Arc::new(move |s: &str| t.count(s)))),
     }
 }
 
-/// Writes the `--json`, `--csv` and `--records` files that were asked for (each created new);
+/// The files the benchmark writes: `--output` (or the deprecated `--json PATH`), `--csv`,
+/// `--records`.
+struct Outputs {
+    result: Option<PathBuf>,
+    csv: Option<PathBuf>,
+    records: Option<PathBuf>,
+}
+
+/// Checks the output files before anything runs (each must not exist, its directory must,
+/// no two the same); says so when the deprecated `--json PATH` names one.
+fn output_files(a: &BenchArgs) -> Result<Outputs, String> {
+    let result = match (&a.output, &a.json) {
+        (Some(_), Some(Some(_))) => {
+            return Err("--output and --json PATH both name the result file; keep --output".into())
+        }
+        (Some(p), _) => Some(p.clone()),
+        (None, Some(Some(p))) => {
+            errln!("kiln-qual: warning: --json PATH is deprecated (--json now prints the result on stdout); use --output PATH");
+            Some(p.clone())
+        }
+        (None, _) => None,
+    };
+    let o = Outputs {
+        result,
+        csv: a.csv.clone(),
+        records: a.records.clone(),
+    };
+    let named = [
+        ("--output", &o.result),
+        ("--csv", &o.csv),
+        ("--records", &o.records),
+    ];
+    let mut seen: Vec<(&str, PathBuf)> = Vec::new();
+    for (flag, p) in named {
+        let Some(p) = p else { continue };
+        if std::fs::symlink_metadata(p).is_ok() {
+            return Err(format!(
+                "{flag} {} already exists (outputs are never overwritten; remove it or choose another path)",
+                esc_path(p)
+            ));
+        }
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dir.is_dir() {
+            return Err(format!(
+                "{flag} {}: the directory {} does not exist (create it first)",
+                esc_path(p),
+                esc_path(&dir)
+            ));
+        }
+        let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
+        if let Some((other, _)) = seen.iter().find(|(_, q)| *q == abs) {
+            return Err(format!(
+                "{flag} and {other} name the same file {}",
+                esc_path(p)
+            ));
+        }
+        seen.push((flag, abs));
+    }
+    Ok(o)
+}
+
+/// The tokenizer: the `--tokenizer` file, else (for a workload that needs exact lengths) the
+/// server's `/tokenize`, else `Err(2)` with the fix. Says on stderr which one is used.
+fn tokenizer(
+    a: &BenchArgs,
+    addr: std::net::SocketAddr,
+    target: &Target,
+    model: &str,
+) -> Result<Option<Tok>, i32> {
+    if let Some(p) = &a.tokenizer {
+        return match Tok::load(p) {
+            Ok(t) => {
+                errln!(
+                    "tokenizer: {} ({}, {})",
+                    esc_path(p),
+                    t.kind,
+                    t.sha256.as_deref().unwrap_or("")
+                );
+                Ok(Some(t))
+            }
+            Err(e) => {
+                errln!("kiln-qual: failed to {}", esc(&e.to_string()));
+                Err(exit::FAILED)
+            }
+        };
+    }
+    if a.sharegpt.is_some() {
+        // A conversation replay needs no exact lengths; counts come from the server's usage.
+        return Ok(None);
+    }
+    match Tok::server(addr, target.clone(), model) {
+        Err(qual_bench::tokenizer::TokError::NoServerTokenizer(why))
+            if why.starts_with("connect: ") =>
+        {
+            errln!(
+                "kiln-qual: failed to reach the server at {}: {}; is it running? start it or fix --url",
+                esc(&a.url.clone().unwrap_or_default()),
+                esc(&why)
+            );
+            Err(exit::FAILED)
+        }
+        Ok(t) => {
+            errln!(
+                "tokenizer: the server's {} (no --tokenizer; exact lengths as the server counts them)",
+                qual_bench::tokenizer::TOKENIZE_PATH
+            );
+            Ok(Some(t))
+        }
+        Err(e) => {
+            let why = match e {
+                qual_bench::tokenizer::TokError::NoServerTokenizer(why) => why,
+                other => other.to_string(),
+            };
+            errln!(
+                "kiln-qual: failed to find a tokenizer for exact prompt lengths: no --tokenizer was given and the server offers none ({}); pass --tokenizer FILE (the model's tokenizer.json, or the GGUF view tools/gguf_sidecars.py writes), or bench a server with /tokenize (llama.cpp, vLLM, SGLang)",
+                esc(&why)
+            );
+            Err(exit::USAGE)
+        }
+    }
+}
+
+/// Writes the result, CSV and records files that were asked for (each created new);
 /// `exit::FAILED` when one could not be written.
-fn write_outputs(a: &BenchArgs, result: &run::BenchResult, cfg: &BenchConfig) -> i32 {
+fn write_outputs(o: &Outputs, result: &run::BenchResult, cfg: &BenchConfig) -> i32 {
     let mut code = exit::OK;
     let writes: [(&Option<PathBuf>, Vec<u8>); 3] = [
         (
-            &a.json,
-            if a.json.is_some() {
+            &o.result,
+            if o.result.is_some() {
                 // serde's pretty format of the typed result (its field order is the format),
                 // not `qual_json::to_pretty_json`.
                 serde_json::to_vec_pretty(result).unwrap_or_default()
@@ -476,16 +634,16 @@ fn write_outputs(a: &BenchArgs, result: &run::BenchResult, cfg: &BenchConfig) ->
             },
         ),
         (
-            &a.csv,
-            if a.csv.is_some() {
+            &o.csv,
+            if o.csv.is_some() {
                 run::csv(result, &cfg.percentiles).into_bytes()
             } else {
                 Vec::new()
             },
         ),
         (
-            &a.records,
-            if a.records.is_some() {
+            &o.records,
+            if o.records.is_some() {
                 run::records_jsonl(result).into_bytes()
             } else {
                 Vec::new()

@@ -161,7 +161,8 @@ pub struct RunArgs {
     /// Run every profile even after one failed (default: fail fast).
     #[arg(long)]
     pub continue_after_failure: bool,
-    /// Output directory (receipts `<profile>.<engine>.json`, summary `campaign.<engine>.json`).
+    /// Output directory (receipts `<profile>.<engine>.json`, summary `campaign.<engine>.json`;
+    /// created when missing, its parent must exist).
     #[arg(long, value_parser = super::args::Path, value_name = "DIR", required = true)]
     pub out_dir: Option<PathBuf>,
     /// Directory of the reference engine's campaign to pair with.
@@ -221,8 +222,8 @@ pub struct VerifyArgs {
 /// Arguments of `kiln-qual runtime-manifest`.
 #[derive(Args, Debug)]
 pub struct ManifestArgs {
-    /// The runtime's Python interpreter.
-    #[arg(long, value_parser = super::args::Path, value_name = "PYTHON")]
+    /// The runtime's Python interpreter (a path, or a name looked up on PATH: `python3`).
+    #[arg(long, value_parser = super::args::Program, value_name = "PYTHON")]
     pub python: PathBuf,
     /// Take the launch environment from this recipe.
     #[arg(long, value_parser = super::args::Path, value_name = "RECIPE.json")]

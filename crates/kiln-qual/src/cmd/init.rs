@@ -3,10 +3,15 @@
 //! planned by `qual_serve::scaffold`).
 //!
 //! The engine's executable is found on `PATH` now and recorded by absolute path (recipes never
-//! look commands up), unless `--server` names it. Exit codes: 0 written (or, with `--dry-run`,
-//! shown), 1 refused (not in a git repository, a target exists or lies behind a symlink, the
-//! executable is not found) or not written, 2 usage. Every file is written inside the
-//! repository's top level with no symlinked component (`qual_serve::scaffold::write`).
+//! look commands up), unless `--server` names it; `--engine openai-compatible` without
+//! `--server` scaffolds the bundled mock server (this kiln-qual, `mock-server`), so the
+//! whole path can be tried before a real server is at hand. The top-level `.gitignore` gains
+//! `/.qualification/` when it does not ignore it yet (run data and exploratory receipts live
+//! there; an untracked file would refuse the next run). Exit codes: 0 written (or, with
+//! `--dry-run`, shown), 1 refused (not in a git repository, a target exists or lies behind a
+//! symlink, the executable is not found) or not written, 2 usage. Every file is written
+//! inside the repository's top level with no symlinked component
+//! (`qual_serve::scaffold::write`).
 
 use crate::exit;
 use crate::output::{errln, esc, esc_path, outln};
@@ -23,8 +28,8 @@ pub struct InitArgs {
     /// Repository root, a git top level (default: the git top level of the current directory).
     #[arg(long, value_parser = super::args::Path, value_name = "R")]
     pub root: Option<PathBuf>,
-    /// The server executable (default: the engine's executable found on PATH; required for
-    /// openai-compatible).
+    /// The server executable (default: the engine's executable found on PATH; for
+    /// openai-compatible, the bundled mock server `kiln-qual mock-server`).
     #[arg(long, value_parser = super::args::Path, value_name = "PATH")]
     pub server: Option<PathBuf>,
     /// Port on 127.0.0.1 the server listens on.
@@ -38,39 +43,51 @@ pub struct InitArgs {
     pub dry_run: bool,
 }
 
-fn on_path(name: &str) -> Option<PathBuf> {
-    let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .and_then(|p| std::path::absolute(p).ok())
-}
-
-/// Runs `kiln-qual init`.
-pub fn run(a: InitArgs) -> i32 {
-    let server = match (&a.server, a.engine.executable()) {
+/// The server executable and the arguments before the engine's own: `--server`, the
+/// engine's executable found on `PATH`, or (for `openai-compatible` without `--server`) this
+/// very kiln-qual as the bundled mock server. `Err` is the exit code, after saying why.
+fn server(a: &InitArgs) -> Result<(PathBuf, Vec<String>), i32> {
+    match (&a.server, a.engine.executable()) {
         (Some(p), _) => match std::path::absolute(p) {
-            Ok(p) => p,
+            Ok(p) => Ok((p, Vec::new())),
             Err(e) => {
-                errln!("kiln-qual: failed to resolve {}: {e}", esc_path(p));
-                return exit::FAILED;
+                errln!("kiln-qual: failed to resolve --server {}: {e}", esc_path(p));
+                Err(exit::USAGE)
             }
         },
-        (None, Some(exe)) => match on_path(exe) {
-            Some(p) => p,
+        (None, Some(exe)) => match super::args::find_on_path(exe) {
+            Some(p) => Ok((p, Vec::new())),
             None => {
                 errln!(
                     "kiln-qual: failed to find {} on PATH for --engine {}; install it or pass --server PATH",
                     esc(exe),
                     a.engine.name()
                 );
-                return exit::FAILED;
+                Err(exit::FAILED)
             }
         },
-        (None, None) => {
-            errln!("kiln-qual: failed to scaffold: --engine openai-compatible needs --server PATH (the server's executable)");
-            return exit::USAGE;
-        }
+        (None, None) => match std::env::current_exe() {
+            Ok(me) => {
+                errln!(
+                    "no --server: the launch recipe starts the bundled mock server ({} {}); pass --server PATH for your own server",
+                    esc_path(&me),
+                    scaffold::MOCK_SERVER_ARGS.join(" ")
+                );
+                Ok((me, scaffold::MOCK_SERVER_ARGS.map(str::to_owned).to_vec()))
+            }
+            Err(e) => {
+                errln!("kiln-qual: failed to find this kiln-qual executable for the bundled mock server ({e}); pass --server PATH");
+                Err(exit::FAILED)
+            }
+        },
+    }
+}
+
+/// Runs `kiln-qual init`.
+pub fn run(a: InitArgs) -> i32 {
+    let (server, server_args) = match server(&a) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let root = match repository_root(a.root.as_deref()) {
         Ok(r) => r,
@@ -82,11 +99,19 @@ pub fn run(a: InitArgs) -> i32 {
     let opts = scaffold::Options {
         engine: a.engine,
         server,
+        server_args,
         port: a.port,
         backend: a.backend.clone(),
     };
     let policy_exists = std::fs::symlink_metadata(root.join("qualification/policy.json")).is_ok();
     let files = scaffold::plan(&opts, policy_exists);
+    let gitignore = match scaffold::gitignore_update(&root) {
+        Ok(g) => g,
+        Err(e) => {
+            errln!("kiln-qual: failed to scaffold: {}", esc(&e.to_string()));
+            return exit::FAILED;
+        }
+    };
     if a.dry_run {
         for f in &files {
             outln!("== {} (would write)", esc_path(&root.join(&f.path)));
@@ -94,21 +119,38 @@ pub fn run(a: InitArgs) -> i32 {
                 outln!("{}", esc(line));
             }
         }
+        if gitignore.is_some() {
+            outln!(
+                "== {} (would append {})",
+                esc_path(&root.join(".gitignore")),
+                scaffold::IGNORE_LINE
+            );
+        }
         return exit::OK;
     }
-    match scaffold::write(&root, &files) {
-        Ok(written) => {
-            for p in &written {
-                errln!("wrote {}", esc_path(p));
-            }
-            next_steps(&root, &opts);
-            exit::OK
-        }
+    let written = match scaffold::write(&root, &files) {
+        Ok(w) => w,
         Err(e) => {
             errln!("kiln-qual: failed to scaffold: {}", esc(&e.to_string()));
-            exit::FAILED
+            return exit::FAILED;
         }
+    };
+    for p in &written {
+        errln!("wrote {}", esc_path(p));
     }
+    if let Some(text) = &gitignore {
+        if let Err(e) = scaffold::write_gitignore(&root, text) {
+            errln!(
+                "kiln-qual: failed to add {} to .gitignore: {}; add it yourself (run data and exploratory receipts live there)",
+                scaffold::IGNORE_LINE,
+                esc(&e.to_string())
+            );
+            return exit::FAILED;
+        }
+        errln!("appended {} to .gitignore", scaffold::IGNORE_LINE);
+    }
+    next_steps(&root, &opts);
+    exit::OK
 }
 
 /// The repository `init` writes into: the git top level of the current directory, or `--root`,
@@ -151,6 +193,9 @@ fn next_steps(root: &Path, o: &scaffold::Options) {
     );
     if o.engine == Engine::LlamaCpp {
         errln!("(llama-cpp serves MODEL_DIR/model.gguf; MODEL_DIR also needs config.json and tokenizer.json for the model fingerprint)");
+    }
+    if !o.server_args.is_empty() {
+        errln!("(the bundled mock server computes nothing; MODEL_DIR is still fingerprinted, so it needs config.json, tokenizer.json and weights: a model kiln-qual's own tests use is qualification/fixtures/tiny-model in the kiln-qual repository)");
     }
     if o.engine == Engine::Ollama {
         errln!("(ollama serves the models it has pulled; --model names the directory the receipt fingerprints)");

@@ -120,7 +120,7 @@ pub struct ReferenceArgs {
     #[arg(long)]
     pub from_position: Option<usize>,
     /// Python interpreter of the reference environment.
-    #[arg(long, value_parser = super::args::Path, default_value = ".cache/venv-reference/bin/python")]
+    #[arg(long, value_parser = super::args::Program, default_value = ".cache/venv-reference/bin/python")]
     pub python: PathBuf,
     /// The worker program.
     #[arg(long, value_parser = super::args::Path, default_value = "tools/reference/worker.py")]
@@ -482,7 +482,7 @@ pub struct GreedyArgs {
     #[arg(long, value_parser = super::args::Path, value_name = "PATH")]
     pub reference_model: PathBuf,
     /// Python interpreter of the reference environment.
-    #[arg(long, value_parser = super::args::Path, default_value = ".cache/venv-reference/bin/python")]
+    #[arg(long, value_parser = super::args::Program, default_value = ".cache/venv-reference/bin/python")]
     pub python: PathBuf,
     /// The worker program.
     #[arg(long, value_parser = super::args::Path, default_value = "tools/reference/worker.py")]

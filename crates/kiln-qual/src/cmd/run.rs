@@ -16,7 +16,8 @@ use qual_runner::{RunError, RunRequest};
 /// Arguments of `kiln-qual run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Committed workload under qualification/workloads/ (relative to the repository root).
+    /// Committed workload under qualification/workloads/ (a relative path is taken from the
+    /// current directory, like every other path here).
     #[arg(value_parser = super::args::Path)]
     pub workload: PathBuf,
     /// Variant id to run.
@@ -25,7 +26,8 @@ pub struct RunArgs {
     /// Stable, non-secret host id (^[a-z0-9][a-z0-9._-]{1,63}$).
     #[arg(long = "host-id")]
     pub host_id: String,
-    /// Receipt path below qualification/receipts/ or .qualification/receipts/.
+    /// Receipt path below qualification/receipts/ or .qualification/receipts/ (default: the
+    /// ignored .qualification/receipts/<backend>/<host-id>/<receipt-id>.json).
     #[arg(value_parser = super::args::Path, long)]
     pub output: Option<PathBuf>,
     /// Workload variable assignment NAME=VALUE (repeatable).

@@ -28,8 +28,8 @@ fn campaign_verifies_and_its_receipts_pass_receipt_check() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
     recipe(dir, free_port());
+    // The out dir does not exist yet: the campaign creates it (its parent exists).
     let out = dir.join("out");
-    std::fs::create_dir(&out).unwrap();
     let model = dir.join("model");
     std::fs::create_dir(&model).unwrap();
     for (f, b) in [

@@ -35,8 +35,17 @@ fn every_engine_scaffolds_a_valid_workload_and_nothing_is_overwritten() {
         ],
     );
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("serving-vllm-v1.json (would write)"));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("serving-vllm-v1.json (would write)"));
+    assert!(
+        shown.contains(".gitignore (would append /.qualification/)"),
+        "{shown}"
+    );
     assert!(!root.join("qualification").exists(), "dry run wrote files");
+    assert!(
+        !root.join(".gitignore").exists(),
+        "dry run wrote .gitignore"
+    );
     for e in ENGINES {
         let out = kq(root, &["init", "--engine", e, "--server", "/bin/true"]);
         assert!(
@@ -45,6 +54,12 @@ fn every_engine_scaffolds_a_valid_workload_and_nothing_is_overwritten() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // The first init made the repository ignore .qualification/ (run data, exploratory
+    // receipts); the later ones found it ignored and left the file alone.
+    assert_eq!(
+        std::fs::read_to_string(root.join(".gitignore")).unwrap(),
+        "/.qualification/\n"
+    );
     let files: Vec<String> = ENGINES
         .iter()
         .map(|e| format!("qualification/workloads/serving-{e}-v1.json"))
@@ -63,8 +78,11 @@ fn every_engine_scaffolds_a_valid_workload_and_nothing_is_overwritten() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("refuse to overwrite"));
     assert_eq!(std::fs::read(&launch).unwrap(), before);
+    // openai-compatible without --server scaffolds the bundled mock (here refused: its files
+    // exist already, nothing is overwritten).
     let out = kq(root, &["init", "--engine", "openai-compatible"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bundled mock server"));
     let out = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
         .current_dir(root)
         .env("PATH", "/nonexistent")
@@ -78,7 +96,7 @@ fn every_engine_scaffolds_a_valid_workload_and_nothing_is_overwritten() {
 
 /// The end-to-end scaffolds run one at a time (two servers and clients at once on a small
 /// host would only measure each other).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub(crate) static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn openai_compatible_scaffold_runs_end_to_end() {
@@ -91,12 +109,11 @@ fn openai_compatible_scaffold_runs_end_to_end() {
     );
     std::fs::create_dir_all(root.join("tools")).unwrap();
     let server = root.join("tools/server");
+    // kiln-qual by name (its directory is on the runner's PATH, see `kq`, and not among a
+    // shell's defaults): the server inherits the runner's absolute PATH directories.
     std::fs::write(
         &server,
-        format!(
-            "#!/bin/sh\nexec {} mock-server --ttft-ms 20 --itl-ms 5 \"$@\"\n",
-            env!("CARGO_BIN_EXE_kiln-qual")
-        ),
+        "#!/bin/sh\nexec kiln-qual mock-server --ttft-ms 20 --itl-ms 5 \"$@\"\n",
     )
     .unwrap();
     std::fs::set_permissions(&server, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();

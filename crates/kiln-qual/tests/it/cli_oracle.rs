@@ -149,7 +149,7 @@ fn compare_within_and_beyond_tolerances_and_check_the_result() {
         .unwrap();
     let e = String::from_utf8_lossy(&fail.stderr);
     assert_eq!(fail.status.code(), Some(1), "{e}");
-    assert!(e.contains("max_abs_error 0.0005 exceeded"), "{e}");
+    assert!(e.contains("is above max_abs_error 0.0005"), "{e}");
     assert!(e.contains("verdict: failed"), "{e}");
 }
 

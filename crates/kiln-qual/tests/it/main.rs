@@ -28,6 +28,7 @@ mod cli_triage;
 mod cli_workload;
 #[path = "../common/mod.rs"]
 mod common;
+mod fresh_clone;
 mod run_examples;
 mod run_serving_example;
 mod serve_residue;

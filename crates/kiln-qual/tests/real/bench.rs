@@ -78,7 +78,7 @@ fn word_tokenizer(dir: &Path) -> PathBuf {
     p
 }
 
-/// Runs `bench` with `args` plus `--json`/`--csv` in `dir`; returns the result document.
+/// Runs `bench` with `args` plus `--output`/`--csv` in `dir`; returns the result document.
 /// Accepts a refusal by the validity gate, nothing else.
 fn bench(dir: &Path, name: &str, args: &[&str]) -> Value {
     let json = dir.join(format!("{name}.json"));
@@ -86,7 +86,7 @@ fn bench(dir: &Path, name: &str, args: &[&str]) -> Value {
     let out = Command::new(kq())
         .arg("bench")
         .args(args)
-        .arg("--json")
+        .arg("--output")
         .arg(&json)
         .arg("--csv")
         .arg(&csv)
@@ -1119,8 +1119,128 @@ fn llama_server_attached_bench_workloads() {
 }
 
 /// This module's trials (run by `main.rs`).
+/// `bench`'s conventions (issue 25): outputs checked before anything runs (an existing file
+/// or a missing directory is refused before the server is contacted: the URL here has no
+/// server), `--json` on stdout beside `--output`, the deprecated `--json FILE`, the server's
+/// `/tokenize` when no `--tokenizer` is given (the mock's), exit 2 with the fix for a server
+/// without one (Python's `http.server`, a real server that answers POST with 501), and an
+/// unreachable server said as such.
+fn bench_conventions_outputs_tokenizer_and_unreachable_server() {
+    let d = tempfile::tempdir().unwrap();
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let run = |args: &[&str]| {
+        Command::new(kq())
+            .current_dir(d.path())
+            .arg("bench")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let text = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    std::fs::write(d.path().join("taken.csv"), "keep").unwrap();
+    let o = run(&["--url", &nobody, "--csv", "taken.csv"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).contains("--csv taken.csv already exists"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("taken.csv")).unwrap(),
+        "keep"
+    );
+    let o = run(&["--url", &nobody, "--output", "no/such/dir/r.json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).contains("the directory no/such/dir does not exist"),
+        "{}",
+        text(&o)
+    );
+    let o = run(&[
+        "--url",
+        &nobody,
+        "--output",
+        "a.json",
+        "--records",
+        "./a.json",
+    ]);
+    assert!(text(&o).contains("name the same file"), "{}", text(&o));
+    // Nothing there: said as an unreachable server, with and without --model.
+    for extra in [&[][..], &["--model", "m"][..]] {
+        let mut args = vec!["--url", nobody.as_str()];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains(&format!("failed to reach the server at {nobody}: connect: connection refused; is it running?")), "{}", text(&o));
+        assert!(!text(&o).contains("os error"), "{}", text(&o));
+    }
+
+    let (_server, port) = mock(&[]);
+    let url = format!("http://127.0.0.1:{port}");
+    let o = run(&[
+        "--url",
+        &url,
+        "--requests",
+        "4",
+        "--input-tokens",
+        "134",
+        "--output-tokens",
+        "4",
+        "--output",
+        "r.json",
+        "--json",
+    ]);
+    let err = text(&o);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    assert!(err.contains("tokenizer: the server's /tokenize"), "{err}");
+    let printed: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(printed, written);
+    assert_eq!(
+        written["workload"]["description"]["tokenizer"],
+        "server /tokenize"
+    );
+    assert_eq!(
+        written["workload"]["description"]["tokenizer_sha256"],
+        Value::Null
+    );
+    let o = run(&["--url", &url, "--requests", "2", "--json", "old.json"]);
+    assert!(
+        text(&o).contains("--json PATH is deprecated"),
+        "{}",
+        text(&o)
+    );
+    assert!(d.path().join("old.json").is_file());
+
+    // A server without /tokenize and no --tokenizer: exit 2, naming the fix.
+    let port = free_port();
+    let py = Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+        ])
+        .current_dir(d.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _py = Server(py);
+    wait_port(port, "python http.server");
+    let o = run(&["--url", &format!("http://127.0.0.1:{port}"), "--model", "m"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no --tokenizer was given and the server offers none (/tokenize answered http 501); pass --tokenizer FILE"), "{}", text(&o));
+}
+
 pub fn trials() -> Vec<Trial> {
     vec![
+        Trial::new(
+            "bench_conventions_outputs_tokenizer_and_unreachable_server",
+            bench_conventions_outputs_tokenizer_and_unreachable_server,
+        ),
         Trial::new(
             "mock_load_shapes_measure_the_injected_timing",
             mock_load_shapes_measure_the_injected_timing,

@@ -37,7 +37,7 @@ fn passing_run_writes_a_valid_receipt_and_evidence() {
     assert_eq!(o.verdict(), Verdict::Passed);
     assert!(o
         .receipt_rel
-        .starts_with("qualification/receipts/cpu/test-host/runner-test-receipt-v1"));
+        .starts_with(".qualification/receipts/cpu/test-host/runner-test-receipt-v1"));
     let v = validate(repo.root(), &o.receipt_path);
     let results = v.get("results").unwrap().as_array().unwrap();
     assert_eq!(results.len(), 2);
