@@ -11,4 +11,5 @@ pub mod receipt;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod shell;
 pub mod workload;

@@ -2,7 +2,8 @@
 //! llama.cpp server that `scripts/setup-real-server` installs, the reference worker), as one
 //! `harness = false` binary: `qual_test_fixtures::harness` reports a trial whose dependency is
 //! missing as ignored, saying what is missing, and fails it under `CI=true`. Trials are named
-//! `module::trial`; `scripts/compat-check` runs the `compat_` ones.
+//! `module::trial`; `scripts/compat-check` runs the `compat_` ones. `terminal` needs tmux,
+//! zsh and fish (progress on a real terminal, Ctrl-C, completion in real shells).
 
 // Tests start programs and read back files directly.
 #![allow(clippy::disallowed_methods)]
@@ -15,6 +16,7 @@ mod compat_receipts;
 mod compat_workloads;
 mod oracle_real;
 mod serving_real;
+mod terminal;
 
 fn main() {
     qual_test_fixtures::harness::run_modules(vec![
@@ -24,5 +26,6 @@ fn main() {
         ("compat_workloads", compat_workloads::trials()),
         ("oracle_real", oracle_real::trials()),
         ("serving_real", serving_real::trials()),
+        ("terminal", terminal::trials()),
     ]);
 }
