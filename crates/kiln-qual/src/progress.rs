@@ -34,6 +34,8 @@ impl Bar {
             if let Ok(style) = ProgressStyle::with_template(template) {
                 pb.set_style(style.progress_chars("=> "));
             }
+            // Until the first step: preflight, server start-up, the model list.
+            pb.set_message("starting");
             // The spinner and the clock move while one long step runs.
             pb.enable_steady_tick(Duration::from_millis(200));
             pb

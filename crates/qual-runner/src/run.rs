@@ -193,7 +193,12 @@ pub fn run_observed(req: &RunRequest, progress: &dyn RunProgress) -> Result<RunO
     // Forwarding makes SIGINT/SIGTERM observable; failing to install it is not fatal.
     let _ = qual_exec::signals::install_forwarding();
     interrupted()?;
-    let p = preflight(req)?;
+    // A tool preflight ran (git) may have died of the same Ctrl-C: an interruption, not a
+    // refusal.
+    let p = preflight(req).map_err(|e| match qual_exec::signals::interrupted() {
+        Some(signal) => RunError::Interrupted { signal },
+        None => RunError::Refused(e),
+    })?;
     interrupted()?;
     let place = place(req, &p)?;
     let mut guard = RunDirGuard {

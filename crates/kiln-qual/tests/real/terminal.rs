@@ -7,6 +7,7 @@
 //!   the foreground process as a user's Ctrl-C does) and the command must exit 130, with
 //!   what it had finished still on disk (`bench` its CSV, `campaign` its summary; `run`
 //!   removes its run data by contract and writes no receipt).
+//! - Help is coloured on a terminal, and not with `NO_COLOR` or `--color never`.
 //! - The completion scripts are loaded into real bash (the generated function asked for the
 //!   words after `kiln-qual receipt ch` and `kiln-qual bench --concu`), real zsh (typed with
 //!   Tab in tmux, since zsh completes only inside its line editor) and real fish
@@ -110,11 +111,23 @@ impl Tmux {
             if let Some(code) = s.trim().strip_prefix("1 ") {
                 return code.parse().unwrap();
             }
-            assert!(
-                Instant::now() < deadline,
-                "the command did not exit:\n{}",
-                self.screen()
-            );
+            if Instant::now() >= deadline {
+                // What still runs, for the failure message: the pane's process and any
+                // process of this build.
+                let pid = self.query(&["display-message", "-p", "#{pane_pid}"]);
+                let ps = Command::new("ps")
+                    .args(["-eo", "pid,ppid,pgid,sid,stat,args"])
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default();
+                let ours: Vec<&str> = ps.lines().filter(|l| l.contains(kq())).collect();
+                panic!(
+                    "the command did not exit (pane pid {}):\n{}\n{}",
+                    pid.trim(),
+                    self.screen(),
+                    ours.join("\n")
+                );
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -151,11 +164,21 @@ fn interrupted_on_a_terminal(args: &[&str], cwd: &Path, marker: &str) -> (i32, S
     argv.extend(args);
     let t = Tmux::start(&argv, cwd);
     t.wait_screen("the progress bar", |s| {
-        s.lines().any(|l| l.contains(marker) && l.contains('/'))
+        s.lines().any(|l| counting(l, marker))
     });
     t.send(&["C-c"]);
     let code = t.exit_status();
     (code, t.screen())
+}
+
+/// Whether `line` shows a bar counting `N/M marker` with a known total (M > 0): the work has
+/// started, not only the command.
+fn counting(line: &str, marker: &str) -> bool {
+    let Some(i) = line.find(marker) else {
+        return false;
+    };
+    let count = line[..i].trim_end().rsplit(' ').next().unwrap_or("");
+    matches!(count.split_once('/'), Some((_, total)) if total.parse::<u64>().is_ok_and(|t| t > 0))
 }
 
 /// A repository whose workload runs three cases of `sleep 2`.
@@ -359,6 +382,22 @@ fn campaign_progress_and_ctrl_c() {
     assert!(summary.is_file(), "no summary after Ctrl-C:\n{screen}");
 }
 
+fn help_is_coloured_on_a_terminal_unless_no_color() {
+    let d = tempfile::tempdir().unwrap();
+    for (argv, coloured) in [
+        (vec![kq(), "--help"], true),
+        (vec!["env", "NO_COLOR=1", kq(), "--help"], false),
+        (vec![kq(), "--color", "never", "--help"], false),
+    ] {
+        let t = Tmux::start(&argv, d.path());
+        assert_eq!(t.exit_status(), 0);
+        // `-e`: the screen with its attributes as escape sequences.
+        let screen = t.query(&["capture-pane", "-p", "-e", "-S", "-"]);
+        assert!(screen.contains("Usage:"), "{screen}");
+        assert_eq!(screen.contains('\u{1b}'), coloured, "{argv:?}: {screen:?}");
+    }
+}
+
 fn completion_script(shell: &str) -> String {
     let out = Command::new(kq())
         .args(["completions", shell])
@@ -444,6 +483,11 @@ pub fn trials() -> Vec<Trial> {
             .needs(needs_program("tmux")),
         Trial::new("campaign_progress_and_ctrl_c", campaign_progress_and_ctrl_c)
             .needs(needs_program("tmux")),
+        Trial::new(
+            "help_is_coloured_on_a_terminal_unless_no_color",
+            help_is_coloured_on_a_terminal_unless_no_color,
+        )
+        .needs(needs_program("tmux")),
         Trial::new(
             "bash_completes_subcommands_and_flags",
             bash_completes_subcommands_and_flags,
