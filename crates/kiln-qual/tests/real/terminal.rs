@@ -46,10 +46,13 @@ fn needs_program(program: &str) -> Result<(), String> {
     }
 }
 
-/// One tmux server on a private socket with one pane running `argv` (executed directly, no
-/// shell), kept after it exits so that its exit status can be read.
+/// One tmux server on a private socket with one pane running `argv` under `bash -c`, which
+/// writes its exit status to a file (tmux's own `pane_dead_status` is sometimes never set
+/// when the pane's terminal closes before its process is reaped). bash waits for the
+/// command and, as it does for any foreground command that handled the SIGINT itself
+/// (exited rather than died of it), goes on to write the status.
 struct Tmux {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     sock: PathBuf,
 }
 
@@ -59,11 +62,15 @@ impl Tmux {
         let conf = dir.path().join("tmux.conf");
         std::fs::write(&conf, "set -g remain-on-exit on\nset -g status off\n").unwrap();
         let sock = dir.path().join("sock");
-        let t = Tmux { _dir: dir, sock };
+        let status = dir.path().join("status");
+        let t = Tmux { dir, sock };
         let mut c = t.cmd();
         c.arg("-f").arg(&conf);
         c.args(["new-session", "-d", "-x", "160", "-y", "40", "-c"]);
-        c.arg(cwd).arg("--").args(argv);
+        c.arg(cwd)
+            .args(["--", "bash", "--norc", "--noprofile", "-c"]);
+        c.arg("\"$@\"; echo $? > \"$0.tmp\" && mv \"$0.tmp\" \"$0\"");
+        c.arg(&status).args(argv);
         let st = c.status().unwrap();
         assert!(st.success(), "tmux did not start");
         t
@@ -106,15 +113,13 @@ impl Tmux {
     /// Waits (up to two minutes) for the pane's command to exit; its exit status.
     fn exit_status(&self) -> i32 {
         let deadline = Instant::now() + Duration::from_secs(120);
+        let path = self.dir.path().join("status");
         loop {
-            let s = self.query(&["display-message", "-p", "#{pane_dead} #{pane_dead_status}"]);
-            if let Some(code) = s.trim().strip_prefix("1 ") {
-                return code.parse().unwrap();
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                return text.trim().parse().unwrap();
             }
             if Instant::now() >= deadline {
-                // What still runs, for the failure message: the pane's process and any
-                // process of this build.
-                let pid = self.query(&["display-message", "-p", "#{pane_pid}"]);
+                // What still runs, for the failure message: any process of this build.
                 let ps = Command::new("ps")
                     .args(["-eo", "pid,ppid,pgid,sid,stat,args"])
                     .output()
@@ -122,8 +127,7 @@ impl Tmux {
                     .unwrap_or_default();
                 let ours: Vec<&str> = ps.lines().filter(|l| l.contains(kq())).collect();
                 panic!(
-                    "the command did not exit (pane pid {}):\n{}\n{}",
-                    pid.trim(),
+                    "the command did not exit:\n{}\n{}",
                     self.screen(),
                     ours.join("\n")
                 );
