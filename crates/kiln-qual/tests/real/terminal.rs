@@ -7,6 +7,7 @@
 //!   the foreground process as a user's Ctrl-C does) and the command must exit 130, with
 //!   what it had finished still on disk (`bench` its CSV, `campaign` its summary; `run`
 //!   removes its run data by contract and writes no receipt).
+//! - `-q` draws no bar on a terminal (the screen is sampled while `run` runs).
 //! - Help is coloured on a terminal, and not with `NO_COLOR` or `--color never`.
 //! - The completion scripts are loaded into real bash (the generated function asked for the
 //!   words after `kiln-qual receipt ch` and `kiln-qual bench --concu`), real zsh (typed with
@@ -248,6 +249,26 @@ fn run_progress_and_ctrl_c() {
     assert!(root.join(".qualification/receipts/piped.json").is_file());
 }
 
+/// `-q` on a terminal: the screen, sampled until the run ends, never shows the bar.
+fn quiet_draws_no_progress_on_a_terminal() {
+    let d = sleeping_repo();
+    let args = run_args(".qualification/receipts/quiet.json");
+    let mut argv = vec![kq(), "-q"];
+    argv.extend(args.iter().map(String::as_str));
+    let t = Tmux::start(&argv, d.path());
+    let path = t.dir.path().join("status");
+    let mut samples = 0;
+    while !path.exists() {
+        let s = t.screen();
+        assert!(!s.contains("case executions"), "a bar under -q:\n{s}");
+        samples += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(t.exit_status(), 0, "{}", t.screen());
+    assert!(samples > 10, "the run ended before the screen was sampled");
+    assert!(t.screen().contains("verdict: passed"));
+}
+
 /// A child killed (and reaped) on drop.
 struct Child(std::process::Child);
 
@@ -487,6 +508,11 @@ pub fn trials() -> Vec<Trial> {
             .needs(needs_program("tmux")),
         Trial::new("campaign_progress_and_ctrl_c", campaign_progress_and_ctrl_c)
             .needs(needs_program("tmux")),
+        Trial::new(
+            "quiet_draws_no_progress_on_a_terminal",
+            quiet_draws_no_progress_on_a_terminal,
+        )
+        .needs(needs_program("tmux")),
         Trial::new(
             "help_is_coloured_on_a_terminal_unless_no_color",
             help_is_coloured_on_a_terminal_unless_no_color,
