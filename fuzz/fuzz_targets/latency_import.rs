@@ -1,10 +1,10 @@
 //! `latency import`'s zip extraction: zips generated from the input (member names, sizes,
 //! compression, directories, then a mutation of the archive bytes) extract or are refused
 //! without panicking, never write outside the extraction directory, and never exceed the
-//! byte limit.
+//! byte limit, whatever members the caller selects.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use qual_latency::import::{extract_zip, ImportLimits};
+use qual_latency::import::{extract_zip, ImportLimits, Take};
 use std::io::Write;
 
 fuzz_target!(|data: &[u8]| {
@@ -50,7 +50,14 @@ fuzz_target!(|data: &[u8]| {
         entries: 8,
         bytes: 64 * 1024,
     };
-    let _ = extract_zip(&zip_path, &out, &limits);
+    // Every member, or a name-dependent selection (skipped, capped, whole).
+    let take = |name: &str| match (ctl & 2, name.len() % 3) {
+        (0, _) => Take::Whole,
+        (_, 0) => Take::Skip,
+        (_, 1) => Take::UpTo(1024),
+        _ => Take::Whole,
+    };
+    let _ = extract_zip(&zip_path, &out, &limits, &take);
     // Nothing outside `out` but the zip itself; nothing beyond the limit inside it.
     let names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()

@@ -75,7 +75,8 @@ enum Command {
     /// Run a paired serving campaign: fixed profiles × concurrency sweep against one server,
     /// gated rows, exact-output evidence, reference pairing, self-hashing receipts and summary.
     Campaign(Box<cmd::campaign::CampaignCli>),
-    /// Capture a Python reference runtime's manifest (twice, byte-identical) and publish it.
+    /// Capture a Python reference runtime's manifest (installed files checked against each
+    /// RECORD, start-up files no distribution owns; twice, byte-identical) and publish it.
     RuntimeManifest(cmd::campaign::ManifestArgs),
     /// Benchmark any OpenAI-compatible endpoint: synthetic, multi-turn, dataset and trace
     /// workloads; closed/open loop, sweeps, SLA search; JSON, CSV, records; `bench compare`.
@@ -92,6 +93,12 @@ enum Command {
     /// Scaffold serving qualification for a real engine: policy, workload, launch recipe,
     /// seeded corpus (never overwrites; --dry-run shows them).
     Init(cmd::init::InitArgs),
+    /// What this host can qualify: backend probes, the case box's kernel mechanisms, the
+    /// set-ups found; each missing piece with the command that fixes it.
+    Doctor(cmd::doctor::DoctorArgs),
+    /// Triage a failed run (a receipt or its run directory): the first failure in the seeds'
+    /// order with the evidence file that shows it, then the rest.
+    Triage(cmd::triage::TriageArgs),
     /// Print a shell completion script (generated from the command-line definition).
     Completions {
         /// The shell.
@@ -188,6 +195,8 @@ fn main() {
         Command::Oracle(c) => cmd::oracle::run(c),
         Command::Latency(c) => cmd::latency::run(c),
         Command::Init(a) => cmd::init::run(a),
+        Command::Doctor(a) => cmd::doctor::run(a),
+        Command::Triage(a) => cmd::triage::run(a),
         Command::Completions { shell } => cmd::shell::completions(shell, &mut Cli::command()),
         Command::Man(a) => cmd::shell::man(&a, Cli::command()),
     };

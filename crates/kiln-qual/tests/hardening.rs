@@ -272,6 +272,10 @@ fn a_closed_stdout_never_panics() {
         vec!["latency", "check", "--json"],
         vec!["mock-server", "--port", "0"],
         vec!["cargo", "--", "--version"],
+        vec!["doctor"],
+        vec!["doctor", "--json"],
+        vec!["triage", receipt],
+        vec!["triage", "--json", receipt],
     ];
     let mut all = subcommands;
     for sub in [

@@ -3,7 +3,9 @@
 //! repository in a temporary directory) writes a receipt and its run directory; each edit is
 //! applied to a copy, and `kiln-qual receipt verify` must fail naming the edited field, while
 //! plain `receipt check` must fail exactly on the edits that leave the receipt contradicting
-//! itself.
+//! itself. One `harness = false` binary (`qual_test_fixtures::harness`): the interoperability
+//! trial needs the independent DSSE implementation's venv and is reported ignored without it
+//! (failed under `CI=true`), never counted as passed.
 
 // Tests and benches start programs and read back files directly.
 #![allow(clippy::disallowed_methods)]
@@ -130,7 +132,6 @@ fn drop_artifacts(r: &mut Value, pred: impl Fn(&str) -> bool) {
         .retain(|a| !pred(a["path"].as_str().unwrap()));
 }
 
-#[test]
 fn the_untouched_receipt_verifies() {
     let run = real_run();
     let receipt = run.receipt.to_str().unwrap();
@@ -295,7 +296,6 @@ fn edits(run_dir: &Path) -> Vec<Edit> {
     ]
 }
 
-#[test]
 fn every_tampered_receipt_fails_verify_naming_the_field() {
     let run = real_run();
     let original = read(&run.receipt);
@@ -343,33 +343,10 @@ fn every_tampered_receipt_fails_verify_naming_the_field() {
     println!("{}", report.join("\n"));
 }
 
-fn ssh_keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf, String) {
-    let key = dir.join(name);
-    let out = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-        .arg(&key)
-        .output()
-        .expect("ssh-keygen runs");
-    assert!(out.status.success(), "{out:?}");
-    let pubkey = dir.join(format!("{name}.pub"));
-    let out = std::process::Command::new("ssh-keygen")
-        .arg("-lf")
-        .arg(&pubkey)
-        .output()
-        .unwrap();
-    let fingerprint = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .to_owned();
-    (key, pubkey, fingerprint)
-}
-
-#[test]
 fn sign_verify_round_trip_and_refusals() {
     let keys = tempfile::tempdir().unwrap();
-    let (key, pubkey, fingerprint) = ssh_keygen(keys.path(), "kiln-qual-test");
-    let (_, other_pub, _) = ssh_keygen(keys.path(), "someone-else");
+    let (key, pubkey, fingerprint) = common::ssh_keygen(keys.path(), "kiln-qual-test");
+    let (_, other_pub, _) = common::ssh_keygen(keys.path(), "someone-else");
     assert!(fingerprint.starts_with("SHA256:"));
 
     // `run --sign-key` signs at write time.
@@ -499,30 +476,16 @@ fn sign_verify_round_trip_and_refusals() {
     assert!(text.contains("the subject's sha256 is"), "{text}");
 }
 
-/// The interoperability venv (`scripts/setup-python-interop`): `None` skips loudly, except
-/// under `CI=true`, where its absence fails.
-fn interop_python() -> Option<PathBuf> {
-    let python = common::repo_root().join(".cache/venv-interop/bin/python");
-    if python.is_file() {
-        return Some(python);
-    }
-    let msg = "SKIPPED: .cache/venv-interop is absent; run scripts/setup-python-interop";
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{msg} (required under CI=true)"
-    );
-    eprintln!("{msg}");
-    None
+/// The interoperability venv (`scripts/setup-python-interop`).
+fn interop_python() -> PathBuf {
+    common::repo_root().join(".cache/venv-interop/bin/python")
 }
 
-#[test]
 fn an_independent_dsse_implementation_verifies_ours_and_we_verify_its() {
-    let Some(python) = interop_python() else {
-        return;
-    };
+    let python = interop_python();
     let script = common::repo_root().join("tools/dsse_interop.py");
     let keys = tempfile::tempdir().unwrap();
-    let (key, pubkey, fingerprint) = ssh_keygen(keys.path(), "interop");
+    let (key, pubkey, fingerprint) = common::ssh_keygen(keys.path(), "interop");
     let run = real_run();
     let r = run.receipt.to_str().unwrap();
     let envelope = qual_attest::envelope_path(&run.receipt);
@@ -575,4 +538,65 @@ fn an_independent_dsse_implementation_verifies_ours_and_we_verify_its() {
     );
     assert_eq!(code, 0, "we refused securesystemslib's envelope: {text}");
     assert!(text.contains(&format!("signed by {fingerprint}")), "{text}");
+}
+
+fn report_runs_verify_when_the_run_directory_is_there_and_refuses_a_contradicted_receipt() {
+    let run = real_run();
+    let receipt = run.receipt.to_str().unwrap();
+    // The untouched receipt is rendered (its run directory agrees).
+    let (code, text) = kiln(&run.root, &["report", receipt, "--markdown", "ok.md"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains(", 0 refused"), "{text}");
+    // An edit `receipt check` cannot see (statuses and case_pass flipped together): the run
+    // directory contradicts it, so report refuses it and renders nothing of it as passed.
+    let mut r = read(&run.receipt);
+    r["results"][2]["status"] = json!("passed");
+    r["results"][2]["metrics"][0]["value"] = json!(1);
+    r["qualification"]["verdict"] = json!("passed");
+    let edited = run.root.join(".qualification/receipts/edited.json");
+    write(&edited, &r);
+    let (code, _) = kiln(&run.root, &["receipt", "check", edited.to_str().unwrap()]);
+    assert_eq!(code, 0, "the edit must be invisible to plain check");
+    let (code, text) = kiln(
+        &run.root,
+        &["report", edited.to_str().unwrap(), "--markdown", "bad.md"],
+    );
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("kiln-qual: refused"), "{text}");
+    assert!(
+        text.contains("contradicted by its run directory: /results/2/status: is \"passed\""),
+        "{text}"
+    );
+    let md = std::fs::read_to_string(run.root.join("bad.md")).unwrap();
+    assert!(!md.contains("✅"), "{md}");
+}
+
+fn main() {
+    use qual_test_fixtures::harness::{self, Trial};
+    harness::run(vec![
+        Trial::new(
+            "the_untouched_receipt_verifies",
+            the_untouched_receipt_verifies,
+        ),
+        Trial::new(
+            "every_tampered_receipt_fails_verify_naming_the_field",
+            every_tampered_receipt_fails_verify_naming_the_field,
+        ),
+        Trial::new(
+            "report_runs_verify_when_the_run_directory_is_there_and_refuses_a_contradicted_receipt",
+            report_runs_verify_when_the_run_directory_is_there_and_refuses_a_contradicted_receipt,
+        ),
+        Trial::new(
+            "sign_verify_round_trip_and_refusals",
+            sign_verify_round_trip_and_refusals,
+        ),
+        Trial::new(
+            "an_independent_dsse_implementation_verifies_ours_and_we_verify_its",
+            an_independent_dsse_implementation_verifies_ours_and_we_verify_its,
+        )
+        .needs(harness::needs_file(
+            &interop_python(),
+            "the independent DSSE implementation (run scripts/setup-python-interop)",
+        )),
+    ]);
 }

@@ -22,6 +22,10 @@
 //! Verification ([`verify`]) reads the envelope strictly (unknown or duplicate keys refused),
 //! requires at least one signature by a trusted key to verify, the subject digest to equal the
 //! receipt's bytes, and the predicate to equal the identity recomputed from the receipt.
+//! The same envelope carries other statements ([`statement_about`], [`publish`], [`open`]):
+//! `qual-campaign` signs a campaign summary together with every receipt it lists, and
+//! `qual-oracle` an oracle result with its input tensors, each with its own predicate type;
+//! [`open`] checks the envelope and the signature, the caller what the statement must say.
 //! No cryptography is implemented here: keys are parsed by `ssh-key`, signatures made and
 //! checked by `ed25519-dalek`.
 
@@ -286,22 +290,28 @@ pub fn predicate(receipt: &Value) -> Value {
     Value::Object(o)
 }
 
-/// The in-toto Statement about one receipt file.
-pub fn statement(file_name: &str, receipt_bytes: &[u8], receipt: &Value) -> Value {
-    let mut digest = Object::new();
-    digest.insert(
-        "sha256",
-        Value::from(hex::encode(Sha256::digest(receipt_bytes))),
-    );
-    let mut subject = Object::new();
-    subject.insert("name", Value::from(file_name));
-    subject.insert("digest", Value::Object(digest));
+/// One in-toto subject: a file name and the SHA-256 of its bytes.
+pub fn subject(name: &str, bytes: &[u8]) -> Value {
+    subject_digest(name, &sha256_hex(bytes))
+}
+
+/// An in-toto Statement v1 about `subjects` with the given predicate.
+pub fn statement_about(subjects: Vec<Value>, predicate_type: &str, predicate: Value) -> Value {
     let mut s = Object::new();
     s.insert("_type", Value::from(STATEMENT_TYPE));
-    s.insert("subject", Value::Array(vec![Value::Object(subject)]));
-    s.insert("predicateType", Value::from(PREDICATE_TYPE));
-    s.insert("predicate", predicate(receipt));
+    s.insert("subject", Value::Array(subjects));
+    s.insert("predicateType", Value::from(predicate_type));
+    s.insert("predicate", predicate);
     Value::Object(s)
+}
+
+/// The in-toto Statement about one receipt file.
+pub fn statement(file_name: &str, receipt_bytes: &[u8], receipt: &Value) -> Value {
+    statement_about(
+        vec![subject(file_name, receipt_bytes)],
+        PREDICATE_TYPE,
+        predicate(receipt),
+    )
 }
 
 /// The envelope text (one JSON line and a newline) signing `statement` with `key`.
@@ -335,19 +345,28 @@ pub fn sign(receipt_path: &Path, key: &SigningKey) -> Result<PathBuf, AttestErro
             path: receipt_path.display().to_string(),
             reason: "the file name is not UTF-8".into(),
         })?;
-    let text = envelope(&statement(name, &bytes, &value), key);
-    let out = envelope_path(receipt_path);
+    publish(
+        &envelope_path(receipt_path),
+        &statement(name, &bytes, &value),
+        key,
+    )
+}
+
+/// Signs `statement` with `key` and creates the envelope at `out` exclusively (an existing
+/// attestation is never replaced); returns `out`.
+pub fn publish(out: &Path, statement: &Value, key: &SigningKey) -> Result<PathBuf, AttestError> {
+    let text = envelope(statement, key);
     let write_err = |reason: String| AttestError::Write {
         path: out.display().to_string(),
         reason,
     };
-    qual_json::publish::write_new(&out, text.as_bytes()).map_err(|e| match e.kind() {
+    qual_json::publish::write_new(out, text.as_bytes()).map_err(|e| match e.kind() {
         std::io::ErrorKind::AlreadyExists => {
             write_err("it already exists (an attestation is never replaced)".into())
         }
         _ => write_err(e.to_string()),
     })?;
-    Ok(out)
+    Ok(out.to_path_buf())
 }
 
 /// What a verified attestation established.
@@ -393,14 +412,26 @@ fn base64(text: &str, what: &str) -> Result<Vec<u8>, AttestError> {
         .map_err(|e| AttestError::Envelope(format!("{what} is not standard base64: {e}")))
 }
 
-/// Verifies the envelope at `envelope_path` against the receipt bytes, its file name and the
-/// trusted keys.
-pub fn verify(
+/// An envelope whose signature verified with a trusted key, and what its statement says.
+#[derive(Clone, Debug)]
+pub struct Opened {
+    /// Who signed.
+    pub verified: Verified,
+    /// The subjects in order: file name and hex SHA-256.
+    pub subjects: Vec<(String, String)>,
+    /// The predicate.
+    pub predicate: Value,
+}
+
+/// Reads the envelope at `envelope_path` strictly, requires a signature by a trusted key over
+/// its payload, and an in-toto Statement v1 of `predicate_type` with at least one well-formed
+/// subject. What the statement must say about which files is the caller's to check
+/// ([`subjects_match`], [`predicate_matches`]).
+pub fn open(
     envelope_path: &Path,
-    receipt_name: &str,
-    receipt_bytes: &[u8],
+    predicate_type: &str,
     trusted: &[TrustedKey],
-) -> Result<Verified, AttestError> {
+) -> Result<Opened, AttestError> {
     let bytes = read_bounded(envelope_path)?;
     let limits = qual_json::Limits {
         max_bytes: MAX_FILE_BYTES,
@@ -431,9 +462,53 @@ pub fn verify(
         .ok_or_else(|| {
             AttestError::Envelope("the envelope's signatures must be a non-empty array".into())
         })?;
-    let message = pae(payload_type, &payload);
+    let verified = signed_by(signatures, &pae(payload_type, &payload), trusted)?;
+    let statement = qual_json::from_slice_with(&payload, limits)
+        .map_err(|e| AttestError::Envelope(format!("the payload is not strict JSON: {e}")))?;
+    let st = exact_object(
+        &statement,
+        &["_type", "subject", "predicateType", "predicate"],
+        "the statement",
+    )?;
+    for (key, want) in [("_type", STATEMENT_TYPE), ("predicateType", predicate_type)] {
+        let got = string(st, key, "the statement")?;
+        if got != want {
+            return Err(AttestError::Envelope(format!(
+                "the statement's {key} is {got:?}, expected {want:?}"
+            )));
+        }
+    }
+    let listed = st
+        .get("subject")
+        .and_then(Value::as_array)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| AttestError::Envelope("the statement must have a subject".into()))?;
+    let mut subjects = Vec::new();
+    for s in listed {
+        let subject = exact_object(s, &["name", "digest"], "the statement's subject")?;
+        let name = string(subject, "name", "the statement's subject")?;
+        let digest = exact_object(
+            subject.get("digest").unwrap_or(&Value::Null),
+            &["sha256"],
+            "the subject's digest",
+        )?;
+        let sha = string(digest, "sha256", "the subject's digest")?;
+        subjects.push((name.to_owned(), sha.to_owned()));
+    }
+    Ok(Opened {
+        verified,
+        subjects,
+        predicate: st.get("predicate").cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// The first signature by a trusted key that verifies over `message`.
+fn signed_by(
+    signatures: &[Value],
+    message: &[u8],
+    trusted: &[TrustedKey],
+) -> Result<Verified, AttestError> {
     let mut seen = Vec::new();
-    let mut verified = None;
     for (i, s) in signatures.iter().enumerate() {
         let what = format!("the envelope's signatures[{i}]");
         let s = exact_object(s, &["keyid", "sig"], &what)?;
@@ -446,85 +521,119 @@ pub fn verify(
         let Ok(sig) = ed25519_dalek::Signature::from_slice(&sig) else {
             continue;
         };
-        if verified.is_none() && key.key.verify(&message, &sig).is_ok() {
-            verified = Some(Verified {
+        if key.key.verify(message, &sig).is_ok() {
+            // Later signatures are still read, so a malformed one is refused wherever it is.
+            for (j, rest) in signatures.iter().enumerate().skip(i + 1) {
+                let what = format!("the envelope's signatures[{j}]");
+                let r = exact_object(rest, &["keyid", "sig"], &what)?;
+                string(r, "keyid", &what)?;
+                base64(string(r, "sig", &what)?, &format!("{what}.sig"))?;
+            }
+            return Ok(Verified {
                 keyid: key.keyid.clone(),
                 comment: key.comment.clone(),
             });
         }
     }
-    let Some(verified) = verified else {
-        return Err(AttestError::Signature(format!(
-            "no signature verifies with a trusted key (the envelope names {})",
-            seen.join(", ")
+    Err(AttestError::Signature(format!(
+        "no signature verifies with a trusted key (the envelope names {})",
+        seen.join(", ")
+    )))
+}
+
+/// The hex SHA-256 of `bytes`, as a subject's digest spells it.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The subjects must be exactly `want` (name and hex SHA-256), in order.
+pub fn subjects_match(opened: &Opened, want: &[(String, String)]) -> Result<(), AttestError> {
+    let got_names: Vec<&str> = opened.subjects.iter().map(|(n, _)| n.as_str()).collect();
+    let want_names: Vec<&str> = want.iter().map(|(n, _)| n.as_str()).collect();
+    if got_names != want_names {
+        return Err(AttestError::Mismatch(format!(
+            "the subjects are {}, the files are {}",
+            qual_json::show::list(&got_names),
+            qual_json::show::list(&want_names)
         )));
-    };
-    let statement = qual_json::from_slice_with(&payload, limits)
-        .map_err(|e| AttestError::Envelope(format!("the payload is not strict JSON: {e}")))?;
-    let st = exact_object(
-        &statement,
-        &["_type", "subject", "predicateType", "predicate"],
-        "the statement",
-    )?;
-    for (key, want) in [("_type", STATEMENT_TYPE), ("predicateType", PREDICATE_TYPE)] {
-        let got = string(st, key, "the statement")?;
+    }
+    for ((name, got), (_, want)) in opened.subjects.iter().zip(want) {
         if got != want {
-            return Err(AttestError::Envelope(format!(
-                "the statement's {key} is {got:?}, expected {want:?}"
+            return Err(AttestError::Mismatch(format!(
+                "the subject {name:?} has sha256 {got}, the file's bytes hash to {want}"
             )));
         }
     }
-    let subjects = st
-        .get("subject")
-        .and_then(Value::as_array)
-        .filter(|s| s.len() == 1)
-        .ok_or_else(|| {
-            AttestError::Envelope("the statement must have exactly one subject".into())
-        })?;
-    let subject = exact_object(&subjects[0], &["name", "digest"], "the statement's subject")?;
-    let name = string(subject, "name", "the statement's subject")?;
+    Ok(())
+}
+
+/// One subject named `name` with the hex SHA-256 `sha256_hex` (a file bound by a digest
+/// recorded elsewhere).
+pub fn subject_digest(name: &str, sha256_hex: &str) -> Value {
+    let mut digest = Object::new();
+    digest.insert("sha256", Value::from(sha256_hex));
+    let mut subject = Object::new();
+    subject.insert("name", Value::from(name));
+    subject.insert("digest", Value::Object(digest));
+    Value::Object(subject)
+}
+
+/// The signed predicate must equal `expected` (canonical JSON); the error names the keys that
+/// differ.
+pub fn predicate_matches(opened: &Opened, expected: &Value, what: &str) -> Result<(), AttestError> {
+    let got = &opened.predicate;
+    if qual_json::to_canonical_string(got) == qual_json::to_canonical_string(expected) {
+        return Ok(());
+    }
+    let mut keys: Vec<String> = Vec::new();
+    if let (Some(a), Some(b)) = (got.as_object(), expected.as_object()) {
+        for k in a.keys().chain(b.keys()) {
+            let differs = a.get(k).map(qual_json::to_canonical_string)
+                != b.get(k).map(qual_json::to_canonical_string);
+            if differs && !keys.contains(k) {
+                keys.push(k.clone());
+            }
+        }
+    }
+    Err(AttestError::Mismatch(format!(
+        "the predicate differs from {what} in: {}",
+        if keys.is_empty() {
+            "its shape".to_owned()
+        } else {
+            keys.join(", ")
+        }
+    )))
+}
+
+/// Verifies the envelope at `envelope_path` against the receipt bytes, its file name and the
+/// trusted keys.
+pub fn verify(
+    envelope_path: &Path,
+    receipt_name: &str,
+    receipt_bytes: &[u8],
+    trusted: &[TrustedKey],
+) -> Result<Verified, AttestError> {
+    let opened = open(envelope_path, PREDICATE_TYPE, trusted)?;
+    let [(name, got)] = opened.subjects.as_slice() else {
+        return Err(AttestError::Envelope(
+            "the statement must have exactly one subject".into(),
+        ));
+    };
     if name != receipt_name {
         return Err(AttestError::Mismatch(format!(
             "the subject is {name:?}, the receipt file is {receipt_name:?}"
         )));
     }
-    let digest = exact_object(
-        subject.get("digest").unwrap_or(&Value::Null),
-        &["sha256"],
-        "the subject's digest",
-    )?;
     let want = hex::encode(Sha256::digest(receipt_bytes));
-    let got = string(digest, "sha256", "the subject's digest")?;
-    if got != want {
+    if *got != want {
         return Err(AttestError::Mismatch(format!(
             "the subject's sha256 is {got}, the receipt's bytes hash to {want}"
         )));
     }
     let receipt = qual_json::from_slice(receipt_bytes)
         .map_err(|e| AttestError::Mismatch(format!("the receipt is not strict JSON: {e}")))?;
-    let expected = predicate(&receipt);
-    let got = st.get("predicate").unwrap_or(&Value::Null);
-    if qual_json::to_canonical_string(got) != qual_json::to_canonical_string(&expected) {
-        let mut keys: Vec<String> = Vec::new();
-        if let (Some(a), Some(b)) = (got.as_object(), expected.as_object()) {
-            for k in a.keys().chain(b.keys()) {
-                let differs = a.get(k).map(qual_json::to_canonical_string)
-                    != b.get(k).map(qual_json::to_canonical_string);
-                if differs && !keys.contains(k) {
-                    keys.push(k.clone());
-                }
-            }
-        }
-        return Err(AttestError::Mismatch(format!(
-            "the predicate differs from the receipt's identity in: {}",
-            if keys.is_empty() {
-                "its shape".to_owned()
-            } else {
-                keys.join(", ")
-            }
-        )));
-    }
-    Ok(verified)
+    predicate_matches(&opened, &predicate(&receipt), "the receipt's identity")?;
+    Ok(opened.verified)
 }
 
 #[cfg(test)]

@@ -9,11 +9,14 @@
 //! ([`memory`]) and the engine's Prometheus counters ([`prom`]) as diagnostic evidence, binds
 //! the runtime ([`identity`], [`manifest`]), pairs every row with the reference engine's
 //! receipt ([`pairing`]), and writes self-hashing per-profile receipts and a summary written
-//! last ([`records`], [`campaign`]); [`verify`] re-checks a campaign directory; [`report`]
+//! last ([`records`], [`campaign`]), and signs them ([`attest`]); [`verify`] re-checks a campaign directory, recomputing
+//! what the records claim from their own numbers ([`recompute`]); [`report`]
 //! reads verified records into `kiln-qual report`'s views.
 
+pub mod attest;
 pub mod campaign;
 pub mod identity;
+pub mod installed;
 pub mod manifest;
 // `unsafe`: device memory is read through the NVIDIA management library loaded with dlopen.
 #[allow(unsafe_code)]
@@ -23,6 +26,7 @@ pub mod profiles;
 pub mod progress;
 pub mod prom;
 pub mod prompts;
+pub mod recompute;
 pub mod records;
 pub mod report;
 pub mod row;

@@ -2,17 +2,24 @@
 //! reference runtime, bound by content.
 //!
 //! Captured: the interpreter (path, resolved path, digest, implementation, version), its
-//! site directories, every installed distribution (`*.dist-info`: name, version, the digest
-//! of its `RECORD` — which lists the hash of every installed file — and the real digests of
-//! its native extensions), and the inference-affecting environment variables of the launch.
-//! Native extensions of GPU-only library distributions (`nvidia-*`, `cuda-*`, `triton`) are
-//! bound through their `RECORD` digest only: they are not executed by a CPU run and hashing
-//! their ~4 GB on every capture would dominate the campaign. A capture is taken twice and the
-//! two must be byte-identical; `runtime_content_sha256` is the canonical hash of the
-//! manifest without that key. The interpreter is asked for its facts through `qual-exec`
-//! (isolated mode `-I`, a minimal environment).
+//! site directories and module path, every installed distribution (`*.dist-info`: name,
+//! version, the digest of its `RECORD`, and every file `RECORD` lists hashed and compared with
+//! the hash `RECORD` gives: the count that agrees, each disagreement by path, and the digests
+//! of files listed without a hash — [`crate::installed`]), the start-up files on the module
+//! path that no distribution owns (`*.pth`, `sitecustomize`, `usercustomize`), and the
+//! inference-affecting environment variables of the launch. So the manifest binds installed
+//! bytes, not only names and versions: an edited module shows as a mismatch, an added
+//! `.pth` or `sitecustomize.py` as an unowned file, and either changes the content hash. A
+//! capture is taken twice and the two must be byte-identical; `runtime_content_sha256` is the
+//! canonical hash of the manifest without that key. The interpreter is asked for its facts
+//! through `qual-exec` (isolated mode `-I`, `-B` so it writes no compiled file, a minimal
+//! environment; the probe's answer is its last line of output, so a `sitecustomize` that
+//! prints does not break it). Not covered: the standard library's own files (bound only
+//! through the interpreter's version), zip archives on `sys.path`, and the user site
+//! directory (the probe runs isolated, as `-I` disables it).
 
 use crate::identity::digest_file;
+use crate::installed::{self, InstalledFile, RecordMismatch, UnownedFile, DIST_INFO_FILE_LIMIT};
 use crate::records::{FileDigest, ManifestBinding};
 use qual_json::file::{read_regular_bytes, read_regular_string};
 use serde::{Deserialize, Serialize};
@@ -21,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Manifest schema.
-pub const SCHEMA: &str = "kiln-qual.runtime-manifest.v1";
+pub const SCHEMA: &str = "kiln-qual.runtime-manifest.v2";
 
 /// Environment variables that can change what an inference runtime computes.
 pub const INFERENCE_ENV_PREFIXES: [&str; 12] = [
@@ -53,18 +60,6 @@ pub struct Interpreter {
     pub prefix: String,
 }
 
-/// One native extension.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NativeExtension {
-    /// Path relative to the site directory.
-    pub path: String,
-    /// Size.
-    pub bytes: u64,
-    /// `sha256:` of the content.
-    pub sha256: String,
-}
-
 /// One installed distribution.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,8 +72,12 @@ pub struct Distribution {
     pub record_sha256: String,
     /// Files listed in RECORD.
     pub record_files: u64,
-    /// Native extensions hashed (empty for GPU-only library distributions).
-    pub native_extensions: Vec<NativeExtension>,
+    /// Files whose bytes match the hash RECORD gives for them.
+    pub verified_files: u64,
+    /// Files RECORD lists without a `sha256` (RECORD itself excepted), hashed here.
+    pub unhashed_files: Vec<InstalledFile>,
+    /// Files whose bytes disagree with RECORD (or that are missing or unreadable).
+    pub record_mismatches: Vec<RecordMismatch>,
 }
 
 /// A runtime manifest.
@@ -89,14 +88,52 @@ pub struct Manifest {
     pub schema: String,
     /// Interpreter.
     pub interpreter: Interpreter,
-    /// Site directories scanned.
+    /// Site directories scanned for distributions and `*.pth` files.
     pub site_directories: Vec<String>,
+    /// The interpreter's `sys.path` directories, scanned for `sitecustomize` / `usercustomize`.
+    pub module_path: Vec<String>,
     /// Distributions sorted by name.
     pub distributions: Vec<Distribution>,
+    /// Start-up files on the module path that no distribution's RECORD lists.
+    pub unowned_files: Vec<UnownedFile>,
     /// Inference-affecting environment of the launch.
     pub environment: BTreeMap<String, String>,
     /// Canonical hash of the manifest without this key.
     pub runtime_content_sha256: String,
+}
+
+impl Manifest {
+    /// One line per thing a reader must know about these installed bytes: each file that
+    /// disagrees with its distribution's RECORD, and each start-up file no distribution owns.
+    pub fn findings(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for d in &self.distributions {
+            for m in &d.record_mismatches {
+                let what = match &m.found {
+                    installed::Found::Differs { sha256, .. } => {
+                        format!("differs from its RECORD (now {sha256})")
+                    }
+                    installed::Found::Missing => "is listed in its RECORD but missing".into(),
+                    installed::Found::Unreadable { error } => {
+                        format!("cannot be hashed ({error})")
+                    }
+                };
+                v.push(format!("{} {}: {} {what}", d.name, d.version, m.path));
+            }
+        }
+        for u in &self.unowned_files {
+            let kind = match u.kind {
+                installed::UnownedKind::Pth => "a .pth file",
+                installed::UnownedKind::Sitecustomize => "a sitecustomize module",
+                installed::UnownedKind::Usercustomize => "a usercustomize module",
+            };
+            v.push(format!(
+                "{} is {kind} no distribution owns ({})",
+                u.path, u.sha256
+            ));
+        }
+        v
+    }
 }
 
 /// Why a manifest could not be captured or read.
@@ -116,7 +153,7 @@ pub enum ManifestError {
     Invalid(String),
 }
 
-const PROBE: &str = "import json, platform, sys, sysconfig\nprint(json.dumps({'implementation': sys.implementation.name, 'version': platform.python_version(), 'prefix': sys.prefix, 'purelib': sysconfig.get_paths()['purelib'], 'platlib': sysconfig.get_paths()['platlib']}, sort_keys=True))";
+const PROBE: &str = "import json, os, platform, site, sys, sysconfig\nprint()\nprint(json.dumps({'implementation': sys.implementation.name, 'version': platform.python_version(), 'prefix': sys.prefix, 'purelib': sysconfig.get_paths()['purelib'], 'platlib': sysconfig.get_paths()['platlib'], 'sites': [os.path.abspath(p) for p in site.getsitepackages()], 'path': [os.path.abspath(p) for p in sys.path if p and os.path.isdir(p)]}, sort_keys=True))";
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -126,6 +163,8 @@ struct Probe {
     prefix: String,
     purelib: String,
     platlib: String,
+    sites: Vec<String>,
+    path: Vec<String>,
 }
 
 fn ask(python: &Path) -> Result<Probe, ManifestError> {
@@ -133,6 +172,8 @@ fn ask(python: &Path) -> Result<Probe, ManifestError> {
         argv: vec![
             python.display().to_string(),
             "-I".into(),
+            // The capture must not change what it describes: no compiled files written.
+            "-B".into(),
             "-c".into(),
             PROBE.into(),
         ],
@@ -156,7 +197,10 @@ fn ask(python: &Path) -> Result<Probe, ManifestError> {
             qual_json::escape_text(&String::from_utf8_lossy(&ex.stderr.tail))
         )));
     }
-    let v = qual_json::from_slice(ex.stdout.head.trim_ascii())
+    // The answer is the last line: a `sitecustomize` may have printed before it.
+    let out = ex.stdout.head.trim_ascii();
+    let last = out.rsplit(|b| *b == b'\n').next().unwrap_or(out);
+    let v = qual_json::from_slice(last)
         .map_err(|e| ManifestError::Interpreter(format!("probe output: {e}")))?;
     serde_json::from_value(v.to_serde().unwrap_or_default())
         .map_err(|e| ManifestError::Interpreter(format!("probe output: {e}")))
@@ -168,51 +212,25 @@ fn metadata_field(text: &str, key: &str) -> Option<String> {
         .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
 }
 
-fn gpu_only(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    n.starts_with("nvidia-") || n.starts_with("nvidia_") || n.starts_with("cuda-") || n == "triton"
-}
-
-/// The most a distribution's `METADATA` or `RECORD` may hold.
-const DIST_INFO_FILE_LIMIT: usize = 64 << 20;
-
-fn distribution(site: &Path, info: &Path) -> Result<Distribution, ManifestError> {
+/// One distribution and the resolved paths its RECORD owns.
+fn distribution(
+    site: &Path,
+    info: &Path,
+) -> Result<(Distribution, std::collections::BTreeSet<PathBuf>), ManifestError> {
     let files = |e: std::io::Error| ManifestError::Files(format!("{}: {e}", info.display()));
     let meta = read_regular_string(&info.join("METADATA"), DIST_INFO_FILE_LIMIT).map_err(files)?;
     let record = read_regular_bytes(&info.join("RECORD"), DIST_INFO_FILE_LIMIT).map_err(files)?;
-    let name = metadata_field(&meta, "Name:").unwrap_or_default();
-    let version = metadata_field(&meta, "Version:").unwrap_or_default();
-    let text = String::from_utf8_lossy(&record);
-    let entries: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.split(',').next())
-        .filter(|p| !p.is_empty())
-        .collect();
-    let mut native = Vec::new();
-    if !gpu_only(&name) {
-        let mut sos: Vec<&str> = entries
-            .iter()
-            .copied()
-            .filter(|p| p.ends_with(".so") || p.contains(".so."))
-            .filter(|p| !p.starts_with(".."))
-            .collect();
-        sos.sort_unstable();
-        for p in sos {
-            let d = digest_file(&site.join(p)).map_err(ManifestError::Files)?;
-            native.push(NativeExtension {
-                path: p.to_string(),
-                bytes: d.bytes,
-                sha256: d.sha256,
-            });
-        }
-    }
-    Ok(Distribution {
-        name,
-        version,
+    let checked = installed::check_record(site, info, &record);
+    let d = Distribution {
+        name: metadata_field(&meta, "Name:").unwrap_or_default(),
+        version: metadata_field(&meta, "Version:").unwrap_or_default(),
         record_sha256: qual_json::sha256_prefixed(&record),
-        record_files: entries.len() as u64,
-        native_extensions: native,
-    })
+        record_files: checked.record_files,
+        verified_files: checked.verified_files,
+        unhashed_files: checked.unhashed_files,
+        record_mismatches: checked.mismatches,
+    };
+    Ok((d, checked.owned))
 }
 
 /// One capture.
@@ -225,9 +243,13 @@ pub fn capture_once(
         .map_err(|e| ManifestError::Interpreter(format!("{}: {e}", python.display())))?;
     let probe = ask(python)?;
     let mut sites: Vec<String> = vec![probe.purelib.clone(), probe.platlib.clone()];
+    sites.extend(probe.sites.iter().cloned());
     sites.sort();
     sites.dedup();
+    let mut module_path = probe.path.clone();
+    module_path.dedup();
     let mut dists = Vec::new();
+    let mut owned = std::collections::BTreeSet::new();
     for s in &sites {
         let site = PathBuf::from(s);
         let Ok(dir) = std::fs::read_dir(&site) else {
@@ -240,7 +262,9 @@ pub fn capture_once(
             .collect();
         infos.sort();
         for info in infos {
-            dists.push(distribution(&site, &info)?);
+            let (d, o) = distribution(&site, &info)?;
+            dists.push(d);
+            owned.extend(o);
         }
     }
     dists.sort_by(|a, b| {
@@ -248,6 +272,8 @@ pub fn capture_once(
             .to_ascii_lowercase()
             .cmp(&b.name.to_ascii_lowercase())
     });
+    let unowned_files =
+        installed::unowned(&sites, &module_path, &owned).map_err(ManifestError::Files)?;
     let env = environment
         .iter()
         .filter(|(k, _)| INFERENCE_ENV_PREFIXES.iter().any(|p| k.starts_with(p)))
@@ -262,7 +288,9 @@ pub fn capture_once(
             prefix: probe.prefix,
         },
         site_directories: sites,
+        module_path,
         distributions: dists,
+        unowned_files,
         environment: env,
         runtime_content_sha256: String::new(),
     };

@@ -4,14 +4,16 @@
 //! Nothing is rendered from a record that does not verify. A summary: its schema and
 //! self-hash, then every listed receipt (file name, file hash against the summary, schema,
 //! self-hash, the internal checks of [`verify::check_receipt`] — prompt-set and output-set
-//! hashes regenerated, row and receipt verdicts re-derived). A receipt found without a
-//! summary that lists it: the same receipt checks. When a receipt's pairing names a reference
+//! hashes regenerated, row and receipt verdicts re-derived, and [`crate::recompute`]'s
+//! re-derivations, with the directory listing and campaign-wide workload for a summary). A
+//! receipt found without a summary that lists it: the same receipt checks. When a receipt's pairing names a reference
 //! receipt that is still there with the bytes it recorded, the pairing is recomputed and must
 //! equal the recorded one; a reference that moved or changed since is noted, not refused (a
 //! report may read an archived copy without the reference beside it). Any finding refuses the
 //! whole file with every finding.
 
-use crate::pairing::{self, ReferenceRole};
+use crate::pairing;
+use crate::recompute;
 use crate::records::{
     self, Match, Mismatch, ProfileStatus, Receipt, Summary, Verdict, VerdictEffect,
 };
@@ -32,8 +34,10 @@ pub struct Loaded {
 }
 
 /// Reads, verifies and converts every campaign file of `set`, moving the results into it.
-pub fn load_into(set: &mut qual_report::ReportSet) {
-    let l = load(&set.campaign_files);
+/// With `trusted` keys, a summary's attestation, when present, must verify (else the campaign
+/// is refused) and its signer is shown; an unsigned campaign is noted.
+pub fn load_into(set: &mut qual_report::ReportSet, trusted: Option<&[qual_attest::TrustedKey]>) {
+    let l = load(&set.campaign_files, trusted);
     set.campaigns.extend(l.campaigns);
     set.refused.extend(l.refused);
     set.refused.sort_by(|a, b| a.path.cmp(&b.path));
@@ -53,14 +57,14 @@ fn key(p: &Path) -> PathBuf {
 
 /// Reads every campaign file in `files` (summaries and receipts, as `qual_report::collect`
 /// found them).
-pub fn load(files: &[PathBuf]) -> Loaded {
+pub fn load(files: &[PathBuf], trusted: Option<&[qual_attest::TrustedKey]>) -> Loaded {
     let mut out = Loaded::default();
     let (summaries, receipts): (Vec<&PathBuf>, Vec<&PathBuf>) = files
         .iter()
         .partition(|p| schema_of(p).as_deref() == Some(records::SUMMARY_SCHEMA));
     let mut covered = BTreeSet::new();
     for path in summaries {
-        match summary(path, &mut out.notes) {
+        match summary(path, trusted, &mut out.notes) {
             Ok((v, listed)) => {
                 covered.extend(listed.iter().map(|p| key(p)));
                 out.campaigns.push(v);
@@ -79,7 +83,7 @@ pub fn load(files: &[PathBuf]) -> Loaded {
         if covered.contains(&key(path)) {
             continue;
         }
-        match receipt(path, &mut out.notes) {
+        match receipt(path, None, None, &mut out.notes) {
             Ok((r, p)) => out.campaigns.push(view::CampaignView {
                 path: path.clone(),
                 campaign_id: r.campaign_id.clone(),
@@ -88,6 +92,7 @@ pub fn load(files: &[PathBuf]) -> Loaded {
                 from_summary: false,
                 profiles: vec![p],
                 not_run: Vec::new(),
+                signed_by: None,
             }),
             Err(reasons) => out.refused.push(qual_report::Refused {
                 path: path.clone(),
@@ -100,7 +105,11 @@ pub fn load(files: &[PathBuf]) -> Loaded {
 
 type SummaryRead = Result<(view::CampaignView, Vec<PathBuf>), (Vec<PathBuf>, Vec<String>)>;
 
-fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
+fn summary(
+    path: &Path,
+    trusted: Option<&[qual_attest::TrustedKey]>,
+    notes: &mut Vec<String>,
+) -> SummaryRead {
     let at = path.display().to_string();
     let (doc, s): (_, Summary) = match records::read_record(path) {
         Ok((_, d, s)) => (d, s),
@@ -120,6 +129,7 @@ fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
     let mut listed = Vec::new();
     let mut profiles = Vec::new();
     let mut not_run = Vec::new();
+    let mut read: Vec<(String, Receipt)> = Vec::new();
     for (i, line) in s.profiles.iter().enumerate() {
         if line.status != ProfileStatus::Completed {
             not_run.push((
@@ -140,7 +150,12 @@ fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
         }
         let rp = dir.join(name);
         listed.push(rp.clone());
-        match receipt(&rp, notes) {
+        match receipt(
+            &rp,
+            s.reference_dir.as_deref(),
+            Some(&s.output_evidence),
+            notes,
+        ) {
             Ok((r, p)) => {
                 let bytes = qual_json::read_file_limited(&rp, records::MAX_RECORD_BYTES)
                     .unwrap_or_default();
@@ -160,10 +175,31 @@ fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
                     ));
                 }
                 profiles.push(p);
+                read.push((rp.display().to_string(), r));
             }
             Err(e) => findings.extend(e),
         }
     }
+    let mut signed_by = None;
+    if let Some(keys) = trusted {
+        if qual_attest::envelope_path(path).exists() {
+            match crate::attest::verify(path, keys) {
+                Ok(v) => signed_by = Some(format!("{} ({})", v.keyid, v.comment)),
+                Err(e) => findings.push(format!(
+                    "{}: failed to {e}",
+                    qual_attest::envelope_path(path).display()
+                )),
+            }
+        } else {
+            notes.push(format!(
+                "{at}: not signed (no {})",
+                qual_attest::envelope_path(path).display()
+            ));
+        }
+    }
+    findings.extend(recompute::directory_findings(dir, path, &s));
+    let pairs: Vec<(String, &Receipt)> = read.iter().map(|(p, r)| (p.clone(), r)).collect();
+    findings.extend(recompute::shared_workload_findings(&s, &pairs));
     if !findings.is_empty() {
         return Err((listed, findings));
     }
@@ -176,6 +212,7 @@ fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
             from_summary: true,
             profiles,
             not_run,
+            signed_by,
         },
         listed,
     ))
@@ -183,27 +220,32 @@ fn summary(path: &Path, notes: &mut Vec<String>) -> SummaryRead {
 
 fn receipt(
     path: &Path,
+    reference_dir: Option<&str>,
+    evidence: Option<&str>,
     notes: &mut Vec<String>,
 ) -> Result<(Receipt, view::ProfileView), Vec<String>> {
     let (_, r) = pairing::read_receipt(path).map_err(|e| vec![e])?;
     let at = path.display().to_string();
     let mut findings = Vec::new();
     verify::check_receipt(&r, &mut findings, &at);
+    if let Some(mode) = evidence {
+        findings.extend(
+            recompute::evidence_findings(&r, mode)
+                .into_iter()
+                .map(|m| format!("{at}: {m}")),
+        );
+    }
     if let Some(c) = &r.comparison {
         let reference = Path::new(&c.reference_receipt);
         match qual_json::read_file_limited(reference, records::MAX_RECORD_BYTES) {
             Ok(b) if qual_json::sha256_prefixed(&b) == c.reference_receipt_sha256 => {
-                let role = if r.reference_role == "qualification_gate" {
-                    ReferenceRole::QualificationGate
-                } else {
-                    ReferenceRole::Evidence
-                };
-                match pairing::compare(&r, reference, role) {
-                    Ok(again) if again == *c => {}
-                    Ok(_) => findings.push(format!(
-                        "{at}: /comparison differs from the pairing recomputed against {}",
-                        reference.display()
-                    )),
+                verify::compare_again(&r, reference, &b, &mut findings, &at);
+                match pairing::receipt_from_bytes(reference, &b) {
+                    Ok(reference) => findings.extend(
+                        recompute::reference_findings(&r, &reference, &b, reference_dir)
+                            .into_iter()
+                            .map(|m| format!("{at}: {m}")),
+                    ),
                     Err(e) => findings.push(format!("{at}: /comparison cannot be recomputed: {e}")),
                 }
             }

@@ -204,7 +204,7 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-fn gate(name: &str, ok: bool, detail: String) -> Gate {
+pub(crate) fn gate(name: &str, ok: bool, detail: String) -> Gate {
     Gate {
         name: name.into(),
         detail,
@@ -237,7 +237,8 @@ pub fn summarize(
             Outcome::Succeeded => None,
         })
         .collect();
-    let tokens = |r: &RequestRecord| r.usage.map(|u| u.completion_tokens).unwrap_or(0);
+    // The count the client defends (a success's claim is within what it received).
+    let tokens = |r: &RequestRecord| r.output_tokens.map_or(0, |c| c.value);
     let completion_tokens: u64 = ok.iter().map(|(_, r)| tokens(r)).sum();
     let starts: Vec<u64> = records.iter().filter_map(|r| r.started_ns).collect();
     let ends: Vec<u64> = records.iter().filter_map(|r| r.end_ns).collect();
@@ -348,24 +349,74 @@ fn gates(
     let n = records.len();
     let mut g = Vec::new();
     request_gates(&mut g, records, ok);
-    g.push(gate(
+    g.push(dispatch_gate(spread, cfg.max_dispatch_spread_ms));
+    let served: Vec<Served> = ok
+        .iter()
+        .map(|(i, r)| Served {
+            index: *i,
+            completion_tokens: r.usage.map(|u| u.completion_tokens),
+            prompt_tokens: r.usage.map(|u| u.prompt_tokens),
+            finish_reason: r.finish_reason.as_deref(),
+        })
+        .collect();
+    output_gates(
+        &mut g,
+        plan.max_tokens,
+        plan.contract.prompt_tokens,
+        &served,
+        n,
+    );
+    memory_gates(&mut g, memory, cfg.memory_limit_bytes);
+    if cfg.metrics_scraped {
+        let client_tokens: u64 = served.iter().filter_map(|s| s.completion_tokens).sum();
+        server_gates(&mut g, server, served.len() as u64, client_tokens);
+    }
+    g
+}
+
+/// `dispatch_spread`: `spread` is `f64::MAX` when not every request was dispatched.
+pub(crate) fn dispatch_gate(spread: f64, bound_ms: f64) -> Gate {
+    gate(
         "dispatch_spread",
-        spread <= cfg.max_dispatch_spread_ms,
+        spread <= bound_ms,
         if spread == f64::MAX {
             "not every request was dispatched".into()
         } else {
-            format!(
-                "{spread:.3} ms between the first and last dispatch (bound {} ms)",
-                cfg.max_dispatch_spread_ms
-            )
+            format!("{spread:.3} ms between the first and last dispatch (bound {bound_ms} ms)")
         },
-    ));
-    output_gates(&mut g, plan, ok, n);
-    memory_gates(&mut g, memory, cfg);
-    if cfg.metrics_scraped {
-        server_gates(&mut g, server, ok);
-    }
-    g
+    )
+}
+
+/// What the output gates read of one successful request (from its record while measuring,
+/// from the row's evidence when verifying).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Served<'a> {
+    /// Request index within the row.
+    pub index: usize,
+    /// `usage.completion_tokens`.
+    pub completion_tokens: Option<u64>,
+    /// `usage.prompt_tokens`.
+    pub prompt_tokens: Option<u64>,
+    /// The finish reason.
+    pub finish_reason: Option<&'a str>,
+}
+
+/// `all_requests_succeeded`: `first_error` is the lowest failed index and its reason.
+pub(crate) fn succeeded_gate(
+    successes: usize,
+    n: usize,
+    first_error: Option<(usize, &str)>,
+) -> Gate {
+    gate(
+        "all_requests_succeeded",
+        successes == n,
+        format!(
+            "{successes} of {n} requests succeeded{}",
+            first_error
+                .map(|(i, reason)| format!("; request {i}: {reason}"))
+                .unwrap_or_default()
+        ),
+    )
 }
 
 /// `all_requests_succeeded` and `positive_completion_usage`.
@@ -375,18 +426,10 @@ fn request_gates(g: &mut Vec<Gate>, records: &[RequestRecord], ok: &[(usize, &Re
         .iter()
         .enumerate()
         .find_map(|(i, r)| match &r.outcome {
-            Outcome::Failed { reason } => Some(format!("; request {i}: {reason}")),
+            Outcome::Failed { reason } => Some((i, reason.as_str())),
             Outcome::Succeeded => None,
         });
-    g.push(gate(
-        "all_requests_succeeded",
-        ok.len() == n,
-        format!(
-            "{} of {n} requests succeeded{}",
-            ok.len(),
-            first_error.unwrap_or_default()
-        ),
-    ));
+    g.push(succeeded_gate(ok.len(), n, first_error));
     // Every usage record the server sent counts, also on requests the client refused (a
     // zero-token "success" is refused by the client and must still name this gate).
     let bad_usage: Vec<usize> = records
@@ -399,60 +442,76 @@ fn request_gates(g: &mut Vec<Gate>, records: &[RequestRecord], ok: &[(usize, &Re
         })
         .map(|(i, _)| i)
         .collect();
-    g.push(gate(
+    g.push(usage_gate(&bad_usage, !ok.is_empty()));
+}
+
+/// `positive_completion_usage`: `bad_usage` are the requests whose usage had a zero count.
+pub(crate) fn usage_gate(bad_usage: &[usize], any_success: bool) -> Gate {
+    gate(
         "positive_completion_usage",
-        bad_usage.is_empty() && !ok.is_empty(),
+        bad_usage.is_empty() && any_success,
         if !bad_usage.is_empty() {
             format!("requests {bad_usage:?} reported zero prompt or completion tokens")
-        } else if ok.is_empty() {
+        } else if !any_success {
             "no request succeeded".into()
         } else {
             "every success reported positive prompt and completion tokens".into()
         },
-    ));
+    )
 }
 
 /// `fixed_output_length` and the profile's prompt-token gate (uniform or mixed).
-fn output_gates(g: &mut Vec<Gate>, plan: &RowPlan, ok: &[(usize, &RequestRecord)], n: usize) {
+///
+/// The output length is the count the client defends: a request whose usage claim the client
+/// refused (`qual_serve::claims::claim_bound`) is not a success, so for every success the
+/// claimed `usage.completion_tokens` is the count the client accepted; the bare claim of a
+/// refused request never reaches this gate.
+pub(crate) fn output_gates(
+    g: &mut Vec<Gate>,
+    max_tokens: u64,
+    prompt_tokens: PromptTokens,
+    ok: &[Served],
+    n: usize,
+) {
     let wrong_len: Vec<String> = ok
         .iter()
-        .filter(|(_, r)| {
-            r.usage.map(|u| u.completion_tokens) != Some(plan.max_tokens)
-                || r.finish_reason.as_deref() != Some("length")
-        })
-        .map(|(i, r)| {
+        .filter(|r| r.completion_tokens != Some(max_tokens) || r.finish_reason != Some("length"))
+        .map(|r| {
             format!(
-                "request {i}: {} tokens, finish {}",
-                r.usage
-                    .map(|u| u.completion_tokens.to_string())
+                "request {}: {} tokens, finish {}",
+                r.index,
+                r.completion_tokens
+                    .map(|t| t.to_string())
                     .unwrap_or("null".into()),
-                qual_json::show::quote(r.finish_reason.as_deref().unwrap_or("null"))
+                qual_json::show::quote(r.finish_reason.unwrap_or("null"))
             )
         })
         .collect();
     g.push(gate(
         "fixed_output_length",
         wrong_len.is_empty() && !ok.is_empty(),
-        if wrong_len.is_empty() {
+        if ok.is_empty() {
+            format!(
+                "no request succeeded, so none produced max_tokens = {} tokens",
+                max_tokens
+            )
+        } else if wrong_len.is_empty() {
             format!(
                 "every success produced max_tokens = {} tokens with finish \"length\"",
-                plan.max_tokens
+                max_tokens
             )
         } else {
             format!(
                 "expected {} tokens with finish \"length\": {}",
-                plan.max_tokens,
+                max_tokens,
                 wrong_len.join("; ")
             )
         },
     ));
-    let mut distinct: Vec<u64> = ok
-        .iter()
-        .filter_map(|(_, r)| r.usage.map(|u| u.prompt_tokens))
-        .collect();
+    let mut distinct: Vec<u64> = ok.iter().filter_map(|r| r.prompt_tokens).collect();
     distinct.sort_unstable();
     distinct.dedup();
-    match plan.contract.prompt_tokens {
+    match prompt_tokens {
         PromptTokens::Uniform => g.push(gate(
             "uniform_prompt_tokens",
             distinct.len() == 1,
@@ -471,7 +530,7 @@ fn output_gates(g: &mut Vec<Gate>, plan: &RowPlan, ok: &[(usize, &RequestRecord)
 }
 
 /// `memory_measured` and `absolute_memory_limit`.
-fn memory_gates(g: &mut Vec<Gate>, memory: Option<MemorySnapshot>, cfg: &GateConfig) {
+pub(crate) fn memory_gates(g: &mut Vec<Gate>, memory: Option<MemorySnapshot>, limit: u64) {
     g.push(gate(
         "memory_measured",
         memory.is_some_and(|m| m.samples >= 2),
@@ -482,22 +541,21 @@ fn memory_gates(g: &mut Vec<Gate>, memory: Option<MemorySnapshot>, cfg: &GateCon
     ));
     g.push(gate(
         "absolute_memory_limit",
-        memory.is_some_and(|m| m.peak_bytes <= cfg.memory_limit_bytes),
+        memory.is_some_and(|m| m.peak_bytes <= limit),
         match memory {
-            Some(m) => format!(
-                "peak {} bytes (limit {} bytes)",
-                m.peak_bytes, cfg.memory_limit_bytes
-            ),
+            Some(m) => format!("peak {} bytes (limit {} bytes)", m.peak_bytes, limit),
             None => "no memory measurement".into(),
         },
     ));
 }
 
-/// `server_metrics_readable` and, when the scrape worked, `server_request_accounting`.
-fn server_gates(
+/// `server_metrics_readable` and, when the scrape worked, `server_request_accounting`
+/// (`successes` requests and `client_tokens` completion tokens seen by the client).
+pub(crate) fn server_gates(
     g: &mut Vec<Gate>,
     server: Option<&Result<ServerMetricsDelta, String>>,
-    ok: &[(usize, &RequestRecord)],
+    successes: u64,
+    client_tokens: u64,
 ) {
     match server {
         Some(Ok(d)) => {
@@ -506,7 +564,7 @@ fn server_gates(
                 true,
                 "the engine's /metrics was scraped before and after the row".into(),
             ));
-            if let Some(acc) = accounting(d, ok) {
+            if let Some(acc) = accounting(d, successes, client_tokens) {
                 g.push(acc);
             }
         }
@@ -521,23 +579,18 @@ fn server_gates(
 
 /// `server_request_accounting`: the engine's own counters must account for at least what the
 /// client saw (a server that reports fewer completed requests or tokens fails).
-fn accounting(d: &ServerMetricsDelta, ok: &[(usize, &RequestRecord)]) -> Option<Gate> {
+fn accounting(d: &ServerMetricsDelta, successes: u64, client_tokens: u64) -> Option<Gate> {
     if d.requests_completed.is_none() && d.completion_tokens.is_none() {
         return None;
     }
-    let client_tokens: u64 = ok
-        .iter()
-        .map(|(_, r)| r.usage.map(|u| u.completion_tokens).unwrap_or(0))
-        .sum();
     let mut bad = Vec::new();
     let mut parts = Vec::new();
     if let Some(r) = &d.requests_completed {
-        parts.push(format!("{} {} (client: {})", r.metric, r.delta, ok.len()));
-        if r.delta < ok.len() as f64 {
+        parts.push(format!("{} {} (client: {successes})", r.metric, r.delta));
+        if r.delta < successes as f64 {
             bad.push(format!(
-                "the server reported {} completed requests, the client saw {}",
-                r.delta,
-                ok.len()
+                "the server reported {} completed requests, the client saw {successes}",
+                r.delta
             ));
         }
     }

@@ -4,11 +4,15 @@
 //! self-hash; per row, the prompt-set hash (prompts regenerated from the workload), the
 //! output-set hash, the row verdict against its gates and counts; each receipt's verdict
 //! against its content; the pairing, recomputed against the reference receipt it names
-//! (whose file hash must still match); and the summary's verdict. Every finding is reported.
+//! (whose file hash must still match); and the summary's verdict; then everything
+//! [`crate::recompute`] re-derives from the records' own numbers (run plan, campaign-wide
+//! workload, counts, throughputs, gates, evidence mode, directory listing, the reference's
+//! provenance). Every finding is reported. The attestation is [`crate::attest`]'s.
 
 use crate::campaign::{receipt_verdict, workload_fingerprint};
 use crate::pairing::{self, ReferenceRole};
 use crate::prompts::{self, measured_phase};
+use crate::recompute;
 use crate::records::{self, ProfileStatus, Receipt, Summary, Verdict, VerdictEffect};
 use crate::row;
 use std::path::{Path, PathBuf};
@@ -87,6 +91,13 @@ pub fn check_receipt(r: &Receipt, findings: &mut Vec<String>, at: &str) {
                 let mut joined = x.reasoning.as_bytes().to_vec();
                 joined.push(0x1e);
                 joined.extend_from_slice(x.content.as_bytes());
+                if x.reasoning.len() as u64 != o.reasoning_utf8_bytes
+                    || x.content.len() as u64 != o.content_utf8_bytes
+                {
+                    f(format!(
+                        "/runs/{i}/outputs/{k}: exact output does not match its byte counts"
+                    ));
+                }
                 if qual_json::sha256_prefixed(&joined) != o.output_sha256
                     || qual_json::sha256_prefixed(x.content.as_bytes()) != o.content_sha256
                     || qual_json::sha256_prefixed(x.reasoning.as_bytes()) != o.reasoning_sha256
@@ -117,6 +128,9 @@ pub fn check_receipt(r: &Receipt, findings: &mut Vec<String>, at: &str) {
             f(format!("/runs/{i}/gates: gate names repeat"));
         }
     }
+    for m in recompute::receipt_findings(r) {
+        f(m);
+    }
     if receipt_verdict(r) != r.verdict {
         f("/verdict does not follow from the receipt's content".into());
     }
@@ -131,17 +145,42 @@ pub fn check_receipt(r: &Receipt, findings: &mut Vec<String>, at: &str) {
     }
 }
 
-fn check_pairing(r: &Receipt, findings: &mut Vec<String>, at: &str) {
+/// Recomputes the pairing against the reference receipt it names and checks where that
+/// reference comes from ([`recompute::reference_findings`]); `reference_dir` is the summary's.
+pub fn check_pairing(
+    r: &Receipt,
+    reference_dir: Option<&str>,
+    findings: &mut Vec<String>,
+    at: &str,
+) {
     let Some(c) = &r.comparison else {
         return;
     };
     let path = Path::new(&c.reference_receipt);
+    let (bytes, reference) = match pairing::read_receipt(path) {
+        Ok(x) => x,
+        Err(e) => {
+            findings.push(format!("{at}: /comparison cannot be recomputed: {e}"));
+            return;
+        }
+    };
+    compare_again(r, path, &bytes, findings, at);
+    for m in recompute::reference_findings(r, &reference, &bytes, reference_dir) {
+        findings.push(format!("{at}: {m}"));
+    }
+}
+
+/// The pairing recomputed against `bytes` (read from `path`) must equal the recorded one.
+pub fn compare_again(r: &Receipt, path: &Path, bytes: &[u8], findings: &mut Vec<String>, at: &str) {
+    let Some(c) = &r.comparison else {
+        return;
+    };
     let role = if r.reference_role == "qualification_gate" {
         ReferenceRole::QualificationGate
     } else {
         ReferenceRole::Evidence
     };
-    match pairing::compare(r, path, role) {
+    match pairing::compare_bytes(r, path, bytes, role) {
         Ok(again) if again == *c => {}
         Ok(_) => findings.push(format!(
             "{at}: /comparison differs from the pairing recomputed against {}",
@@ -179,6 +218,7 @@ pub fn verify(dir: &Path, engine: Option<&str>) -> Report {
             .push(format!("{at}: /summary_sha256 does not match the content"));
     }
     let mut all_passed = true;
+    let mut read: Vec<(String, Receipt)> = Vec::new();
     for (i, line) in s.profiles.iter().enumerate() {
         if line.status != ProfileStatus::Completed {
             all_passed = false;
@@ -217,8 +257,12 @@ pub fn verify(dir: &Path, engine: Option<&str>) -> Report {
                     ));
                 }
                 check_receipt(&r, &mut rep.findings, &shown);
-                check_pairing(&r, &mut rep.findings, &shown);
+                for m in recompute::evidence_findings(&r, &s.output_evidence) {
+                    rep.findings.push(format!("{shown}: {m}"));
+                }
+                check_pairing(&r, s.reference_dir.as_deref(), &mut rep.findings, &shown);
                 all_passed &= r.verdict == Verdict::Passed;
+                read.push((shown, r));
             }
             Err(e) => {
                 rep.findings.push(e);
@@ -226,6 +270,12 @@ pub fn verify(dir: &Path, engine: Option<&str>) -> Report {
             }
         }
     }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    rep.findings
+        .extend(recompute::directory_findings(dir, &path, &s));
+    let pairs: Vec<(String, &Receipt)> = read.iter().map(|(p, r)| (p.clone(), r)).collect();
+    rep.findings
+        .extend(recompute::shared_workload_findings(&s, &pairs));
     if Verdict::of(all_passed) != s.verdict {
         rep.findings
             .push(format!("{at}: /verdict does not follow from the profiles"));
@@ -259,6 +309,6 @@ fn receipt_findings(path: &Path, r: &Receipt) -> Vec<String> {
     let mut findings = Vec::new();
     let at = path.display().to_string();
     check_receipt(r, &mut findings, &at);
-    check_pairing(r, &mut findings, &at);
+    check_pairing(r, None, &mut findings, &at);
     findings
 }

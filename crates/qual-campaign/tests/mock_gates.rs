@@ -215,7 +215,15 @@ fn output_divergence_is_located_to_the_byte() {
         }
         m => panic!("{m:?}"),
     }
-    assert!(verify::verify(&out, Some("mock-cand")).findings.is_empty());
+    // The edited reference stands alone, without a campaign summary listing it: verify
+    // names exactly that, and nothing else.
+    let findings = verify::verify(&out, Some("mock-cand")).findings;
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert!(
+        findings[0]
+            .contains("is not listed with these bytes by a valid reference campaign summary"),
+        "{findings:?}"
+    );
 }
 
 #[test]
@@ -265,6 +273,44 @@ fn gate_fixed_output_length() {
         "fixed_output_length",
         "3 tokens, finish \"stop\"",
     );
+}
+
+/// A server that sends one content event per request and claims more completion tokens
+/// than the client received fails `fixed_output_length` (and `all_requests_succeeded`, naming
+/// the claim): a billion tokens (above `max_tokens`), and exactly `max_tokens` = 8 with
+/// finish "length" for one 5-byte event (the client accepts at most max(5 bytes, 4 × 1
+/// event)). The campaign's own memory stays bounded (VmHWM growth of this process).
+#[test]
+fn gate_fixed_output_length_refuses_claims_beyond_what_was_received() {
+    let hwm_before = qual_exec::procfs::status_bytes(0, "VmHWM").unwrap();
+    for (claim, why) in [
+        (
+            1_000_000_000,
+            "usage claims 1000000000 completion tokens, more than the request's max_tokens 8",
+        ),
+        (
+            8,
+            "usage claims 8 completion tokens for 5 bytes of text in 1 content events received",
+        ),
+    ] {
+        let cfg = || MockConfig {
+            output_tokens: Some(1),
+            overrun_max_tokens: true,
+            usage_completion_tokens: Some(claim),
+            ..MockConfig::default()
+        };
+        failing_gate(
+            cfg(),
+            |_| {},
+            "fixed_output_length",
+            "no request succeeded, so none produced max_tokens = 8 tokens",
+        );
+        failing_gate(cfg(), |_| {}, "all_requests_succeeded", why);
+    }
+    let grew = qual_exec::procfs::status_bytes(0, "VmHWM").unwrap() - hwm_before;
+    eprintln!("VmHWM grew {grew} bytes");
+    // Siblings run in this process too: the bound is loose, a per-claimed-token cost is GBs.
+    assert!(grew < 512 << 20, "VmHWM grew {grew} bytes");
 }
 
 #[test]

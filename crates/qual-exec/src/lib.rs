@@ -8,7 +8,8 @@
 //! - [`OwnedProcess`]: a long-lived contained process (a server) with the same containment,
 //!   logs written to files under a byte bound, and a staged [`OwnedProcess::shutdown`].
 //! - [`signals`]: SIGINT/SIGTERM forwarding to running case groups.
-//! - [`probe_loopback_only`]: a preflight check that loopback-only isolation works here.
+//! - [`probe_loopback_only`]: a preflight check that loopback-only isolation works here;
+//!   [`mechanisms::probe_mechanisms`]: the same checks spread over each mechanism (`doctor`).
 //! - [`wrap`]: the rules of bounded tool wrappers (`kiln-qual cargo`).
 //! - [`run_tool`]: a helper program kiln-qual starts for itself (probe tools, `gh api`): own
 //!   process group, deadline, bounded output ([`tool`]).
@@ -119,6 +120,7 @@ mod cgroup;
 #[allow(unsafe_code)]
 mod exec;
 mod group;
+pub mod mechanisms;
 pub mod memstat;
 mod owned;
 pub mod procfs;

@@ -228,6 +228,23 @@ impl OwnedProcess {
         }
     }
 
+    /// Waits up to `within` for both log drains to reach the end of their pipes (every writer
+    /// gone: the leader has exited and no member holds the pipes), so the log files hold
+    /// everything written before; true when they did. Read a log after the leader's exit
+    /// only after this: the drain threads copy from the pipes to the files asynchronously.
+    pub fn wait_output_closed(&self, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        loop {
+            if self.drains.iter().all(|h| h.is_finished()) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     /// Live processes of its tree (leader included while it runs): cgroup members, or its
     /// group, session and subreaped descendants.
     pub fn group_members(&self) -> Vec<u32> {

@@ -47,6 +47,22 @@ pub fn read_system_file(path: impl AsRef<Path>) -> std::io::Result<String> {
     })
 }
 
+/// A `kB` field of `/proc/<pid>/status` (`VmHWM`, `VmRSS`…) in bytes; `pid` 0 means this
+/// process (`/proc/self`). `None` when the process or the field is absent.
+pub fn status_bytes(pid: u32, field: &str) -> Option<u64> {
+    let path = if pid == 0 {
+        "/proc/self/status".to_string()
+    } else {
+        format!("/proc/{pid}/status")
+    };
+    let text = read_system_file(path).ok()?;
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(field)?.strip_prefix(':')?;
+        let kib: u64 = rest.trim().strip_suffix("kB")?.trim().parse().ok()?;
+        kib.checked_mul(1024)
+    })
+}
+
 /// The fields of `/proc/<pid>/stat` this crate uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
@@ -209,5 +225,13 @@ mod tests {
         assert!(!s.is_dead());
         assert!(snapshot().iter().any(|p| p.pid == s.pid));
         assert!(!cmdline(s.pid).is_empty());
+    }
+
+    #[test]
+    fn reads_own_memory_high_water_mark() {
+        let hwm = status_bytes(0, "VmHWM").unwrap();
+        let rss = status_bytes(std::process::id(), "VmRSS").unwrap();
+        assert!(hwm > 0 && rss > 0 && hwm >= rss / 2, "{hwm} {rss}");
+        assert_eq!(status_bytes(0, "NoSuchField"), None);
     }
 }

@@ -441,6 +441,11 @@ fn depth(p: &CString) -> usize {
 }
 
 impl Plan {
+    /// Whether the box creates a user namespace first (not as root).
+    pub(crate) fn uses_userns(&self) -> bool {
+        self.userns.is_some()
+    }
+
     /// Prepares the box for one spawn whose program starts in `cwd`.
     pub(crate) fn new(
         sandbox: &Sandbox,

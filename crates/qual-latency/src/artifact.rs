@@ -730,10 +730,13 @@ pub enum ArtifactLoadError {
     NonFiniteMetric(String),
 }
 
+/// The largest result artifact read (1 MiB): a larger JSON file is not a result.
+pub const MAX_ARTIFACT_BYTES: usize = 1 << 20;
+
 /// Reads an artifact with the strict reader (1 MiB limit).
 pub fn load_artifact_value(path: &Path) -> std::result::Result<Value, ArtifactLoadError> {
     let limits = qual_json::Limits {
-        max_bytes: 1 << 20,
+        max_bytes: MAX_ARTIFACT_BYTES,
         ..Default::default()
     };
     match qual_json::load_file(path, limits) {

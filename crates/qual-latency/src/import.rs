@@ -1,8 +1,12 @@
 //! Importing a CI artifact bundle (`latency import ZIP_OR_DIR --fixture-id ID [--force]`).
 //!
-//! A bundle is a directory used in place, or a zip extracted into a fresh temporary
-//! directory under `<root>/target/` (members that are absolute, contain `..`, or resolve
-//! outside the extraction root are refused; so are symlink members). The importer selects
+//! A bundle is a directory used in place, or a zip of which only the members the importer
+//! reads are extracted into a fresh temporary directory under `<root>/target/`: the result
+//! candidates (`*.json`, at most 1 MiB each), then the members named like the raw log the
+//! selected result names; nothing else is written out (members that are absolute, contain
+//! `..`, or resolve outside the extraction root are refused anywhere in the archive; so are
+//! symlink members). Each extracted member may expand to at most
+//! [`MAX_EXPANSION_RATIO`] × its compressed size (or [`EXPANSION_FLOOR`]). The importer selects
 //! exactly one schema-3 result JSON (optionally by fixture id), finds its fixture and raw log,
 //! checks the raw-log digest, copies both to their canonical places (refusing to replace
 //! different bytes without `force`), then validates the copied result with strict provenance
@@ -155,9 +159,36 @@ fn too_big(limits: &ImportLimits) -> LegacyError {
     ))
 }
 
-/// Extracts a bundle zip into the existing directory `dest` under `limits` (refusing unsafe
-/// member names, symlink members and bombs); the first step of [`import_bundle`].
-pub fn extract_zip(zip_path: &Path, dest: &Path, limits: &ImportLimits) -> Result<()> {
+/// What [`extract_zip`] does with one member, chosen by its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Take {
+    /// Leave it in the archive (its name is still checked).
+    Skip,
+    /// Write it out (under the expansion bounds).
+    Whole,
+    /// Write it out if it expands to at most this many bytes, else leave it out (a result
+    /// candidate larger than any result can be is not one).
+    UpTo(u64),
+}
+
+/// A member may expand to this many times its compressed size (above
+/// [`EXPANSION_FLOOR`]); deflate reaches ~1032×, text logs 5–50×.
+pub const MAX_EXPANSION_RATIO: u64 = 200;
+
+/// Members expanding to at most this many bytes are not held to [`MAX_EXPANSION_RATIO`].
+pub const EXPANSION_FLOOR: u64 = 16 << 20;
+
+/// Extracts the members of a bundle zip that `take` asks for into the existing directory
+/// `dest` under `limits` (refusing unsafe member names and symlink members anywhere in the
+/// archive, and bombs); each member written is bounded by [`MAX_EXPANSION_RATIO`] × its
+/// compressed size (or [`EXPANSION_FLOOR`]) and all of them by `limits.bytes`. The steps of
+/// [`import_bundle`]: result candidates first, then the raw log the result names.
+pub fn extract_zip(
+    zip_path: &Path,
+    dest: &Path,
+    limits: &ImportLimits,
+    take: &dyn Fn(&str) -> Take,
+) -> Result<()> {
     let file =
         qual_json::open_regular(zip_path).map_err(|e| LegacyError::Refused(e.to_string()))?;
     let mut archive = zip::ZipArchive::new(file)
@@ -187,38 +218,15 @@ pub fn extract_zip(zip_path: &Path, dest: &Path, limits: &ImportLimits) -> Resul
             .by_index(i)
             .map_err(|_| LegacyError::refused("artifact bundle is not a valid zip"))?;
         let name = entry.name().to_owned();
-        let rel = Path::new(&name);
-        if rel.is_absolute()
-            || name.starts_with('/')
-            || name.starts_with('\\')
-            || rel
-                .components()
-                .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)))
-        {
-            return refuse(format!(
-                "artifact zip contains unsafe path: {}",
-                quote(&name)
-            ));
-        }
-        if entry.is_symlink() {
-            return refuse(format!(
-                "artifact zip contains a symlink member: {}",
-                quote(&name)
-            ));
-        }
-        let target = dest.join(rel);
-        if !target.starts_with(dest) {
-            return refuse(format!(
-                "artifact zip escapes extraction root: {}",
-                quote(&name)
-            ));
-        }
+        let target = member_target(dest, &name, entry.is_symlink())?;
         if entry.is_dir() {
-            std::fs::create_dir_all(&target).map_err(|e| {
-                LegacyError::Refused(format!("cannot extract {}: {e}", quote(&name)))
-            })?;
             continue;
         }
+        let cap = match take(&name) {
+            Take::Skip => continue,
+            Take::Whole => None,
+            Take::UpTo(n) => Some(n),
+        };
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| {
                 LegacyError::Refused(format!("cannot extract {}: {e}", quote(&name)))
@@ -231,16 +239,65 @@ pub fn extract_zip(zip_path: &Path, dest: &Path, limits: &ImportLimits) -> Resul
                 ));
             }
         }
+        let ratio_cap = entry
+            .compressed_size()
+            .saturating_mul(MAX_EXPANSION_RATIO)
+            .max(EXPANSION_FLOOR);
+        let limit = budget.min(ratio_cap).min(cap.unwrap_or(u64::MAX));
         let mut out = std::fs::File::create_new(&target)
             .map_err(|e| LegacyError::Refused(format!("cannot extract {}: {e}", quote(&name))))?;
-        match copy_bounded(&mut entry, &mut out, budget) {
+        match copy_bounded(&mut entry, &mut out, limit) {
             Ok(Some(n)) => budget -= n,
-            Ok(None) => return Err(too_big(limits)),
+            Ok(None) if cap.is_some_and(|c| c == limit) => {
+                drop(out);
+                let _ = std::fs::remove_file(&target);
+            }
+            Ok(None) if limit == budget => return Err(too_big(limits)),
+            Ok(None) => {
+                return refuse(format!(
+                    "artifact zip member {} expands to more than {MAX_EXPANSION_RATIO} times its {} compressed bytes; refused",
+                    quote(&name),
+                    entry.compressed_size()
+                ))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => interrupted()?,
             Err(_) => return refuse("artifact bundle is not a valid zip".into()),
         }
     }
     Ok(())
+}
+
+/// Where member `name` would be written below `dest`; refuses absolute names, `..`,
+/// symlink members and names escaping the root (checked for every member, extracted or
+/// not, so a bundle's verdict does not depend on what is read).
+fn member_target(dest: &Path, name: &str, symlink: bool) -> Result<PathBuf> {
+    let rel = Path::new(name);
+    if rel.is_absolute()
+        || name.starts_with('/')
+        || name.starts_with('\\')
+        || rel
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)))
+    {
+        return refuse(format!(
+            "artifact zip contains unsafe path: {}",
+            quote(name)
+        ));
+    }
+    if symlink {
+        return refuse(format!(
+            "artifact zip contains a symlink member: {}",
+            quote(name)
+        ));
+    }
+    let target = dest.join(rel);
+    if !target.starts_with(dest) {
+        return refuse(format!(
+            "artifact zip escapes extraction root: {}",
+            quote(name)
+        ));
+    }
+    Ok(target)
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -418,7 +475,15 @@ fn bundle_root(repo: &Repo, req: &ImportRequest<'_>) -> Result<(PathBuf, Option<
     std::fs::create_dir(&dir)
         .map_err(|e| LegacyError::Refused(format!("cannot create {}: {e}", dir.display())))?;
     let temp = TempDir(dir.clone());
-    extract_zip(bundle, &dir, &req.limits)?;
+    // Only the result candidates now; the raw log once the result names it.
+    let json = |name: &str| {
+        if Path::new(name).extension().is_some_and(|e| e == "json") {
+            Take::UpTo(crate::artifact::MAX_ARTIFACT_BYTES as u64)
+        } else {
+            Take::Skip
+        }
+    };
+    extract_zip(bundle, &dir, &req.limits, &json)?;
     Ok((dir, Some(temp)))
 }
 
@@ -534,7 +599,7 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
             bundle.display()
         ));
     }
-    let (root, _temp) = bundle_root(repo, req)?;
+    let (root, temp) = bundle_root(repo, req)?;
 
     // Result selection.
     let files = files_sorted(&root);
@@ -571,6 +636,20 @@ pub fn import_bundle(repo: &Repo, req: &ImportRequest<'_>) -> Result<ImportRepor
             ))
         })?
         .to_owned();
+    let mut files = files;
+    if temp.is_some() {
+        // The second extraction: members named like the raw log, nothing else.
+        let name = Path::new(&raw_log).file_name().map(|n| n.to_os_string());
+        let raw = |member: &str| {
+            if Path::new(member).file_name().map(|n| n.to_os_string()) == name {
+                Take::Whole
+            } else {
+                Take::Skip
+            }
+        };
+        extract_zip(bundle, &root, &req.limits, &raw)?;
+        files = files_sorted(&root);
+    }
     let raw_found = find_raw_log(&root, &files, &raw_log)?;
 
     // Checksum.
@@ -665,16 +744,17 @@ mod tests {
             entries: 2,
             bytes: 1 << 20,
         };
-        let e = extract_zip(&z, &out, &few).unwrap_err().to_string();
+        let all = |_: &str| Take::Whole;
+        let e = extract_zip(&z, &out, &few, &all).unwrap_err().to_string();
         assert!(e.contains("has 3 members, more than the limit of 2"), "{e}");
         let small = ImportLimits {
             entries: 10,
             bytes: 2500,
         };
-        let e = extract_zip(&z, &out, &small).unwrap_err().to_string();
+        let e = extract_zip(&z, &out, &small, &all).unwrap_err().to_string();
         assert!(e.contains("expands to more than 2500 bytes"), "{e}");
         assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
-        extract_zip(&z, &out, &ImportLimits::default()).unwrap();
+        extract_zip(&z, &out, &ImportLimits::default(), &all).unwrap();
         assert_eq!(std::fs::read(out.join("c")).unwrap().len(), 1000);
     }
 

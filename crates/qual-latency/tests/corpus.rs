@@ -1,6 +1,6 @@
 //! Acceptance against Kiln's real files: fixture digests, raw-log digests and parsed metrics
 //! of the five committed artifacts, under both manifests. Without the shared corpus every test
-//! is reported ignored (failed under `CI=true`) by `qual_test_fixtures::harness`.
+//! is reported ignored (failed with `KIQ_REQUIRE_CORPUS=1`) by `qual_test_fixtures::harness`.
 
 // Tests and benches start programs and read back files directly.
 #![allow(clippy::disallowed_methods)]
@@ -199,27 +199,43 @@ fn locking_the_current_manifest_reproduces_the_covered_manifest_byte_for_byte() 
     println!("1/1 covered manifest reproduced byte for byte");
 }
 
+/// The writer reproduces the committed current manifest byte for byte.
+fn the_current_manifest_round_trips_byte_for_byte() {
+    let corpus = common::corpus_dir().expect("checked by the harness");
+    let bytes = std::fs::read(corpus.join("manifest-current.json")).unwrap();
+    let v = qual_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        qual_latency::jsonout::to_file_text(&v, false).as_bytes(),
+        &bytes[..]
+    );
+}
+
 fn main() {
     harness::run(vec![
+        Trial::new(
+            "the_current_manifest_round_trips_byte_for_byte",
+            the_current_manifest_round_trips_byte_for_byte,
+        )
+        .needs_corpus(corpus_present()),
         Trial::new(
             "artifacts_agree_with_manifests_and_raw_logs",
             artifacts_agree_with_manifests_and_raw_logs,
         )
-        .needs(corpus_present()),
+        .needs_corpus(corpus_present()),
         Trial::new(
             "undeclared_lines_in_real_logs_are_dropped",
             undeclared_lines_in_real_logs_are_dropped,
         )
-        .needs(corpus_present()),
+        .needs_corpus(corpus_present()),
         Trial::new(
             "covered_thresholds_follow_from_observed_values_with_ten_percent_headroom",
             covered_thresholds_follow_from_observed_values_with_ten_percent_headroom,
         )
-        .needs(corpus_present()),
+        .needs_corpus(corpus_present()),
         Trial::new(
             "locking_the_current_manifest_reproduces_the_covered_manifest_byte_for_byte",
             locking_the_current_manifest_reproduces_the_covered_manifest_byte_for_byte,
         )
-        .needs(corpus_present()),
+        .needs_corpus(corpus_present()),
     ]);
 }

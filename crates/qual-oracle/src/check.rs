@@ -3,7 +3,9 @@
 //! Owns the dispatch on a result's `schema` and three validators:
 //! - ours, `kiln-qual.oracle-result.v1`: strict closed shape, self-hash, tolerances in range,
 //!   summaries, checks and verdict recomputed from the per-position metrics; with
-//!   `verify_inputs`, every input file is re-read and must still hash to its recorded digest.
+//!   `verify_inputs`, every input file is re-read and must still hash to its recorded digest,
+//!   and a case compared from two files is recomputed from the re-read tensors: the recorded
+//!   metrics must equal the recomputation.
 //! - Kiln's `kiln.rocm-hf-next-token-oracle.v2` (serving-and-oracles §9.6): rule 1 (exact key
 //!   sets, self-hash, schema), rule 2 where the request contract is present under the
 //!   repository root (request identity, candidates, input binding, and the source receipts'
@@ -197,24 +199,7 @@ fn check_ours(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String>> {
             }
         }
         if opts.verify_inputs {
-            for (side, t) in [("reference", &c.reference), ("candidate", &c.candidate)] {
-                // In-memory tensors (a server's response) have no file to re-read.
-                if t.format == crate::tensor::TensorFormat::Memory {
-                    continue;
-                }
-                if let Some(want) = &t.file_sha256 {
-                    match qual_json::read_file_limited(
-                        Path::new(&t.source),
-                        crate::tensor::MAX_TENSOR_FILE_BYTES,
-                    ) {
-                        Ok(b) if &qual_json::sha256_prefixed(&b) == want => {}
-                        Ok(_) => errs.push(format!(
-                            "/cases/{i}/{side}/file_sha256: the file no longer has this digest"
-                        )),
-                        Err(e) => errs.push(format!("/cases/{i}/{side}/source: {e}")),
-                    }
-                }
-            }
+            errs.extend(recompute_case(i, c, &r));
         }
     }
     if verdict_of(&r.cases) != r.verdict {
@@ -228,6 +213,86 @@ fn check_ours(doc: &Value, opts: &CheckOptions) -> Result<Valid, Vec<String>> {
     } else {
         Err(errs)
     }
+}
+
+/// `--verify-inputs` for one case: every file-backed input is re-read and must still hash to
+/// its recorded digest and have its recorded size and shape; when both sides are files and
+/// the case was compared in full, the comparison is recomputed from the re-read tensors with
+/// the code that made it, and the recorded per-position metrics, summary and checks must
+/// equal the recomputation (a result re-pointed at another tensor, digest and self-hash
+/// updated, is refused here). In-memory inputs (a server's response) cannot be re-read: their
+/// metrics are checked for consistency only.
+fn recompute_case(i: usize, c: &crate::result::CaseRecord, r: &OracleResult) -> Vec<String> {
+    let mut errs = Vec::new();
+    let mut files = Vec::new();
+    for (side, t) in [("reference", &c.reference), ("candidate", &c.candidate)] {
+        // In-memory tensors (a server's response) have no file to re-read.
+        if t.format == crate::tensor::TensorFormat::Memory {
+            continue;
+        }
+        let Some(want) = &t.file_sha256 else {
+            errs.push(format!(
+                "/cases/{i}/{side}/file_sha256: a file input without a recorded digest"
+            ));
+            continue;
+        };
+        match crate::tensor::read_tensor_file(Path::new(&t.source)) {
+            Ok(f) if &f.file_sha256 != want => errs.push(format!(
+                "/cases/{i}/{side}/file_sha256: the file no longer has this digest"
+            )),
+            Ok(f) => {
+                if t.bytes != Some(f.bytes) || t.shape != [f.logits.positions, f.logits.vocab] {
+                    errs.push(format!(
+                        "/cases/{i}/{side}: bytes or shape differ from the re-read file"
+                    ));
+                }
+                files.push(f);
+            }
+            Err(e) => errs.push(format!("/cases/{i}/{side}/source: {e}")),
+        }
+    }
+    if let ([reference, candidate], CaseOutcome::Compared { .. }) = (files.as_slice(), &c.outcome) {
+        let again =
+            crate::result::compare_files(&c.id, reference, candidate, None, r.top_k, &r.tolerances);
+        if again.input_token_ids_sha256.is_some()
+            && again.input_token_ids_sha256 != c.input_token_ids_sha256
+        {
+            errs.push(format!(
+                "/cases/{i}/input_token_ids_sha256: differs from the token ids the re-read tensors carry"
+            ));
+        }
+        match (&again.outcome, &c.outcome) {
+            (a, b) if a == b => {}
+            (
+                CaseOutcome::Compared {
+                    summary: a,
+                    positions: pa,
+                    ..
+                },
+                CaseOutcome::Compared {
+                    summary: b,
+                    positions: pb,
+                    ..
+                },
+            ) => {
+                let first = pa.iter().zip(pb).position(|(x, y)| x != y);
+                errs.push(format!(
+                    "/cases/{i}/outcome: the recorded metrics differ from the comparison recomputed from the re-read tensors ({}{})",
+                    if a == b { "summary equal" } else { "summary differs" },
+                    first
+                        .map(|p| format!(", first at position {p}"))
+                        .unwrap_or_else(|| if pa.len() == pb.len() { String::new() } else { ", position counts differ".into() })
+                ));
+            }
+            (CaseOutcome::Refused { reason }, _) => errs.push(format!(
+                "/cases/{i}/outcome: recorded as compared, the re-read tensors are refused: {reason}"
+            )),
+            _ => errs.push(format!(
+                "/cases/{i}/outcome: differs from the comparison recomputed from the re-read tensors"
+            )),
+        }
+    }
+    errs
 }
 
 /// Collects violations of one object against an exact key set.

@@ -9,6 +9,7 @@
 //!   establishes (argmax, rank, overlap, lower bounds) and what it cannot (full KL, cosine).
 //! - [`tolerance`]: declared tolerances and their checks.
 //! - [`result`]: the self-hashed oracle result document (`kiln-qual.oracle-result.v1`).
+//! - [`attest`]: signed oracle results (a DSSE/in-toto envelope through `qual-attest`).
 //! - [`check`]: `oracle check` — our results and Kiln's `kiln.rocm-hf-next-token-oracle.v2`
 //!   (§9.6 rules), Kiln's v1 refused (machine-temperature policy is unsupported).
 //! - [`divergence`]: greedy first divergence and the §9.5 attribution of two candidates.
@@ -22,6 +23,7 @@
 //!
 //! Self-hashes use `qual_json::self_digest` (Kiln's canonical hash, §9.1).
 
+pub mod attest;
 pub mod attribution;
 pub mod check;
 // `unsafe`: the AVX2 row comparison is a target_feature function behind a runtime check.

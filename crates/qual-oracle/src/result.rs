@@ -8,8 +8,9 @@
 //! each with its inputs' identities, per-position metrics, the worst case, the declared
 //! tolerances' checks and, for greedy runs, the first divergence.
 //!
-//! Verdict rule: `passed` iff every case was compared (none refused) and every check is
-//! `within`; otherwise `failed` with one reason per refused case and per exceeded bound.
+//! Verdict rule: `failed` with one reason per refused case and per exceeded bound; else
+//! `compared` when some compared case declared no tolerance (nothing bounded it: two
+//! unrelated tensors compare without failing, so that is never `passed`); else `passed`.
 
 use crate::compare::{PositionMetrics, Summary};
 use crate::divergence::Divergence;
@@ -129,9 +130,12 @@ pub struct GreedyTrace {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
-    /// Every case compared within every bound.
+    /// Every case compared within every bound, and every case had a bound.
     Passed,
-    /// Otherwise.
+    /// Every case compared and no bound was exceeded, but some case had no bound declared:
+    /// the metrics are reported, nothing was established.
+    Compared,
+    /// A case was refused or a bound exceeded.
     Failed,
 }
 
@@ -193,12 +197,33 @@ pub fn verdict_of(cases: &[CaseRecord]) -> Verdict {
     if cases.is_empty() {
         reasons.push("no case was compared".into());
     }
+    let unbounded: Vec<&str> = cases
+        .iter()
+        .filter(|c| match &c.outcome {
+            CaseOutcome::Compared { checks, .. } | CaseOutcome::ComparedTopK { checks, .. } => {
+                checks.is_empty()
+            }
+            CaseOutcome::Refused { .. } => false,
+        })
+        .map(|c| c.id.as_str())
+        .collect();
+    if !reasons.is_empty() {
+        return Verdict {
+            status: Status::Failed,
+            reasons,
+        };
+    }
+    if !unbounded.is_empty() {
+        return Verdict {
+            status: Status::Compared,
+            reasons: unbounded
+                .iter()
+                .map(|id| format!("case {id}: no tolerance was declared, so nothing was checked"))
+                .collect(),
+        };
+    }
     Verdict {
-        status: if reasons.is_empty() {
-            Status::Passed
-        } else {
-            Status::Failed
-        },
+        status: Status::Passed,
         reasons,
     }
 }
@@ -297,9 +322,14 @@ pub fn compare_files(
     .flatten()
     .collect();
     let bound = ids.first().copied();
+    let positions = reference.logits.positions.max(candidate.logits.positions);
     let outcome = ids
-        .windows(2)
-        .try_for_each(|w| crate::compare::check_token_ids(w[0], w[1]))
+        .iter()
+        .try_for_each(|i| token_ids_cover(i, positions))
+        .and_then(|()| {
+            ids.windows(2)
+                .try_for_each(|w| crate::compare::check_token_ids(w[0], w[1]))
+        })
         .and_then(|()| crate::compare::compare(&reference.logits, &candidate.logits, top_k))
         .map(|positions| {
             let summary = crate::compare::summarize(&positions, reference.logits.vocab, top_k)
@@ -325,6 +355,20 @@ pub fn compare_files(
     }
 }
 
+/// A token-id list (declared, or carried by a file) must cover every logit position: a
+/// tensor of `positions` rows was produced for at least that many input tokens.
+fn token_ids_cover(ids: &[i64], positions: usize) -> Result<(), crate::compare::CompareError> {
+    if ids.len() < positions {
+        return Err(crate::compare::CompareError::TokenIds {
+            detail: format!(
+                "{} input token ids for {positions} logit positions (at least {positions} are needed)",
+                ids.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,6 +380,57 @@ mod tests {
             token_ids_digest(&[1, 2, 3]),
             qual_json::sha256_prefixed(b"[1,2,3]")
         );
+    }
+
+    fn file(rows: &[Vec<f32>]) -> crate::tensor::TensorFile {
+        crate::tensor::TensorFile {
+            path: "mem".into(),
+            format: TensorFormat::Safetensors,
+            file_sha256: qual_json::sha256_prefixed(b""),
+            bytes: 0,
+            logits: crate::tensor::Logits::from_rows(rows).unwrap(),
+            input_ids: None,
+            metadata: Default::default(),
+        }
+    }
+
+    #[test]
+    fn without_tolerances_unrelated_logits_are_compared_never_passed() {
+        let r = file(&[vec![1.0, 2.0, 3.0], vec![3.0, 2.0, 1.0]]);
+        let c = file(&[vec![-5.0, 9.0, 0.0], vec![7.0, -7.0, 2.0]]);
+        let case = compare_files("x", &r, &c, None, 2, &Tolerances::default());
+        let (_, res) = build("t", 2, Tolerances::default(), vec![case.clone()]);
+        assert_eq!(res.verdict.status, Status::Compared);
+        assert_eq!(
+            res.verdict.reasons,
+            vec!["case x: no tolerance was declared, so nothing was checked".to_string()]
+        );
+        // One declared bound makes it a verdict.
+        let tol = Tolerances {
+            min_cosine: Some(0.99),
+            ..Tolerances::default()
+        };
+        let case = compare_files("x", &r, &c, None, 2, &tol);
+        let (_, res) = build("t", 2, tol.clone(), vec![case]);
+        assert_eq!(res.verdict.status, Status::Failed);
+        let case = compare_files("x", &r, &r, None, 2, &tol);
+        let (_, res) = build("t", 2, tol, vec![case]);
+        assert_eq!(res.verdict.status, Status::Passed);
+    }
+
+    #[test]
+    fn fewer_token_ids_than_positions_are_refused() {
+        let r = file(&[vec![1.0, 2.0], vec![2.0, 1.0], vec![0.0, 1.0]]);
+        let case = compare_files("x", &r, &r, Some(&[5, 6]), 2, &Tolerances::default());
+        match case.outcome {
+            CaseOutcome::Refused { reason } => assert_eq!(
+                reason,
+                "compare logits: token-id mismatch: 2 input token ids for 3 logit positions (at least 3 are needed)"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let case = compare_files("x", &r, &r, Some(&[5, 6, 7]), 2, &Tolerances::default());
+        assert!(matches!(case.outcome, CaseOutcome::Compared { .. }));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! `f32` values, plus the input token ids when the file carries them. A safetensors file must
 //! hold a `logits` tensor (`F32` or `F64`, shape `[vocab]`, `[positions, vocab]` or
 //! `[1, positions, vocab]`) and may hold `input_ids` (`I64`/`I32`, shape `[n]` or `[1, n]`);
-//! any other tensor is refused, so a file cannot smuggle a second set of logits. Files are
+//! any other tensor is refused, and so is a header with a duplicate key (read strictly by
+//! `qual_json` first), so a file cannot smuggle a second set of logits. Files are
 //! read as regular files only, under a byte limit, and digested (`sha256:` of the exact bytes).
 
 use crate::npy;
@@ -173,6 +174,7 @@ type Parsed = (Logits, Option<Vec<i64>>, BTreeMap<String, String>);
 
 /// Parses safetensors bytes into logits, optional input ids and metadata.
 pub fn parse_safetensors(bytes: &[u8]) -> Result<Parsed, String> {
+    strict_header(bytes)?;
     let st = SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
     let (_, meta) = SafeTensors::read_metadata(bytes).map_err(|e| e.to_string())?;
     let metadata: BTreeMap<String, String> = meta
@@ -254,6 +256,22 @@ pub fn parse_safetensors(bytes: &[u8]) -> Result<Parsed, String> {
     ))
 }
 
+/// Reads the JSON header (8-byte little-endian length, then the JSON) with the workspace's
+/// strict reader first: the `safetensors` crate keeps the last of two equal keys, so a header
+/// naming `logits` twice would be read as whichever came last; here it is refused.
+fn strict_header(bytes: &[u8]) -> Result<(), String> {
+    let n = bytes
+        .get(..8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .ok_or("the file is shorter than the 8-byte header length")?;
+    let header = usize::try_from(n)
+        .ok()
+        .and_then(|n| bytes.get(8..8usize.checked_add(n)?))
+        .ok_or(format!("the header length {n} exceeds the file"))?;
+    qual_json::from_slice(header).map_err(|e| format!("header: {e}"))?;
+    Ok(())
+}
+
 /// Encodes logits (and optional input ids) as safetensors bytes (tests, benchmarks, tools).
 pub fn encode_safetensors(
     logits: &Logits,
@@ -298,6 +316,30 @@ mod tests {
         assert_eq!(got, l);
         assert_eq!(ids, Some(vec![7, 8]));
         assert_eq!(m, meta);
+    }
+
+    #[test]
+    fn a_header_naming_logits_twice_is_refused() {
+        let entry = |shape: &str| {
+            format!(r#""logits":{{"dtype":"F32","shape":{shape},"data_offsets":[0,12]}}"#)
+        };
+        let header = format!("{{{},{}}}", entry("[3,1]"), entry("[1,3]"));
+        let mut b = (header.len() as u64).to_le_bytes().to_vec();
+        b.extend_from_slice(header.as_bytes());
+        for v in [1.0f32, 2.0, 3.0] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        // The crate alone reads it, taking the second `logits`.
+        let st = SafeTensors::deserialize(&b).unwrap();
+        assert_eq!(st.tensor("logits").unwrap().shape(), [1, 3]);
+        let e = parse_safetensors(&b).unwrap_err();
+        assert!(e.contains("duplicate") && e.contains("logits"), "{e}");
+        // A header length beyond the file is refused by name, not a panic.
+        let mut short = u64::MAX.to_le_bytes().to_vec();
+        short.extend_from_slice(b"{}");
+        let e = parse_safetensors(&short).unwrap_err();
+        assert!(e.contains("exceeds the file"), "{e}");
+        assert!(parse_safetensors(b"abc").unwrap_err().contains("shorter"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the retained v1 result is refused with the v1 reason (its self-hash still verifies); a v2
 //! document built from the schema out of the retained evidence validates, with the request
 //! contract bound (rule 2); and mutating any bound field breaks its self-hash. Without the
-//! corpus every trial is reported ignored, and fails under `CI=true`.
+//! corpus every trial is reported ignored, and fails with `KIQ_REQUIRE_CORPUS=1`.
 
 use qual_json::Value;
 use qual_oracle::check::{check_value, CheckOptions, KILN_V2_SCHEMA, V1_REASON};
@@ -253,21 +253,21 @@ fn main() {
             "v1_is_refused_with_the_v1_reason",
             v1_is_refused_with_the_v1_reason,
         )
-        .needs(needs_corpus()),
+        .needs_corpus(needs_corpus()),
         Trial::new(
             "request_hash_matches_the_spec",
             request_hash_matches_the_spec,
         )
-        .needs(needs_corpus()),
+        .needs_corpus(needs_corpus()),
         Trial::new(
             "v2_built_from_the_schema_validates_with_its_request",
             v2_built_from_the_schema_validates_with_its_request,
         )
-        .needs(needs_corpus()),
+        .needs_corpus(needs_corpus()),
         Trial::new(
             "every_mutated_bound_field_breaks_the_self_hash",
             every_mutated_bound_field_breaks_the_self_hash,
         )
-        .needs(needs_corpus()),
+        .needs_corpus(needs_corpus()),
     ])
 }

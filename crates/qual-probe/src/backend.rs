@@ -3,7 +3,8 @@
 //!
 //! Backends: `cpu` (host CPU and memory; for machines without accelerators), `cuda`
 //! (`nvidia-smi --query-gpu=...`, `nvcc --version`), `rocm` (`rocminfo`, `hipcc --version`),
-//! `vulkan` (`vulkaninfo --summary`, `glslc`/`glslangValidator`), `metal`
+//! `vulkan` (`vulkaninfo --summary` and `vulkaninfo`, `glslc`/`glslangValidator`: see
+//! [`crate::vulkan`]), `metal`
 //! (`system_profiler SPDisplaysDataType -json`, `sysctl -n hw.memsize`). Every backend also
 //! records `rustc-version` and `cargo-version` (not required).
 //!
@@ -64,6 +65,9 @@ pub struct ProbeResult {
     pub duration_seconds: f64,
     /// Reason or summary.
     pub details: Option<String>,
+    /// The tool's command line (empty for a probe that reads host facts instead); not part of
+    /// the receipt's probe record.
+    pub tool: Vec<String>,
 }
 
 impl ProbeResult {
@@ -78,6 +82,7 @@ impl ProbeResult {
             },
             duration_seconds: out.duration.as_secs_f64(),
             details: (!out.ok()).then(|| out.failure()),
+            tool: out.argv.clone(),
         }
     }
 
@@ -92,6 +97,7 @@ impl ProbeResult {
             },
             duration_seconds: 0.0,
             details: ok.err(),
+            tool: Vec::new(),
         }
     }
 
@@ -159,10 +165,12 @@ impl Device {
         }
     }
 
-    /// Whether name and architecture were observed.
+    /// Whether the device was identified: its name, and its architecture or (for a device
+    /// whose driver states no architecture, such as lavapipe) its UUID.
     pub fn detected(&self) -> bool {
         let bad = |s: &str| s.is_empty() || s == "unknown" || s == UNAVAILABLE;
-        !bad(&self.name) && !bad(&self.architecture)
+        !bad(&self.name)
+            && (!bad(&self.architecture) || self.device_uuid.as_deref().is_some_and(|u| !bad(u)))
     }
 
     /// The receipt's device object (all eleven keys).
@@ -294,75 +302,9 @@ pub fn parse_rocminfo(text: &str) -> Result<(Device, Option<String>), String> {
     Ok((d, runtime))
 }
 
-/// The first `GPUn:` block of `vulkaninfo --summary`.
+/// The first `GPUn:` block of `vulkaninfo --summary` ([`crate::vulkan::parse_summary`]).
 pub fn parse_vulkaninfo_summary(text: &str) -> Result<(Device, BTreeMap<String, String>), String> {
-    let mut instance = None;
-    let mut in_gpu = false;
-    let mut fields: Vec<(String, String)> = Vec::new();
-    for line in text.lines() {
-        let t = line.trim();
-        if let Some(v) = t.strip_prefix("Vulkan Instance Version:") {
-            instance = Some(v.trim().to_string());
-        }
-        if t.starts_with("GPU")
-            && t.ends_with(':')
-            && t[3..t.len() - 1].chars().all(|c| c.is_ascii_digit())
-        {
-            if in_gpu {
-                break;
-            }
-            in_gpu = true;
-            continue;
-        }
-        if in_gpu {
-            if let Some((k, v)) = t.split_once('=') {
-                fields.push((k.trim().to_string(), v.trim().to_string()));
-            }
-        }
-    }
-    let get = |k: &str| {
-        fields
-            .iter()
-            .find(|(kk, _)| kk == k)
-            .map(|(_, v)| v.clone())
-    };
-    let name = get("deviceName").ok_or("vulkaninfo listed no GPU")?;
-    let arch = match (name.rfind('('), name.ends_with(')')) {
-        (Some(i), true) => {
-            let inner = &name[i + 1..name.len() - 1];
-            let mut words = inner.split_whitespace();
-            // "RADV STRIX_HALO" -> "strix_halo": drop the driver prefix when there are two words.
-            let last = words.next_back().unwrap_or(inner);
-            last.to_ascii_lowercase().replace(' ', "_")
-        }
-        _ => format!(
-            "pci-{}-{}",
-            get("vendorID").unwrap_or_default(),
-            get("deviceID").unwrap_or_default()
-        ),
-    };
-    let mut d = Device::unavailable();
-    d.name = name;
-    d.architecture = arch;
-    d.unified_memory = get("deviceType").is_some_and(|t| t.contains("INTEGRATED"));
-    d.logical_index = Some(0);
-    let driver = match (get("driverName"), get("driverInfo")) {
-        (Some(n), Some(i)) => format!("{n} {i}"),
-        (Some(n), None) => n,
-        _ => UNAVAILABLE.into(),
-    };
-    d.driver = driver.clone();
-    let mut runtime = BTreeMap::new();
-    runtime.insert(
-        "vulkan_instance".into(),
-        instance.unwrap_or_else(|| UNAVAILABLE.into()),
-    );
-    runtime.insert(
-        "vulkan_device".into(),
-        get("apiVersion").unwrap_or_else(|| UNAVAILABLE.into()),
-    );
-    runtime.insert("driver".into(), driver);
-    Ok((d, runtime))
+    crate::vulkan::parse_summary(text)
 }
 
 /// The first display device of `system_profiler SPDisplaysDataType -json`.
@@ -560,6 +502,9 @@ fn vulkan_device(c: &mut Found) -> Device {
         c.runtime
             .insert("vulkan_instance".into(), UNAVAILABLE.into());
     }
+    if d.detected() {
+        vulkan_heaps(c, &mut d);
+    }
     let mut shader = run_tool(&["glslc", "--version"], PROBE_TIMEOUT);
     if !shader.ok() {
         shader = run_tool(&["glslangValidator", "--version"], PROBE_TIMEOUT);
@@ -573,6 +518,30 @@ fn vulkan_device(c: &mut Found) -> Device {
         c.compiler.insert("shader".into(), l);
     }
     d
+}
+
+/// The first Vulkan device's memory heaps (full `vulkaninfo`): the largest device-local
+/// heap as `memory_bytes`, every heap in the runtime's `vulkan_memory_heaps`.
+fn vulkan_heaps(c: &mut Found, d: &mut Device) {
+    let out = run_tool(&["vulkaninfo"], PROBE_TIMEOUT);
+    let mut probe = ProbeResult::from_tool("vulkan-memory-heaps", false, &out);
+    let heaps = if out.ok() {
+        crate::vulkan::parse_memory_heaps(&out.stdout).map_err(|e| {
+            probe.status = ProbeStatus::Failed;
+            probe.details = Some(e);
+        })
+    } else {
+        Err(())
+    };
+    c.probes.push(probe);
+    let text = match heaps {
+        Ok(h) => {
+            d.memory_bytes = h.iter().filter(|h| h.device_local).map(|h| h.size).max();
+            crate::vulkan::heaps_text(&h)
+        }
+        Err(()) => UNAVAILABLE.into(),
+    };
+    c.runtime.insert("vulkan_memory_heaps".into(), text);
 }
 
 /// The Metal GPU (`system_profiler SPDisplaysDataType`).

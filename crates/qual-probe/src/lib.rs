@@ -21,5 +21,6 @@ pub mod platform;
 pub mod policy;
 pub mod source_tree;
 pub mod tool;
+pub mod vulkan;
 
 pub use policy::{load_policy, RepoPolicy, SourceTreeProfile};

@@ -30,6 +30,8 @@ pub enum ToolStatus {
 /// A tool run's evidence.
 #[derive(Clone, Debug)]
 pub struct ToolOutput {
+    /// The command line that ran (or was looked for).
+    pub argv: Vec<String>,
     /// How it ended.
     pub status: ToolStatus,
     /// Captured stdout (lossy UTF-8, ANSI escapes removed).
@@ -90,7 +92,9 @@ pub fn strip_ansi(s: &str) -> String {
 /// Runs `argv` with a deadline and the given environment additions (the rest is inherited).
 pub fn run_tool(argv: &[&str], timeout: Duration) -> ToolOutput {
     let start = Instant::now();
+    let argv_owned: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
     let failed = |status| ToolOutput {
+        argv: argv_owned.clone(),
         status,
         stdout: String::new(),
         stderr: String::new(),
@@ -108,6 +112,7 @@ pub fn run_tool(argv: &[&str], timeout: Duration) -> ToolOutput {
         Err(e) => return failed(ToolStatus::SpawnFailed(e.to_string())),
     };
     ToolOutput {
+        argv: argv_owned,
         status: status_of(&run),
         stdout: strip_ansi(&String::from_utf8_lossy(&run.stdout)),
         stderr: strip_ansi(&String::from_utf8_lossy(&run.stderr)),

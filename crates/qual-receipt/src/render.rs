@@ -23,6 +23,18 @@ pub const NOT_ESTABLISHED: [&str; 7] = [
     "product-wide support for every operation the backend can expose",
 ];
 
+/// What a receipt whose Vulkan device is a CPU implementation (lavapipe, SwiftShader:
+/// `environment.runtime.vulkan_device_type` = `cpu`, recorded by the Vulkan probe) does
+/// not establish, beyond [`NOT_ESTABLISHED`].
+pub const SOFTWARE_DEVICE_NOTE: &str = "GPU performance or GPU behaviour: the Vulkan device is a CPU implementation of Vulkan, which establishes the Vulkan code path only";
+
+/// [`SOFTWARE_DEVICE_NOTE`] when receipt `r`'s device is a CPU implementation of Vulkan.
+pub fn software_device_note(r: &Value) -> Option<&'static str> {
+    (at(r, &["environment", "runtime", "vulkan_device_type"]).and_then(Value::as_str)
+        == Some("cpu"))
+    .then_some(SOFTWARE_DEVICE_NOTE)
+}
+
 fn text(v: Option<&Value>) -> String {
     match v {
         None | Some(Value::Null) => "-".to_owned(),
@@ -118,6 +130,12 @@ fn identity_lines(out: &mut String, r: &Value) -> String {
     }
     device_line.push(')');
     let _ = writeln!(out, "  device:    {device_line}");
+    if software_device_note(r).is_some() {
+        let _ = writeln!(
+            out,
+            "             a CPU implementation of Vulkan (device type cpu): the Vulkan code path, not a GPU"
+        );
+    }
     let os = at(r, &["environment", "os"]);
     let platform = at(r, &["environment", "platform", "kind"]).and_then(Value::as_str);
     let _ = writeln!(
@@ -215,7 +233,7 @@ fn cases_section(out: &mut String, r: &Value) {
 }
 
 /// What the receipt does not establish (worded for a passed or a failed receipt).
-fn limits_section(out: &mut String, verdict: &str) {
+fn limits_section(out: &mut String, verdict: &str, software_device: Option<&str>) {
     let _ = writeln!(out);
     if verdict == "passed" {
         let _ = writeln!(
@@ -231,7 +249,7 @@ fn limits_section(out: &mut String, verdict: &str) {
              passing receipt would not establish:"
         );
     }
-    for item in NOT_ESTABLISHED {
+    for item in software_device.into_iter().chain(NOT_ESTABLISHED) {
         let _ = writeln!(out, "  - {item}");
     }
 }
@@ -241,7 +259,7 @@ pub fn receipt_summary(r: &Value) -> String {
     let mut out = String::new();
     let verdict = identity_lines(&mut out, r);
     cases_section(&mut out, r);
-    limits_section(&mut out, &verdict);
+    limits_section(&mut out, &verdict, software_device_note(r));
     out
 }
 

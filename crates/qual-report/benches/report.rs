@@ -36,6 +36,8 @@ fn main() {
         evidence: true,
         requests: 16,
         fail_every: 7,
+        runs_per_commit: 1,
+        validity_refused_every: 0,
     };
     let t = Instant::now();
     let n = synth::write_set(tmp.path(), &opts).expect("generate");

@@ -40,6 +40,9 @@ pub struct CampaignView {
     pub profiles: Vec<ProfileView>,
     /// Profiles the summary lists as not run: (profile, the profile whose failure stopped it).
     pub not_run: Vec<(String, Option<String>)>,
+    /// Who signed the campaign, when its attestation verified with a trusted key
+    /// (`<keyid> (<comment>)`); `None` when unsigned or not checked.
+    pub signed_by: Option<String>,
 }
 
 impl CampaignView {
@@ -252,10 +255,10 @@ pub fn markdown(o: &mut String, campaigns: &[CampaignView]) {
                 format!("❌ **{}**", md(&c.verdict))
             },
             md(&c.path.to_string_lossy()),
-            if c.from_summary {
-                ""
-            } else {
-                ", a receipt without its summary"
+            match (&c.signed_by, c.from_summary) {
+                (Some(by), _) => format!(", signed by {}", md(by)),
+                (None, true) => String::new(),
+                (None, false) => ", a receipt without its summary".to_owned(),
             }
         );
         for p in &c.profiles {
@@ -339,10 +342,10 @@ pub fn html(o: &mut String, campaigns: &[CampaignView]) {
             if c.passed() { "good" } else { "bad" },
             esc(&c.verdict),
             esc(&c.path.to_string_lossy()),
-            if c.from_summary {
-                ""
-            } else {
-                " (a receipt without its summary)"
+            match (&c.signed_by, c.from_summary) {
+                (Some(by), _) => format!(" (signed by {})", esc(by)),
+                (None, true) => String::new(),
+                (None, false) => " (a receipt without its summary)".to_owned(),
             }
         );
         for p in &c.profiles {
@@ -614,6 +617,7 @@ mod tests {
             engine: "e".into(),
             verdict: "failed".into(),
             from_summary: true,
+            signed_by: None,
             profiles: vec![ProfileView {
                 path: PathBuf::from("out/greedy-short.e.json"),
                 profile: "greedy-short".into(),

@@ -91,6 +91,9 @@ pub struct ReceiptView {
     pub unsupported: Vec<String>,
     /// `notes[]`.
     pub notes: Vec<String>,
+    /// Whether its Vulkan device is a CPU implementation, so it does not establish
+    /// `qual_receipt::render::SOFTWARE_DEVICE_NOTE`.
+    pub software_device: bool,
     /// Whether the run directory was found.
     pub run_evidence: bool,
     /// The workload's comparison rules, when its manifest was found next to the receipt (an
@@ -135,6 +138,18 @@ impl ReceiptView {
     /// Whether the verdict is `passed`.
     pub fn passed(&self) -> bool {
         self.verdict == "passed"
+    }
+
+    /// Whether the measurement-validity gate refused any serving repetition of this run (its
+    /// timings are not measurements to compare).
+    pub fn validity_refused(&self) -> bool {
+        self.cases.iter().any(|c| {
+            c.repetitions.iter().any(|p| {
+                p.serve
+                    .as_ref()
+                    .is_some_and(|s| !s.validity_violations.is_empty())
+            })
+        })
     }
 
     /// The matrix row this receipt belongs to: workload, variant, backend, host.
@@ -226,6 +241,9 @@ pub struct ServeView {
     pub bounds: Vec<(String, f64, f64, f64)>,
     /// The statistics the validity gate held to the tolerance.
     pub gated: Vec<String>,
+    /// Why the measurement-validity gate refused the run (`metrics.validity.violations`);
+    /// empty when it accepted it.
+    pub validity_violations: Vec<String>,
 }
 
 /// Reads every receipt under `paths` with their evidence.
@@ -460,12 +478,43 @@ fn read_one(path: &Path, explicit: bool, cache: &PolicyCache) -> Loaded {
         cases,
         unsupported: strings(value.get("unsupported")),
         notes: strings(value.get("notes")),
+        software_device: qual_receipt::render::software_device_note(&value).is_some(),
         run_evidence: false,
         rules: Vec::new(),
     };
+    let contradicted = verify_against_run(path, &value, &view.receipt_id);
+    if !contradicted.is_empty() {
+        return Err(contradicted);
+    }
     view.rules = policy_rules(path, &value, cache);
     let notes = read_evidence(path, &value, &mut view);
     Ok(Some(Item::Receipt(view, notes)))
+}
+
+/// `receipt verify`'s checks ([`qual_receipt::verify::verify_run`]) whenever the receipt's
+/// retained run directory is present: under the nearest ancestor of the receipt holding
+/// `.qualification/runs/<receipt_id>/run-config.json` (the runner's own record), which is
+/// taken as the repository root. Every finding is returned (the receipt is then refused,
+/// never rendered); none when it agrees or when no run record is there (the report then
+/// shows the receipt on its own checks: removing the record is no more than removing the
+/// whole run directory, which leaves a receipt as unverified as it was).
+fn verify_against_run(path: &Path, receipt: &Value, receipt_id: &str) -> Vec<String> {
+    if receipt_id.is_empty() || receipt_id.contains(['/', '\\']) || receipt_id.starts_with('.') {
+        return Vec::new();
+    }
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let Some(root) = abs.ancestors().skip(1).find(|a| {
+        a.join(".qualification/runs")
+            .join(receipt_id)
+            .join("run-config.json")
+            .is_file()
+    }) else {
+        return Vec::new();
+    };
+    qual_receipt::verify::verify_run(receipt, root, None)
+        .iter()
+        .map(|f| format!("contradicted by its run directory: {f}"))
+        .collect()
 }
 
 /// The comparison rules of the workload the receipt names, when its manifest is found under an
@@ -692,6 +741,7 @@ pub fn serve_view(v: &Value) -> ServeView {
         output_tokens_per_second: at(v, &["metrics", "output_tokens_per_second"])
             .and_then(Value::as_f64),
         gated: strings(at(v, &["metrics", "validity", "gated"])),
+        validity_violations: strings(at(v, &["metrics", "validity", "violations"])),
         ..ServeView::default()
     };
     for row in v

@@ -45,13 +45,15 @@ code{font-size:.9em;word-break:break-all}
 figure{margin:0;border:1px solid var(--line);padding:6px}
 figcaption{font-size:.9em;color:var(--muted)}
 svg.chart{width:100%;height:auto;display:block}
-svg.chart text{font-size:11px;fill:var(--fg)}
+svg.chart text{font-size:12px;fill:var(--fg)}
 svg.chart .axis{stroke:var(--fg);fill:none}
 svg.chart .grid{stroke:var(--line);fill:none}
 svg.chart .line{fill:none;stroke-width:1.8}
 svg.chart .band{fill:rgba(44,160,44,.15);stroke:none}
 svg.chart .failmark{stroke:var(--bad);stroke-width:2;fill:none}
+svg.chart .refusedmark{stroke:var(--fg);stroke-width:2;fill:var(--bg)}
 details{margin:4px 0}
+@media (max-width:640px){svg.chart text{font-size:15px}}
 @media (max-width:640px){table.stack thead{display:none}table.stack,table.stack tbody,table.stack tr,table.stack td{display:block;min-width:0}table.stack tr{border:1px solid var(--line);margin-bottom:8px}table.stack td{border:none;padding:2px 6px}table.stack caption{display:block;text-align:left}table.stack td.n{text-align:left}table.stack td::before{content:attr(data-label) \": \";font-weight:600}}
 ";
 
@@ -201,7 +203,7 @@ fn figure(o: &mut String, svg: &str, caption: &str, data: Option<DataTable<'_>>)
 }
 
 fn trends(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
-    o.push_str("<h2 id=\"trends\">Metric trends across runs</h2>\n<p>Each chart is one case metric of one workload, variant, backend and host, runs in time order labelled by commit; a crossed marker is a run whose verdict failed.</p>\n");
+    o.push_str("<h2 id=\"trends\">Metric trends across runs</h2>\n<p>Each chart is one case metric of one workload, variant, backend and host, runs in time order labelled by commit (several runs of one commit as <code>commit·1</code>, <code>commit·2</code>, …). The value axis always starts at zero, so a small wobble looks as small as it is. A crossed marker is a run whose verdict failed; an open diamond is a run the measurement-validity gate refused (its timings are not trustworthy measurements).</p>\n");
     let mut drawn = 0usize;
     let mut skipped = 0usize;
     for row in rows {
@@ -235,33 +237,15 @@ fn trends(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
         if keys.is_empty() {
             continue;
         }
+        let labels = run_labels(&runs);
         let mut body = String::new();
         for (case, metric, unit, lower) in &keys {
-            let mut points = Vec::new();
-            let mut failed = Vec::new();
-            let mut data = Vec::new();
-            for (i, r) in runs.iter().enumerate() {
-                let v = r
-                    .cases
-                    .iter()
-                    .find(|c| &c.id == case)
-                    .and_then(|c| c.metrics.iter().find(|m| &m.name == metric));
-                if let Some(m) = v {
-                    if !r.passed() {
-                        failed.push(points.len());
-                    }
-                    points.push((i as f64, m.value));
-                    data.push((
-                        format!(
-                            "{} {} ({})",
-                            crate::short_commit(&r.commit),
-                            r.started_at,
-                            r.verdict
-                        ),
-                        m.text.clone(),
-                    ));
-                }
-            }
+            let TrendPoints {
+                points,
+                failed,
+                refused,
+                data,
+            } = trend_points(&runs, &labels, case, metric);
             if points.len() < 2 {
                 continue;
             }
@@ -293,12 +277,13 @@ fn trends(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
             let chart = Chart {
                 title: format!("{case}: {metric} ({unit}) across runs"),
                 desc: format!(
-                    "{} runs from {first} to {last}; values from {} to {} {unit}; {} is better; {} of these runs failed.{}",
+                    "{} runs from {first} to {last}; values from {} to {} {unit} (axis from zero); {} is better; {} of these runs failed; {} were refused by the measurement-validity gate.{}",
                     points.len(),
                     crate::num(lo),
                     crate::num(hi),
                     if *lower { "lower" } else { "higher" },
                     failed.len(),
+                    refused.len(),
                     band.as_ref().map_or_else(String::new, |(a, b, op)| format!(
                         " Shaded: the comparison policy's {op} tolerance against the oldest run, {} to {} {unit}.",
                         crate::num(*a),
@@ -313,11 +298,10 @@ fn trends(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
                     points,
                     markers: true,
                     failed,
+                    refused,
                 }],
-                x_categories: runs
-                    .iter()
-                    .map(|r| r.commit.get(..7).unwrap_or(&r.commit).to_owned())
-                    .collect(),
+                x_categories: labels.clone(),
+                y_from_zero: true,
                 ..Chart::default()
             };
             let svg = svg::render(&chart, &format!("c{chart_id}"));
@@ -342,6 +326,80 @@ fn trends(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
     if skipped > 0 {
         let _ = writeln!(o, "<p>… and {skipped} more trend charts not drawn (limit {MAX_TREND_CHARTS}); the CSV export has every value.</p>");
     }
+}
+
+/// One metric's points across runs, with the failed and validity-refused ones marked and the
+/// data table's rows.
+struct TrendPoints {
+    points: Vec<(f64, f64)>,
+    failed: Vec<usize>,
+    refused: Vec<usize>,
+    data: Vec<(String, String)>,
+}
+
+fn trend_points(runs: &[&ReceiptView], labels: &[String], case: &str, metric: &str) -> TrendPoints {
+    let mut points = Vec::new();
+    let mut failed = Vec::new();
+    let mut refused = Vec::new();
+    let mut data = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let v = r
+            .cases
+            .iter()
+            .find(|c| c.id == case)
+            .and_then(|c| c.metrics.iter().find(|m| m.name == metric));
+        if let Some(m) = v {
+            if r.validity_refused() {
+                refused.push(points.len());
+            } else if !r.passed() {
+                failed.push(points.len());
+            }
+            points.push((i as f64, m.value));
+            data.push((
+                format!(
+                    "{} {} ({}{})",
+                    labels[i],
+                    r.started_at,
+                    r.verdict,
+                    if r.validity_refused() {
+                        ", refused by the validity gate"
+                    } else {
+                        ""
+                    }
+                ),
+                m.text.clone(),
+            ));
+        }
+    }
+    TrendPoints {
+        points,
+        failed,
+        refused,
+        data,
+    }
+}
+
+/// One label per run, oldest first: the short commit, and for a commit with several runs its
+/// occurrence (`abc1234·1`, `abc1234·2`), so no two runs share a label.
+fn run_labels(runs: &[&ReceiptView]) -> Vec<String> {
+    let short = |r: &ReceiptView| r.commit.get(..7).unwrap_or(&r.commit).to_owned();
+    let mut total: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for r in runs {
+        *total.entry(short(r)).or_default() += 1;
+    }
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    runs.iter()
+        .map(|r| {
+            let c = short(r);
+            let k = seen.entry(c.clone()).or_default();
+            *k += 1;
+            if total[&c] > 1 {
+                format!("{c}·{k}")
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 fn serving(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
@@ -600,6 +658,21 @@ fn scope(o: &mut String, set: &ReportSet) {
     for item in qual_receipt::render::NOT_ESTABLISHED {
         let _ = write!(o, "<li>{}</li>", esc(item));
     }
+    let software: Vec<&str> = set
+        .receipts
+        .iter()
+        .filter(|r| r.software_device)
+        .map(|r| r.receipt_id.as_str())
+        .collect();
+    if !software.is_empty() {
+        let _ = write!(
+            o,
+            "<li>for the {} receipt(s) on a CPU implementation of Vulkan ({}): {}</li>",
+            software.len(),
+            esc(&software.join(", ")),
+            esc(qual_receipt::render::SOFTWARE_DEVICE_NOTE)
+        );
+    }
     o.push_str("</ul>\n");
     let with_scope: Vec<&ReceiptView> = set
         .receipts
@@ -696,9 +769,35 @@ mod tests {
             }],
             unsupported: Vec::new(),
             notes: Vec::new(),
+            software_device: false,
             run_evidence: true,
             rules: Vec::new(),
         }
+    }
+
+    #[test]
+    fn runs_of_one_commit_get_distinct_labels() {
+        let mut a = receipt("c1", 1, 1.0);
+        let b = receipt("c1", 1, 1.0);
+        let mut c = receipt("c1", 1, 1.0);
+        a.commit = "b".repeat(40);
+        c.commit = "c".repeat(40);
+        let runs = [&a, &b, &b, &c, &b];
+        let labels = run_labels(&runs);
+        assert_eq!(
+            labels,
+            ["bbbbbbb", "aaaaaaa·1", "aaaaaaa·2", "ccccccc", "aaaaaaa·3"]
+        );
+    }
+
+    #[test]
+    fn a_run_the_validity_gate_refused_is_known_as_such() {
+        let mut r = receipt("c1", 1, 1.0);
+        assert!(!r.validity_refused());
+        if let Some(s) = r.cases[0].repetitions[0].serve.as_mut() {
+            s.validity_violations = vec!["late sends".into()];
+        }
+        assert!(r.validity_refused());
     }
 
     #[test]
@@ -719,5 +818,31 @@ mod tests {
             ..ReportSet::default()
         };
         assert!(!render(&one).contains("id=\"throughput\""));
+    }
+
+    #[test]
+    fn a_software_vulkan_device_is_named_in_the_scope() {
+        let mut lavapipe = receipt("vulkan", 1, 4.0);
+        lavapipe.software_device = true;
+        lavapipe.receipt_id = "r-lavapipe".into();
+        let set = ReportSet {
+            receipts: vec![receipt("cpu", 1, 180.0), lavapipe],
+            ..ReportSet::default()
+        };
+        let page = render(&set);
+        assert!(
+            page.contains("on a CPU implementation of Vulkan (r-lavapipe)"),
+            "{page}"
+        );
+        let md = crate::markdown::render(&set);
+        assert!(
+            md.contains("CPU implementation of Vulkan (r-lavapipe)"),
+            "{md}"
+        );
+        let plain = ReportSet {
+            receipts: vec![receipt("cpu", 1, 180.0)],
+            ..ReportSet::default()
+        };
+        assert!(!render(&plain).contains("CPU implementation of Vulkan"));
     }
 }

@@ -145,6 +145,20 @@ pub fn render(set: &ReportSet) -> String {
         "_Each receipt establishes only its declared workload on the recorded source, backend, device, model, configuration and environment; it does not establish {}._",
         qual_receipt::render::NOT_ESTABLISHED.join("; ")
     );
+    let software: Vec<&str> = set
+        .receipts
+        .iter()
+        .filter(|r| r.software_device)
+        .map(|r| r.receipt_id.as_str())
+        .collect();
+    if !software.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n_Receipts on a CPU implementation of Vulkan ({}) do not establish {}._",
+            md(&software.join(", ")),
+            qual_receipt::render::SOFTWARE_DEVICE_NOTE
+        );
+    }
     out
 }
 

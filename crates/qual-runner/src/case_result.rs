@@ -425,6 +425,17 @@ fn check_tolerances(tolerances: &Value, metrics: &[Metric], errors: &mut Vec<Str
 }
 
 /// `details`: null or a bounded string.
+/// The `details` a command's result states even when the result as a whole is invalid (a
+/// failed serving case that wrote no metrics says why the server did not start): the string,
+/// when it is one within [`DETAILS_LIMIT`] characters, for the runner to keep beside its own
+/// failures instead of losing the command's own account.
+pub fn reported_details(v: &Value) -> Option<String> {
+    match v.as_object()?.get("details")? {
+        Value::String(s) if !s.is_empty() && s.chars().count() <= DETAILS_LIMIT => Some(s.clone()),
+        _ => None,
+    }
+}
+
 fn check_details(details: Option<&Value>, errors: &mut Vec<String>) -> Option<String> {
     match details {
         Some(Value::Null) | None => None,

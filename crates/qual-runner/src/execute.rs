@@ -415,6 +415,8 @@ fn contract_failures(
 /// The command's result as judged: the parsed result when valid, and the exact bytes read.
 struct JudgedResult {
     command: Option<CommandResult>,
+    /// The `details` of a result that parsed but did not validate (the command's own account).
+    reported: Option<String>,
     config_verified: bool,
     kept: Option<Vec<u8>>,
 }
@@ -432,6 +434,7 @@ fn judge_command_result(
     let declared = &case.result_protocol.declared_metrics;
     let mut judged = JudgedResult {
         command: None,
+        reported: None,
         config_verified: true,
         kept: None,
     };
@@ -464,6 +467,7 @@ fn judge_command_result(
                     }
                     Err(errs) => {
                         judged.config_verified = false;
+                        judged.reported = case_result::reported_details(&v);
                         failures.push(format!("invalid command case result: {}", errs.join("; ")));
                     }
                 },
@@ -491,10 +495,12 @@ struct Settled {
 
 /// Settles status, metrics and details: a usable command result keeps its status unless a
 /// failure downgrades it; otherwise the runner decides and, for a runner-produced case,
-/// computes the declared runner metrics.
+/// computes the declared runner metrics. The command's own details come first either way
+/// (`reported`: those of a result that did not validate), so the cause it states is not
+/// buried under what the runner concluded from it.
 fn settle(
     case: &Case,
-    command: Option<CommandResult>,
+    (command, reported): (Option<CommandResult>, Option<String>),
     failures: &[String],
     facts: &ContractFacts,
 ) -> Settled {
@@ -529,7 +535,9 @@ fn settle(
                 metrics,
                 tolerances: Value::Array(vec![]),
                 effective_config: Value::Object(Object::new()),
-                details: join_details(failures),
+                details: join_details(
+                    &[reported.into_iter().collect(), failures.to_vec()].concat(),
+                ),
             }
         }
     }
@@ -681,7 +689,7 @@ pub fn run_execution(
     // The result is read once; the bytes judged are the bytes kept.
     let judged = judge_command_result(ctx, case, &layout, &mut failures);
     let mut config_verified = judged.config_verified;
-    let settled = settle(case, judged.command, &failures, &facts);
+    let settled = settle(case, (judged.command, judged.reported), &failures, &facts);
     let (outcome, text) = bounded_record(
         case,
         settled,

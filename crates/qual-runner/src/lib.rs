@@ -27,6 +27,7 @@ pub mod execute;
 pub mod paths;
 pub mod preflight;
 pub mod progress;
+pub mod triage;
 // `unsafe`: the receipt's file system is flushed with syncfs before the receipt is linked.
 #[allow(unsafe_code)]
 mod run;

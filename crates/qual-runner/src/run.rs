@@ -461,7 +461,10 @@ fn probe_failures(c: &backend::BackendCapture, p: &Prepared, infra: &mut Vec<Str
         }
     }
     if p.variant.device_requirement == DeviceRequirement::Required && !c.device.detected() {
-        infra.push("required backend device was not detected".into());
+        infra.push(format!(
+            "required {} device was not detected (no device identified by name and architecture or uuid: see the device probe); run on a host with one, or pick a variant whose device_requirement is not \"required\"",
+            c.backend
+        ));
     }
 }
 

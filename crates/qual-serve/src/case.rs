@@ -439,7 +439,7 @@ fn serve_and_load(
                 });
                 if o.model.is_some() && !ids.contains(&model) {
                     reasons.push(format!("model {model:?} is not served (served: {ids:?})"));
-                } else if server.check_listener() {
+                } else if server.check_listener() && server.check_device_report() {
                     let spec = LoadSpec {
                         addr: server.addr(),
                         model,

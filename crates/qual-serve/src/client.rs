@@ -15,7 +15,13 @@
 //! * success needs HTTP 200, a `text/event-stream` body, `data: [DONE]` (unless explicitly
 //!   waived), ≥ 1 content event, exactly one finish reason, at most one usage record, and a
 //!   token count: `usage.completion_tokens` (source `server_usage`), or — only when usage is
-//!   allowed to be missing — the content-event count (source `client_count`).
+//!   allowed to be missing — the content-event count (source `client_count`);
+//! * a server's token claim is bounded by what the client received ([`crate::claims`]): a
+//!   `usage.completion_tokens` above the request's `max_tokens`, above both the received
+//!   text's UTF-8 bytes and [`crate::claims::TOKENS_PER_EVENT`] × its content events, or (with a tokenizer)
+//!   above 1.5 × the tokenizer's count of that text + [`crate::claims::SPECIAL_TOKEN_ALLOWANCE`] fails the
+//!   request by name; the record keeps the claim (`usage`) and the client's side
+//!   (`client_tokens`).
 //!
 //! Every event is stamped with the arrival time of the read that completed it: the kernel's
 //! receive timestamp of that read where the kernel gives one ([`crate::rxclock`]), else the
@@ -29,6 +35,7 @@
 //! actually received (content and reasoning text for the output digest, one timestamp per
 //! content event, and the event being parsed), never more than its limits.
 
+use crate::claims::{check_claim, claim_bound};
 use crate::io::FullBody;
 use crate::record::{Outcome, RequestRecord, TokenCount, TokenSource, Usage};
 use crate::rxclock::{ClockSource, ReadLog, ReadStamp, StampedStream};
@@ -245,6 +252,11 @@ pub async fn probe_models_at(addr: SocketAddr, target: &Target, timeout: Duratio
     if ids.is_empty() {
         return Probe::NotReady("/v1/models returned no model identifiers".into());
     }
+    if ids.iter().any(|i| target.redact(i) != i.as_str()) {
+        return Probe::NotReady(
+            "/v1/models serves a model id that contains the api key; it is not recorded".into(),
+        );
+    }
     Probe::Ready { body: bytes, ids }
 }
 
@@ -282,6 +294,8 @@ pub async fn unary_get(
 /// The most one streamed response may carry, derived from the request's `max_tokens`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamLimits {
+    /// The request's `max_tokens`: the most completion tokens a server may claim.
+    pub max_tokens: u64,
     /// SSE events (content or not): `2 × max_tokens + 64`.
     pub max_events: u64,
     /// Body bytes: `64 KiB + 4 KiB × max_events`.
@@ -296,6 +310,7 @@ impl StreamLimits {
     pub fn for_max_tokens(max_tokens: u64) -> StreamLimits {
         let max_events = max_tokens.saturating_mul(2).saturating_add(64);
         StreamLimits {
+            max_tokens,
             max_events,
             max_bytes: max_events.saturating_mul(4096).saturating_add(64 * 1024),
         }
@@ -503,6 +518,8 @@ pub struct Target {
     /// Prepended to every request path (`""` or `/prefix`, no trailing slash).
     pub base_path: String,
     authorization: Option<hyper::header::HeaderValue>,
+    /// The bare key, kept only to redact it from what the server sends back ([`Target::redact`]).
+    secret: Option<Arc<str>>,
     tls: Option<Tls>,
 }
 
@@ -527,6 +544,7 @@ impl Target {
             host: addr.to_string(),
             base_path: String::new(),
             authorization: None,
+            secret: None,
             tls: None,
         }
     }
@@ -552,7 +570,25 @@ impl Target {
             .map_err(|_| "the api key is not a valid http header value".to_string())?;
         v.set_sensitive(true);
         self.authorization = Some(v);
+        self.secret = Some(key.into());
         Ok(self)
+    }
+
+    /// `text` without the api key ([`crate::claims::redact`]). Everything a server sends that
+    /// the records keep passes through here, so an echoed `Authorization` header cannot put
+    /// the key into evidence.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match self.secret.as_deref() {
+            Some(key) => crate::claims::redact(key, text),
+            None => Cow::Borrowed(text),
+        }
+    }
+
+    /// [`Target::redact`] applied to everything of `rec` that came from the server's text.
+    pub fn redact_record(&self, rec: &mut RequestRecord) {
+        if let Some(key) = self.secret.as_deref() {
+            crate::claims::redact_record(key, rec);
+        }
     }
 
     /// Whether an `Authorization` header is sent.
@@ -560,6 +596,9 @@ impl Target {
         self.authorization.is_some()
     }
 }
+
+/// What replaces an api key in anything the client keeps.
+pub const REDACTED: &str = "<redacted api key>";
 
 /// One request to send with [`exchange`]: streamed (SSE) or not.
 #[derive(Clone, Debug)]
@@ -613,6 +652,20 @@ pub async fn exchange(
     rec: &mut RequestRecord,
     capture: Option<&mut String>,
 ) -> SendOutcome {
+    let target = call.target;
+    let out = exchange_raw(conn, call, epoch, rules, rec, capture).await;
+    target.redact_record(rec);
+    out
+}
+
+async fn exchange_raw(
+    conn: &mut Connection,
+    call: Exchange<'_>,
+    epoch: Instant,
+    rules: StreamRules,
+    rec: &mut RequestRecord,
+    capture: Option<&mut String>,
+) -> SendOutcome {
     let ns = |epoch: Instant| Instant::now().saturating_duration_since(epoch).as_nanos() as u64;
     let resp = match send(conn, &call, epoch, rec).await {
         Ok(r) => r,
@@ -652,6 +705,7 @@ pub async fn exchange(
         }
         rec.end_ns = Some(ns(epoch));
         let text = String::from_utf8_lossy(&snippet);
+        let text = call.target.redact(&text);
         rec.outcome = Outcome::Failed {
             reason: if status != hyper::StatusCode::OK {
                 format!("http status {}: {}", status.as_u16(), clip(&text))
@@ -874,7 +928,7 @@ async fn read_stream(
     }
     let verdict = failure
         .map(Err)
-        .unwrap_or_else(|| finish(rec, &st, &parser, rules));
+        .unwrap_or_else(|| finish(rec, &st, &parser, (rules, limits)));
     conclude(rec, verdict, st, capture);
     SendOutcome::Exchanged { reusable }
 }
@@ -1001,7 +1055,7 @@ async fn read_whole(
                     None => ClockSource::UserRead,
                 });
             }
-            finish(rec, &st, &SseParser::default(), rules)
+            finish(rec, &st, &SseParser::default(), (rules, limits))
         }),
     };
     conclude(rec, verdict, st, capture);
@@ -1054,7 +1108,7 @@ fn finish(
     rec: &mut RequestRecord,
     st: &StreamState,
     parser: &SseParser,
-    rules: StreamRules,
+    (rules, limits): (StreamRules, StreamLimits),
 ) -> Result<(), String> {
     if parser.has_partial_event() {
         return Err("stream ended inside an event".into());
@@ -1074,6 +1128,13 @@ fn finish(
             ))
         }
     }
+    let client = claim_bound(
+        rec.content_event_ns.len() as u64,
+        (st.content.len() + st.reasoning.len()) as u64,
+        None,
+        limits.max_tokens,
+    );
+    rec.client_tokens = Some(client);
     match st.usage.as_slice() {
         [] if rules.allow_missing_usage => {
             rec.output_tokens = Some(TokenCount {
@@ -1094,6 +1155,7 @@ fn finish(
                     "usage reports zero completion tokens for a stream with content".into(),
                 );
             }
+            check_claim(usage.completion_tokens, &client)?;
             rec.output_tokens = Some(TokenCount {
                 value: usage.completion_tokens,
                 source: TokenSource::ServerUsage,
@@ -1175,9 +1237,14 @@ mod tests {
                 break;
             }
         }
-        let v = fail
-            .map(Err)
-            .unwrap_or_else(|| finish(&mut rec, &st, &parser, rules));
+        let v = fail.map(Err).unwrap_or_else(|| {
+            finish(
+                &mut rec,
+                &st,
+                &parser,
+                (rules, StreamLimits::for_max_tokens(16)),
+            )
+        });
         rec.outcome = match v {
             Ok(()) => Outcome::Succeeded,
             Err(reason) => Outcome::Failed { reason },
@@ -1243,6 +1310,77 @@ mod tests {
         };
         let err = on_event(&bad, (3, 3), &mut rec, &mut st).unwrap_err();
         assert!(err.contains("expected a string"), "{err}");
+    }
+
+    fn usage_event(completion: u64) -> String {
+        format!(
+            r#"{{"choices":[{{"delta":{{}},"finish_reason":"length"}}],"usage":{{"prompt_tokens":1,"completion_tokens":{completion},"total_tokens":{}}}}}"#,
+            completion + 1
+        )
+    }
+
+    #[test]
+    fn a_claim_beyond_what_the_client_received_fails_by_name() {
+        let one = r#"{"choices":[{"delta":{"content":"tok0 "}}]}"#;
+        // One event, a billion tokens claimed: above max_tokens (16 in `run`).
+        let lie = usage_event(1_000_000_000);
+        let r = run(&[one, &lie, "[DONE]"], STRICT);
+        assert_eq!(
+            r.outcome,
+            Outcome::Failed {
+                reason: "usage claims 1000000000 completion tokens, more than the request's max_tokens 16".into()
+            }
+        );
+        assert_eq!(r.output_tokens, None);
+        // The claim and the client's side are both recorded.
+        assert_eq!(r.usage.unwrap().completion_tokens, 1_000_000_000);
+        let ct = r.client_tokens.unwrap();
+        assert_eq!((ct.content_events, ct.content_bytes, ct.bound), (1, 5, 5));
+        // Within max_tokens but above max(5 bytes, 4 × 1 event).
+        let lie = usage_event(6);
+        let r = run(&[one, &lie, "[DONE]"], STRICT);
+        assert!(
+            matches!(&r.outcome, Outcome::Failed { reason } if reason.starts_with("usage claims 6 completion tokens for 5 bytes of text in 1 content events received (at most 5")),
+            "{:?}",
+            r.outcome
+        );
+        // At the bound it is accepted and counted as claimed.
+        let ok = usage_event(5);
+        let r = run(&[one, &ok, "[DONE]"], STRICT);
+        assert_eq!(r.outcome, Outcome::Succeeded);
+        assert_eq!(r.output_tokens.unwrap().value, 5);
+    }
+
+    #[test]
+    fn an_echoed_key_is_redacted_verbatim_escaped_and_clipped() {
+        let t = Target::plain("127.0.0.1:1".parse().unwrap())
+            .with_bearer("sk-abc\\\"def-123456")
+            .unwrap();
+        let key = "sk-abc\\\"def-123456";
+        assert_eq!(
+            t.redact(&format!("echo Bearer {key}!")),
+            format!("echo Bearer {REDACTED}!")
+        );
+        let escaped = serde_json::Value::from(key).to_string();
+        assert_eq!(
+            t.redact(&format!("json {escaped}")),
+            format!("json \"{REDACTED}\"")
+        );
+        assert_eq!(t.redact("cut sk-abc\\\"d…"), format!("cut {REDACTED}…"));
+        assert_eq!(t.redact("sk- alone"), "sk- alone");
+        let mut rec = RequestRecord::scheduled(0, "x", Phase::Measured, Endpoint::Chat, 0);
+        rec.finish_reason = Some(format!("Bearer {key}"));
+        rec.outcome = Outcome::Failed {
+            reason: format!("http status 401: bad key {key}"),
+        };
+        rec.output_text = Some(crate::record::OutputText {
+            reasoning: String::new(),
+            content: format!("{key}{key}"),
+        });
+        t.redact_record(&mut rec);
+        let all = format!("{rec:?}");
+        assert!(!all.contains("def-123456"), "{all}");
+        assert_eq!(rec.finish_reason.unwrap(), format!("Bearer {REDACTED}"));
     }
 
     #[test]

@@ -440,6 +440,7 @@ impl KilnLaunch {
             startup_timeout: startup,
             shutdown_timeout: shutdown,
             acceptable_exit_codes: codes,
+            device_report: None,
             file_sha256,
             canonical_sha256: self.content_sha256.clone(),
             document,

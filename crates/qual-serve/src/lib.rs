@@ -11,6 +11,7 @@
 //! Modules: [`sse`] (incremental SSE parser), [`corpus`] (strict JSONL corpus, seeded order),
 //! [`recipe`] (strict launch recipe), [`kiln_launch`] (Kiln's launch schema, the base URL,
 //! reading either schema), [`record`] (per-request records),
+//! [`claims`] (how far a server's token claim is believed; api-key redaction),
 //! [`client`] (one request, streamed or not, over HTTP or HTTPS → one record), [`rxclock`] (kernel receive timestamps
 //! on the client socket), [`threadstat`] (the load thread's run-queue wait and preemptions),
 //! [`load`] (the one load engine of `serve` and `bench`: plans, closed and open loop,
@@ -20,6 +21,7 @@
 //! [`io`] (plumbing).
 
 pub mod case;
+pub mod claims;
 pub mod client;
 pub mod corpus;
 // `unsafe`: reads land in the receive buffer's spare capacity without zeroing it first.

@@ -300,6 +300,9 @@ impl OwnedServer {
                 }
             }
         }
+        if out.is_empty() {
+            out = "(the server wrote nothing)".into();
+        }
         out
     }
 
@@ -317,7 +320,16 @@ impl OwnedServer {
                 return None;
             }
             if let Some(t) = self.leader_exit() {
-                let tail = self.log_tail();
+                // The drain threads may not have copied the server's last words to the log
+                // files yet: wait for the pipes to close before reading the tail.
+                let closed = self
+                    .process
+                    .as_ref()
+                    .is_some_and(|p| p.wait_output_closed(Duration::from_secs(2)));
+                let mut tail = self.log_tail();
+                if !closed {
+                    tail.push_str(" (output still open: a process of the server holds it)");
+                }
                 self.fail(
                     "readiness_failed",
                     format!(
@@ -397,6 +409,40 @@ impl OwnedServer {
             Some(format!("port {} held by pids {owners:?}", self.recipe.port)),
         );
         true
+    }
+
+    /// Checks the server's own statement of its device ([`crate::recipe::DeviceReport`]),
+    /// when the recipe declares one: some line of its logs (read once it is ready) must
+    /// match. A server that does not say it serves on the declared device is refused, never
+    /// measured as if it did (ggml, for one, falls back to the CPU with a warning only).
+    pub fn check_device_report(&mut self) -> bool {
+        let Some(report) = self.recipe.device_report.clone() else {
+            return true;
+        };
+        let found = [&self.stderr_path, &self.stdout_path].iter().find_map(|p| {
+            let bytes = qual_json::file::read_regular_bytes(p, MAX_LOG_BYTES).ok()?;
+            String::from_utf8_lossy(&bytes)
+                .lines()
+                .find(|l| report.pattern.is_match(l))
+                .map(|l| qual_json::escape_text(l.trim()).into_owned())
+        });
+        match found {
+            Some(line) => {
+                self.event("device_reported", Some(line));
+                true
+            }
+            None => {
+                self.fail(
+                    "device_reported",
+                    format!(
+                        "the server did not report serving on {}: no line of its logs matches {:?}; refusing to measure a server that may have fallen back to another device (check its log, the driver, and the device the launch command selects)",
+                        report.description,
+                        report.pattern.as_str()
+                    ),
+                );
+                false
+            }
+        }
     }
 
     /// Records a leader exit observed during the run (a failure).

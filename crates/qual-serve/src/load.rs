@@ -288,7 +288,8 @@ pub struct EngineOptions {
     /// Trace replay: send each session at its `offset_s` × this scale (open loop; the
     /// arrival's rate is not used).
     pub trace_time_scale: Option<f64>,
-    /// Client-side token counting of responses without usage.
+    /// Client-side token counting: the count of responses without usage, and a bound on
+    /// every server's claim (checked after the run).
     pub token_counter: Option<TokenCounter>,
 }
 
@@ -539,17 +540,16 @@ impl Ctx {
             } else {
                 with_history(turn, &history, self.opts.stream)
             };
-            // The reply text is kept only when something needs it: the next turn's history,
-            // or a tokenizer count of a response without usage.
-            let capture = t + 1 < turns.len()
-                || (self.opts.token_counter.is_some() && self.spec.rules.allow_missing_usage);
+            // The reply text is kept only for the next turn's history (a tokenizer counts the
+            // record's own text).
+            let capture = t + 1 < turns.len();
             let mut reply = String::new();
             let k = self.index(j, t);
             let mut rec =
                 RequestRecord::scheduled(k as u64, &turn.id, phase, turn.endpoint, scheduled);
             self.one(conn, turn, body, &mut rec, capture.then_some(&mut reply))
                 .await;
-            self.count_client_tokens(&mut rec, &reply);
+            self.count_client_tokens(&mut rec);
             let ok = rec.outcome.is_success();
             self.record(k, rec);
             if !ok || t + 1 == turns.len() {
@@ -560,9 +560,11 @@ impl Ctx {
         }
     }
 
-    /// A response without usage (allowed) is counted with the tokenizer when one is given;
-    /// a non-streamed one without either cannot be counted and fails.
-    fn count_client_tokens(&self, rec: &mut RequestRecord, reply: &str) {
+    /// A response without usage (allowed) is counted with the tokenizer when one is given
+    /// (over its reasoning and content text); a non-streamed one without either cannot be
+    /// counted and fails. (A server's claim is held to the tokenizer after the run, off the
+    /// load thread: [`check_claims_with_tokenizer`].)
+    fn count_client_tokens(&self, rec: &mut RequestRecord) {
         let Some(c) = rec.output_tokens else {
             return;
         };
@@ -571,8 +573,12 @@ impl Ctx {
         }
         match &self.opts.token_counter {
             Some(counter) => {
+                let counted = tokenizer_count(counter, rec);
+                if let Some(ct) = &mut rec.client_tokens {
+                    ct.tokenizer_tokens = Some(counted);
+                }
                 rec.output_tokens = Some(crate::record::TokenCount {
-                    value: (counter.0)(reply),
+                    value: counted,
                     source: TokenSource::ClientTokenizer,
                 });
             }
@@ -925,6 +931,37 @@ fn check_plan(plan: &RequestPlan, spec: &LoadSpec, opts: &EngineOptions) -> Resu
     Ok(())
 }
 
+/// The tokenizer's count of a record's received text (reasoning and content, each counted).
+fn tokenizer_count(counter: &TokenCounter, rec: &RequestRecord) -> u64 {
+    rec.output_text.as_ref().map_or(0, |t| {
+        (counter.0)(&t.reasoning).saturating_add((counter.0)(&t.content))
+    })
+}
+
+/// Holds a successful request's server claim to the tokenizer's count of the text it
+/// received ([`crate::claims::claim_bound`]); a claim above it fails the request by name. Runs
+/// after the load, so tokenizing costs the measurement nothing.
+pub fn check_claims_with_tokenizer(counter: &TokenCounter, rec: &mut RequestRecord) {
+    let (Some(c), Some(ct)) = (rec.output_tokens, rec.client_tokens) else {
+        return;
+    };
+    if c.source != TokenSource::ServerUsage || !rec.outcome.is_success() {
+        return;
+    }
+    let counted = tokenizer_count(counter, rec);
+    let bounded = crate::claims::claim_bound(
+        ct.content_events,
+        ct.content_bytes,
+        Some(counted),
+        ct.max_tokens,
+    );
+    rec.client_tokens = Some(bounded);
+    if let Err(reason) = crate::claims::check_claim(c.value, &bounded) {
+        rec.output_tokens = None;
+        rec.outcome = Outcome::Failed { reason };
+    }
+}
+
 fn build_ctx(
     plan: &RequestPlan,
     spec: &LoadSpec,
@@ -1072,6 +1109,11 @@ pub fn run_plan(
     let mut records: Vec<(usize, RequestRecord)> =
         std::mem::take(&mut *ctx.results.lock().expect("results"));
     records.sort_by_key(|(k, _)| *k);
+    if let Some(counter) = &ctx.opts.token_counter {
+        for (_, r) in &mut records {
+            check_claims_with_tokenizer(counter, r);
+        }
+    }
     let stop = match qual_exec::signals::interrupted() {
         Some(signal) => StopReason::Interrupted { signal },
         None => ctx

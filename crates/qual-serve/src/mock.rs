@@ -19,6 +19,18 @@
 //! carries the OpenAI `object`. Tested unmodified with AIPerf (crates/kiln-qual/tests/bench.rs).
 //!
 //! Listens on 127.0.0.1 only. Invariant: no injection is active unless its flag was given.
+//! Bounded: a request's output is at most [`MAX_OUTPUT_TOKENS`] tokens (a larger
+//! `max_tokens` is answered 400 by name), and a stream is built in one buffer only up to
+//! [`MAX_BUFFERED_TOKENS`] events (beyond that it is sent event by event), so one request
+//! holds at most a few tens of MB whatever it asks for.
+
+/// The most output tokens one request is served; a larger `max_tokens` (or
+/// `--output-tokens`) is refused.
+pub const MAX_OUTPUT_TOKENS: u64 = 1 << 20;
+
+/// Zero-delay streams up to this many events are sent as one buffer; longer ones event by
+/// event through a bounded channel.
+pub const MAX_BUFFERED_TOKENS: u64 = 4096;
 
 use crate::io::{BodyItem, ChannelBody, EitherBody, FullBody, TokioIo};
 use crate::pacer::Pacer;
@@ -76,6 +88,9 @@ pub struct MockConfig {
     pub metrics: bool,
     /// Injection: `/metrics` reports this many fewer completed requests than were served.
     pub metrics_undercount: u64,
+    /// Injection: echo the request's `Authorization` header back as the first content
+    /// event's text and as the finish reason (and in an injected error event's message).
+    pub echo_authorization: bool,
 }
 
 impl Default for MockConfig {
@@ -101,6 +116,7 @@ impl Default for MockConfig {
             vary_prompt_tokens: false,
             metrics: false,
             metrics_undercount: 0,
+            echo_authorization: false,
         }
     }
 }
@@ -150,7 +166,15 @@ pub fn parse_flags(args: &[String]) -> Result<MockConfig, String> {
             "--port" => c.port = int(it.next(), a)? as u16,
             "--ttft-ms" => c.ttft = ms(it.next(), a)?,
             "--itl-ms" => c.itl = ms(it.next(), a)?,
-            "--output-tokens" => c.output_tokens = Some(int(it.next(), a)?),
+            "--output-tokens" => {
+                let n = int(it.next(), a)?;
+                if n > MAX_OUTPUT_TOKENS {
+                    return Err(format!(
+                        "--output-tokens must be at most {MAX_OUTPUT_TOKENS}"
+                    ));
+                }
+                c.output_tokens = Some(n);
+            }
             "--model" => c.model = it.next().ok_or("--model needs a value")?.clone(),
             "--ready-after-ms" => c.ready_after = ms(it.next(), a)?,
             "--never-ready" => c.ready_after = Duration::MAX,
@@ -168,6 +192,7 @@ pub fn parse_flags(args: &[String]) -> Result<MockConfig, String> {
             "--vary-prompt-tokens" => c.vary_prompt_tokens = true,
             "--metrics" => c.metrics = true,
             "--metrics-undercount" => c.metrics_undercount = int(it.next(), a)?,
+            "--echo-authorization" => c.echo_authorization = true,
             other => return Err(format!("unknown flag: {other}")),
         }
     }
@@ -414,6 +439,12 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
     }
     // The TTFT clock starts when the handler starts, before the body is read.
     let start = Instant::now();
+    let echo = st
+        .cfg
+        .echo_authorization
+        .then(|| req.headers().get(hyper::header::AUTHORIZATION))
+        .flatten()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(_) => {
@@ -450,16 +481,23 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
         .max_tokens
         .or(parsed.max_completion_tokens)
         .unwrap_or(16);
+    if max_tokens > MAX_OUTPUT_TOKENS {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"error": {"message": format!("max_tokens {max_tokens} exceeds the mock server's limit of {MAX_OUTPUT_TOKENS} output tokens"), "type": "invalid_request_error"}}),
+        );
+    }
     let stream = parsed.stream;
     let include_usage = parsed
         .stream_options
         .as_ref()
         .is_some_and(|o| o.include_usage);
     let (tokens, finish) = match st.cfg.output_tokens {
-        Some(t) if st.cfg.overrun_max_tokens => (t, "length"),
+        Some(t) if st.cfg.overrun_max_tokens => (t.min(MAX_OUTPUT_TOKENS), "length"),
         Some(t) if t < max_tokens => (t, "stop"),
         _ => (max_tokens, "length"),
     };
+    let finish = echo.clone().unwrap_or_else(|| finish.to_string());
     let mut prompt_tokens = prompt_token_count(&parsed, ep);
     if st.cfg.vary_prompt_tokens {
         prompt_tokens += n;
@@ -475,6 +513,7 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
         prompt_tokens,
         include_usage,
         usage_completion_tokens: st.cfg.usage_completion_tokens,
+        echo,
     };
     if !stream {
         if !st.cfg.ttft.is_zero() || !st.cfg.itl.is_zero() {
@@ -485,6 +524,7 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
     }
     let resp_body = if st.cfg.ttft.is_zero()
         && st.cfg.itl.is_zero()
+        && tokens <= MAX_BUFFERED_TOKENS
         && st.cfg.error_event_after.is_none()
         && st.cfg.drop_connection_after.is_none()
     {
@@ -495,7 +535,7 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
         let (head, tail) = plan.content_frame();
         for k in 0..tokens {
             all.extend_from_slice(head.as_bytes());
-            all.extend_from_slice(token_text(k).as_bytes());
+            all.extend_from_slice(plan.escaped_text(k).as_bytes());
             all.extend_from_slice(tail.as_bytes());
         }
         all.extend_from_slice(&plan.tail());
@@ -531,8 +571,12 @@ async fn stream_paced(
     }
     for k in 0..plan.tokens {
         if cfg.error_event_after == Some(k) {
+            let msg = match &plan.echo {
+                Some(e) => format!("injected error event: {e}"),
+                None => "injected error event".into(),
+            };
             let ev = sse(
-                &serde_json::json!({"error": {"message": "injected error event", "type": "server_error", "code": 500}}),
+                &serde_json::json!({"error": {"message": msg, "type": "server_error", "code": 500}}),
             );
             let _ = tx.send(Ok(ev)).await;
             return;
@@ -621,10 +665,12 @@ struct Plan {
     id: String,
     model: String,
     tokens: u64,
-    finish: &'static str,
+    finish: String,
     prompt_tokens: u64,
     include_usage: bool,
     usage_completion_tokens: Option<u64>,
+    /// The echoed `Authorization` header (injection), the first event's text.
+    echo: Option<String>,
 }
 
 fn sse(v: &serde_json::Value) -> Bytes {
@@ -637,6 +683,20 @@ pub fn token_text(k: u64) -> String {
 }
 
 impl Plan {
+    /// Content event `k`'s text: [`token_text`], or the echo for event 0.
+    fn text(&self, k: u64) -> String {
+        match (&self.echo, k) {
+            (Some(e), 0) => e.clone(),
+            _ => token_text(k),
+        }
+    }
+
+    /// [`Plan::text`] as the inside of a JSON string.
+    fn escaped_text(&self, k: u64) -> String {
+        let q = serde_json::Value::from(self.text(k)).to_string();
+        q[1..q.len() - 1].to_string()
+    }
+
     fn object(&self) -> &'static str {
         match self.ep {
             Endpoint::Chat => "chat.completion.chunk",
@@ -678,7 +738,7 @@ impl Plan {
 
     fn content_event(&self, k: u64) -> Bytes {
         let (head, tail) = self.content_frame();
-        Bytes::from(format!("{head}{}{tail}", token_text(k)))
+        Bytes::from(format!("{head}{}{tail}", self.escaped_text(k)))
     }
 
     fn usage(&self) -> serde_json::Value {
@@ -706,7 +766,7 @@ impl Plan {
     }
 
     fn whole(&self) -> serde_json::Value {
-        let text: String = (0..self.tokens).map(token_text).collect();
+        let text: String = (0..self.tokens).map(|k| self.text(k)).collect();
         let choice = match self.ep {
             Endpoint::Chat => {
                 serde_json::json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": self.finish})
@@ -735,10 +795,11 @@ mod tests {
                 id: "mock-1".into(),
                 model: "m\"odel".into(),
                 tokens: 1,
-                finish: "length",
+                finish: "length".into(),
                 prompt_tokens: 1,
                 include_usage: true,
                 usage_completion_tokens: None,
+                echo: None,
             };
             let ev = plan.content_event(7);
             let text = std::str::from_utf8(&ev).unwrap();

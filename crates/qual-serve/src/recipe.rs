@@ -17,6 +17,7 @@
 //! | `readiness_poll_interval_ms` | integer 1..=60000 |
 //! | `startup_timeout_seconds`, `shutdown_timeout_seconds` | finite numbers > 0, ≤ 172800 |
 //! | `acceptable_exit_codes` | 1..=16 unique, ascending integers in -255..=255 (a death by signal `s` is exit code `-s`) |
+//! | `device_report` | optional `{"pattern", "description"}`: a regular expression (1..=512 bytes) that some line of the server's logs must match once it is ready — the server's own statement of the device it serves on (llama.cpp: `using device Vulkan0 (`); `description` (1..=256 bytes) names that device for the refusal. A server whose logs do not say so is refused before any request (ggml falls back to the CPU silently) |
 //!
 //! `${model_path}` may appear in `command` elements after the first and in `environment`
 //! values, either as the whole value or as a `${model_path}/…` prefix; `kiln-qual serve
@@ -57,7 +58,7 @@ pub const SCHEMA: &str = "kiln-qual.serve-launch.v1";
 pub const KILN_SCHEMA: &str = "kiln.serving-benchmark-server-launch.v1";
 /// The per-stream log bound when a recipe sets none.
 pub const DEFAULT_LOG_LIMIT: u64 = 8 * 1024 * 1024;
-const KEYS: [&str; 12] = [
+const KEYS: [&str; 13] = [
     "schema",
     "id",
     "command",
@@ -70,6 +71,7 @@ const KEYS: [&str; 12] = [
     "startup_timeout_seconds",
     "shutdown_timeout_seconds",
     "acceptable_exit_codes",
+    "device_report",
 ];
 
 /// A validated launch recipe with its paths resolved.
@@ -102,12 +104,73 @@ pub struct LaunchRecipe {
     pub shutdown_timeout: Duration,
     /// Exit codes that count as a clean stop.
     pub acceptable_exit_codes: Vec<i64>,
+    /// What the server's logs must say about its device, when declared.
+    pub device_report: Option<DeviceReport>,
     /// `sha256:` of the file bytes.
     pub file_sha256: String,
     /// Canonical-JSON digest of the document.
     pub canonical_sha256: String,
     /// The document as read (for the evidence).
     pub document: Value,
+}
+
+/// A server's own statement of its device: a line of its logs matching `pattern`.
+#[derive(Clone, Debug)]
+pub struct DeviceReport {
+    /// The compiled pattern.
+    pub pattern: regex::Regex,
+    /// The device it names, for the refusal.
+    pub description: String,
+}
+
+impl PartialEq for DeviceReport {
+    fn eq(&self, other: &Self) -> bool {
+        self.pattern.as_str() == other.pattern.as_str() && self.description == other.description
+    }
+}
+
+/// `/device_report`: a closed `{pattern, description}` object.
+fn device_report_of(x: &Value, v: &mut Vec<String>) -> Option<DeviceReport> {
+    let Some(o) = x.as_object() else {
+        v.push("/device_report: must be an object with \"pattern\" and \"description\"".into());
+        return None;
+    };
+    let unknown = qual_json::ClosedKeys::with_optional(&[], &["pattern", "description"])
+        .unknown_order(qual_json::Order::Declared)
+        .unknown(o);
+    v.extend(
+        unknown
+            .into_iter()
+            .map(|k| format!("/device_report/{k}: unknown key")),
+    );
+    let text = |k: &str, max: usize, v: &mut Vec<String>| match o.get(k).and_then(Value::as_str) {
+        Some(s) if !s.is_empty() && s.len() <= max => Some(s.to_string()),
+        _ => {
+            v.push(format!(
+                "/device_report/{k}: must be a string of 1..={max} bytes"
+            ));
+            None
+        }
+    };
+    let pattern = text("pattern", 512, v);
+    let description = text("description", 256, v)?;
+    let pattern = match regex::RegexBuilder::new(&pattern?)
+        .size_limit(1 << 20)
+        .build()
+    {
+        Ok(p) => p,
+        Err(e) => {
+            v.push(format!(
+                "/device_report/pattern: is not a valid regular expression: {}",
+                e.to_string().lines().last().unwrap_or("invalid")
+            ));
+            return None;
+        }
+    };
+    Some(DeviceReport {
+        pattern,
+        description,
+    })
 }
 
 /// Why a recipe was refused.
@@ -381,6 +444,9 @@ pub fn validate(
     if let Some(x) = req("acceptable_exit_codes", &mut v) {
         codes = exit_codes_of(x, &mut v);
     }
+    let device_report = obj
+        .get("device_report")
+        .and_then(|x| device_report_of(x, &mut v));
     if !v.is_empty() {
         return Err(v);
     }
@@ -398,6 +464,7 @@ pub fn validate(
         startup_timeout: startup,
         shutdown_timeout: shutdown,
         acceptable_exit_codes: codes,
+        device_report,
         file_sha256,
         canonical_sha256: qual_json::canonical_digest(doc),
         document: doc.clone(),
@@ -482,6 +549,45 @@ mod tests {
         assert_eq!(r.log_directory, PathBuf::from("/base/logs"));
         assert_eq!(r.shutdown_timeout, Duration::from_millis(2500));
         assert_eq!(r.log_limit_bytes, DEFAULT_LOG_LIMIT);
+    }
+
+    #[test]
+    fn a_device_report_is_a_closed_object_with_a_valid_pattern() {
+        let with = |dr: &str| {
+            GOOD.replace(
+                r#""acceptable_exit_codes":[0]"#,
+                &format!(r#""acceptable_exit_codes":[0],"device_report":{dr}"#),
+            )
+        };
+        let r = check(&with(
+            r#"{"pattern":"using device Vulkan0 \\(","description":"Vulkan0"}"#,
+        ))
+        .unwrap();
+        let dr = r.device_report.unwrap();
+        assert!(dr
+            .pattern
+            .is_match("I llama_prepare_model_devices: using device Vulkan0 (llvmpipe)"));
+        assert_eq!(dr.description, "Vulkan0");
+        assert!(check(GOOD).unwrap().device_report.is_none());
+        for (bad, pointer) in [
+            (r#""x""#, "/device_report:"),
+            (
+                r#"{"pattern":"(","description":"d"}"#,
+                "/device_report/pattern:",
+            ),
+            (
+                r#"{"pattern":"","description":"d"}"#,
+                "/device_report/pattern:",
+            ),
+            (r#"{"pattern":"a"}"#, "/device_report/description:"),
+            (
+                r#"{"pattern":"a","description":"d","extra":1}"#,
+                "/device_report/extra:",
+            ),
+        ] {
+            let v = check(&with(bad)).unwrap_err();
+            assert!(v.iter().any(|m| m.starts_with(pointer)), "{bad}: {v:?}");
+        }
     }
 
     #[test]

@@ -71,6 +71,24 @@ pub struct Usage {
     pub total_tokens: u64,
 }
 
+/// What the client itself received for one response, and the bound that puts on the
+/// server's `usage.completion_tokens` (the rule: [`crate::client::claim_bound`]). Recorded
+/// next to the server's claim ([`RequestRecord::usage`]) so a reader sees both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ClientTokens {
+    /// Content events received (non-empty content or reasoning).
+    pub content_events: u64,
+    /// UTF-8 bytes of content and reasoning text received.
+    pub content_bytes: u64,
+    /// The `--tokenizer`'s count of the received text, when a tokenizer was given.
+    pub tokenizer_tokens: Option<u64>,
+    /// The request's `max_tokens`.
+    pub max_tokens: u64,
+    /// The most completion tokens the client accepts as a claim (the smallest of the rule's
+    /// bounds).
+    pub bound: u64,
+}
+
 /// How a request ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -135,7 +153,12 @@ pub struct RequestRecord {
     pub http_status: Option<u16>,
     /// The server's usage record, when exactly one was sent.
     pub usage: Option<Usage>,
-    /// Output tokens and their source (successful requests only).
+    /// What the client received and the bound it puts on the server's claim (absent where the
+    /// response never completed).
+    pub client_tokens: Option<ClientTokens>,
+    /// Output tokens and their source (successful requests only): the server's claim only
+    /// once it is within [`ClientTokens::bound`], so every metric uses a count the client
+    /// can defend.
     pub output_tokens: Option<TokenCount>,
     /// The single finish reason.
     pub finish_reason: Option<String>,
@@ -214,6 +237,7 @@ impl RequestRecord {
             end_lower_ns: None,
             http_status: None,
             usage: None,
+            client_tokens: None,
             output_tokens: None,
             finish_reason: None,
             output_sha256: None,

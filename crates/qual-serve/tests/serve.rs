@@ -49,10 +49,26 @@ struct Case {
 
 impl Case {
     fn new(flags: &[&str], startup_s: f64, shutdown_s: f64) -> Case {
+        Case::with_command(
+            |port| {
+                let mut cmd = vec![mock().to_string(), "--port".into(), port.to_string()];
+                cmd.extend(flags.iter().map(|s| s.to_string()));
+                cmd
+            },
+            startup_s,
+            shutdown_s,
+        )
+    }
+
+    /// A case whose server is `command(port)`.
+    fn with_command(
+        command: impl FnOnce(u16) -> Vec<String>,
+        startup_s: f64,
+        shutdown_s: f64,
+    ) -> Case {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let mut cmd = vec![mock().to_string(), "--port".into(), port.to_string()];
-        cmd.extend(flags.iter().map(|s| s.to_string()));
+        let cmd = command(port);
         let recipe = serde_json::json!({
             "schema": "kiln-qual.serve-launch.v1",
             "id": "mock-case",
@@ -489,6 +505,34 @@ fn server_exiting_before_ready_fails_fast() {
     assert!(t.elapsed() < Duration::from_secs(20));
 }
 
+/// A server that cannot start (a wrapper whose program is not found: it says so on stderr and
+/// exits 127): the details name the exit code and carry the log's tail, every time — the tail
+/// is read only after the drain threads have copied the server's last output to the file.
+#[test]
+fn a_server_exiting_127_is_named_with_its_log_tail() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let script = "echo 'wrapper: llama-server: not found' >&2; exit 127";
+    for _ in 0..3 {
+        let case = Case::with_command(
+            |_| vec!["/bin/sh".into(), "-c".into(), script.into()],
+            30.0,
+            5.0,
+        );
+        let r = run_failed(
+            &case,
+            case.options(Arrival::ClosedLoop { concurrency: 1 }, 4),
+            &["exited before becoming ready"],
+        );
+        let d = details(&r);
+        assert!(
+            d.contains(
+                "server exited before becoming ready (exited with code 127); log tail: wrapper: llama-server: not found"
+            ),
+            "{d}"
+        );
+    }
+}
+
 #[test]
 fn server_exiting_during_the_run_fails() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -832,4 +876,124 @@ fn invalid_inputs_are_reported_without_launching() {
     assert!(d.contains("line 1: /prompt"), "{d}");
     assert!(d.contains("unknown metric \"no_such_metric\""), "{d}");
     assert!(listening_inodes(case.port).is_empty());
+}
+
+/// The serve evidence's per-request records.
+fn evidence_requests(case: &Case) -> Vec<serde_json::Value> {
+    case.evidence()["requests"].as_array().unwrap().clone()
+}
+
+#[test]
+fn a_server_claiming_more_tokens_than_it_sent_fails_each_request_by_name() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let hwm_before = qual_exec::procfs::status_bytes(0, "VmHWM").unwrap();
+    // One content event per request, a billion completion tokens claimed.
+    let case = Case::new(
+        &[
+            "--output-tokens",
+            "1",
+            "--usage-completion-tokens",
+            "1000000000",
+        ],
+        10.0,
+        5.0,
+    );
+    let mut opts = case.options(Arrival::ClosedLoop { concurrency: 2 }, 6);
+    opts.validity = ValidityLimits::unlimited();
+    let r = run_failed(
+        &case,
+        opts,
+        &["usage claims 1000000000 completion tokens, more than the request's max_tokens"],
+    );
+    assert_eq!(metric(&r, "requests_failed"), Some(6.0));
+    assert_eq!(metric(&r, "output_tokens_per_second"), None);
+    assert_eq!(metric(&r, "output_tokens_total"), Some(0.0));
+    for req in evidence_requests(&case) {
+        // Both sides are in the evidence: the claim and what the client received.
+        assert_eq!(req["usage"]["completion_tokens"], 1_000_000_000u64);
+        assert_eq!(req["client_tokens"]["content_events"], 1);
+        assert_eq!(req["client_tokens"]["content_bytes"], 5);
+        assert!(req["output_tokens"].is_null());
+        assert_eq!(req["outcome"]["status"], "failed");
+    }
+    // A claim within max_tokens (8..23) that one 5-byte event cannot hold.
+    let case = Case::new(
+        &["--output-tokens", "1", "--usage-completion-tokens", "8"],
+        10.0,
+        5.0,
+    );
+    let mut opts = case.options(Arrival::ClosedLoop { concurrency: 2 }, 4);
+    opts.validity = ValidityLimits::unlimited();
+    run_failed(
+        &case,
+        opts,
+        &["usage claims 8 completion tokens for 5 bytes of text in 1 content events received"],
+    );
+    let hwm_after = qual_exec::procfs::status_bytes(0, "VmHWM").unwrap();
+    eprintln!("VmHWM {hwm_before} -> {hwm_after} bytes");
+    assert!(
+        hwm_after - hwm_before < 64 << 20,
+        "the client grew by {} bytes",
+        hwm_after - hwm_before
+    );
+}
+
+/// The mock's memory stays bounded whatever a request asks for: `max_tokens` 2^31 is refused
+/// by name (it used to allocate 2 GB and more), and the largest request it serves, streamed
+/// or not, keeps the mock's peak resident memory (VmHWM of the child) under 128 MiB.
+#[test]
+fn the_mock_bounds_a_requests_output() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_port();
+    let mut child = std::process::Command::new(mock())
+        .args(["--port", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(std::time::Instant::now() < deadline, "mock did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let post = |max_tokens: u64, stream: bool| {
+        let body = serde_json::json!({"prompt": "a", "max_tokens": max_tokens, "stream": stream});
+        rt.block_on(qual_serve::client::fetch(
+            addr,
+            "/v1/completions",
+            Some(body.to_string().into_bytes()),
+            Duration::from_secs(120),
+            256 << 20,
+        ))
+        .unwrap()
+    };
+    for stream in [false, true] {
+        let (status, body) = post(1 << 31, stream);
+        assert_eq!(status, 400);
+        let text = String::from_utf8_lossy(&body);
+        assert!(
+            text.contains(
+                "max_tokens 2147483648 exceeds the mock server's limit of 1048576 output tokens"
+            ),
+            "{text}"
+        );
+    }
+    let (status, body) = post(qual_serve::mock::MAX_OUTPUT_TOKENS, false);
+    assert_eq!(status, 200);
+    assert!(body.len() > 8 << 20, "{} bytes", body.len());
+    let (status, body) = post(qual_serve::mock::MAX_OUTPUT_TOKENS, true);
+    assert_eq!(status, 200);
+    let events = body.windows(6).filter(|w| w == b"data: ").count() as u64;
+    assert_eq!(events, qual_serve::mock::MAX_OUTPUT_TOKENS + 2);
+    let hwm = qual_exec::procfs::status_bytes(child.id(), "VmHWM").unwrap();
+    eprintln!("mock VmHWM after the largest requests: {hwm} bytes");
+    assert!(hwm < 128 << 20, "mock VmHWM {hwm} bytes");
+    // SAFETY: the child is ours.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
 }

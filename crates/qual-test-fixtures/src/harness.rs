@@ -5,8 +5,12 @@
 //! A trial whose dependency is missing is reported **ignored** with the reason
 //! (`test x ... ignored, needs …`) and counted in the summary's `ignored`, never as `ok`;
 //! with `CI=true` in the environment the same trial **fails** (`CI=true and …`), so CI can
-//! never pass by skipping. The dependency is checked when the tests run, not when they are
-//! built, so installing it needs no rebuild.
+//! never pass by skipping. The Kiln corpus (`../shared`, beside the repository) is the one
+//! exception ([`Trial::needs_corpus`]): a user's clone, and so a user's own CI, does not have
+//! it, so its absence fails a trial only when the CI script asks for the corpus explicitly
+//! with [`REQUIRE_CORPUS`]`=1` (ours does, in `.ci/run`), not merely under `CI=true`. The
+//! dependency is checked when the tests run, not when they are built, so installing it
+//! needs no rebuild.
 //!
 //! Understood arguments (as `cargo test` passes them): name filters (substring, or exact with
 //! `--exact`), `--skip NAME`, `--ignored` / `--include-ignored` (run trials whose dependency
@@ -19,10 +23,35 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::time::Instant;
 
+/// The variable with which a CI script asks for the Kiln corpus: `KIQ_REQUIRE_CORPUS=1`
+/// makes a trial whose corpus is missing fail instead of being ignored.
+pub const REQUIRE_CORPUS: &str = "KIQ_REQUIRE_CORPUS";
+
+/// Who requires a missing dependency (and so turns its skip into a failure).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RequiredBy {
+    /// `CI=true`: CI skips nothing.
+    Ci,
+    /// [`REQUIRE_CORPUS`]`=1`: the CI script asked for the corpus.
+    CorpusRequest,
+}
+
+impl RequiredBy {
+    /// Why the missing dependency is a failure now, if it is.
+    fn demands(self) -> Option<&'static str> {
+        let var = |k: &str, want: &str| std::env::var(k).is_ok_and(|v| v == want);
+        match self {
+            RequiredBy::Ci => var("CI", "true").then_some("CI=true"),
+            RequiredBy::CorpusRequest => var(REQUIRE_CORPUS, "1").then_some("KIQ_REQUIRE_CORPUS=1"),
+        }
+    }
+}
+
 /// One named test with an optional dependency.
 pub struct Trial {
     name: String,
     needs: Result<(), String>,
+    required_by: RequiredBy,
     body: fn(),
 }
 
@@ -32,14 +61,28 @@ impl Trial {
         Trial {
             name: name.to_string(),
             needs: Ok(()),
+            required_by: RequiredBy::Ci,
             body,
         }
     }
 
-    /// Makes the trial depend on `check` (`Err(what is missing)` skips it loudly).
+    /// Makes the trial depend on `check` (`Err(what is missing)` skips it loudly; a failure
+    /// under `CI=true`).
     pub fn needs(mut self, check: Result<(), String>) -> Trial {
         if self.needs.is_ok() {
             self.needs = check;
+            self.required_by = RequiredBy::Ci;
+        }
+        self
+    }
+
+    /// Makes the trial depend on the Kiln corpus (`check`, e.g. [`needs_dir`] of
+    /// `../shared/kiln-corpus/…`): missing, it is ignored, also under `CI=true`, and fails
+    /// only with [`REQUIRE_CORPUS`]`=1`.
+    pub fn needs_corpus(mut self, check: Result<(), String>) -> Trial {
+        if self.needs.is_ok() {
+            self.needs = check;
+            self.required_by = RequiredBy::CorpusRequest;
         }
         self
     }
@@ -141,7 +184,6 @@ pub fn run_modules(modules: Vec<(&str, Vec<Trial>)>) -> ! {
 /// Runs the trials like libtest and exits (101 when any failed).
 pub fn run(trials: Vec<Trial>) -> ! {
     let args = parse(std::env::args().skip(1));
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     let total = trials.len();
     let chosen: Vec<Trial> = trials
         .into_iter()
@@ -158,13 +200,13 @@ pub fn run(trials: Vec<Trial>) -> ! {
     let (mut passed, mut ignored) = (0, 0);
     let mut failed: Vec<(String, String)> = Vec::new();
     for t in chosen.iter() {
-        match (&t.needs, ci, args.run_ignored) {
-            (Err(why), true, _) => {
+        match (&t.needs, t.required_by.demands(), args.run_ignored) {
+            (Err(why), Some(by), _) => {
                 println!("test {} ... FAILED", t.name);
-                failed.push((t.name.clone(), format!("CI=true and the test {why}")));
+                failed.push((t.name.clone(), format!("{by} and the test {why}")));
                 continue;
             }
-            (Err(why), false, false) => {
+            (Err(why), None, false) => {
                 println!("test {} ... ignored, {why}", t.name);
                 eprintln!("skipped: {}: {why}", t.name);
                 ignored += 1;
@@ -242,6 +284,9 @@ mod tests {
             .needs(Err("needs a".into()))
             .needs(Err("needs b".into()));
         assert_eq!(t.needs, Err("needs a".into()));
+        assert_eq!(t.required_by, RequiredBy::Ci);
+        let t = Trial::new("t", || {}).needs_corpus(Err("needs the corpus".into()));
+        assert_eq!(t.required_by, RequiredBy::CorpusRequest);
         assert!(needs_dir(Path::new("/nonexistent-dir-kq"), "x")
             .unwrap_err()
             .contains("is absent"));

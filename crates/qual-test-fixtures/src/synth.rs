@@ -23,8 +23,10 @@ pub struct Options {
     pub hosts: Vec<String>,
     /// Backends.
     pub backends: Vec<String>,
-    /// Commits per host × backend × workload (one run each).
+    /// Commits per host × backend × workload.
     pub commits: usize,
+    /// Runs of each commit (≥ 1).
+    pub runs_per_commit: usize,
     /// Repetitions per case.
     pub repetitions: u32,
     /// Write run evidence (case results and, for serving cases, serving evidence).
@@ -33,6 +35,9 @@ pub struct Options {
     pub requests: usize,
     /// Every n-th receipt fails (0: none fails).
     pub fail_every: usize,
+    /// Every n-th serving receipt is a run the measurement-validity gate refused (its serving
+    /// evidence carries `metrics.validity.violations`, and the run fails; 0: none).
+    pub validity_refused_every: usize,
 }
 
 impl Default for Options {
@@ -45,6 +50,8 @@ impl Default for Options {
             evidence: true,
             requests: 64,
             fail_every: 5,
+            runs_per_commit: 1,
+            validity_refused_every: 0,
         }
     }
 }
@@ -153,11 +160,17 @@ pub fn write_set(root: &Path, o: &Options) -> std::io::Result<usize> {
             .into_iter()
             .enumerate()
             {
-                for commit in 0..o.commits {
+                for (commit, run) in
+                    (0..o.commits).flat_map(|c| (0..o.runs_per_commit.max(1)).map(move |r| (c, r)))
+                {
                     n += 1;
                     let seq = n as u64;
-                    let minutes = commit as u64 * 60 + (hi * 7 + bi * 3 + wi) as u64;
-                    let fail = o.fail_every > 0 && n.is_multiple_of(o.fail_every);
+                    let minutes =
+                        commit as u64 * 60 + run as u64 * 20 + (hi * 7 + bi * 3 + wi) as u64;
+                    let refused = kind == "serving"
+                        && o.validity_refused_every > 0
+                        && n.is_multiple_of(o.validity_refused_every);
+                    let fail = refused || (o.fail_every > 0 && n.is_multiple_of(o.fail_every));
                     write_one(
                         root,
                         o,
@@ -166,7 +179,7 @@ pub fn write_set(root: &Path, o: &Options) -> std::io::Result<usize> {
                         commit,
                         minutes,
                         seq,
-                        fail,
+                        (fail, refused),
                     )?;
                 }
             }
@@ -184,7 +197,7 @@ fn write_one(
     commit: usize,
     minutes: u64,
     seq: u64,
-    fail: bool,
+    (fail, refused): (bool, bool),
 ) -> std::io::Result<()> {
     let (id_ts, started, finished) = times(minutes);
     let variant = backend.to_owned();
@@ -245,6 +258,13 @@ fn write_one(
                         "rate",
                         false,
                     ));
+                    m.push(metric(
+                        "requests_failed",
+                        int(i64::from(failing && !refused)),
+                        "count",
+                        "sum",
+                        true,
+                    ));
                 }
                 None if ci == 1 => {
                     m.push(metric(
@@ -299,7 +319,12 @@ fn write_one(
                     bytes: bytes.len() as u64,
                 });
                 if let Some(c) = case.serving {
-                    let ev = serve_evidence(case.id, c, o.requests, seq * 13 + rep as u64, failing);
+                    let ev = serve_evidence(
+                        case.id,
+                        (c, o.requests),
+                        seq * 13 + rep as u64,
+                        (failing && !refused, refused),
+                    );
                     std::fs::write(
                         root.join(format!("{dir}/command-result.serve-evidence.json")),
                         ev,
@@ -379,8 +404,14 @@ fn write_one(
     )
 }
 
-/// A serving evidence document with `n` measured requests at `concurrency`.
-fn serve_evidence(case: &str, concurrency: u64, n: usize, seed: u64, failing: bool) -> String {
+/// A serving evidence document with `n` measured requests at `concurrency`; `refused`: the
+/// validity gate refused the run.
+fn serve_evidence(
+    case: &str,
+    (concurrency, n): (u64, usize),
+    seed: u64,
+    (failing, refused): (bool, bool),
+) -> String {
     let mut reqs = Vec::new();
     let mut slots = vec![0i64; concurrency as usize];
     for i in 0..n {
@@ -401,14 +432,26 @@ fn serve_evidence(case: &str, concurrency: u64, n: usize, seed: u64, failing: bo
             r#"{{"index":{i},"phase":"measured","send_ns":{send},"content_event_ns":[{ev}],"outcome":{{"status":"{status}"}}}}"#
         ));
     }
+    let violation = r#""12 of 64 measured requests were sent late (limit 5%)""#;
     let reasons = if failing {
-        r#"["1 measured request(s) failed"]"#
+        r#"["1 measured request(s) failed"]"#.to_owned()
+    } else if refused {
+        format!("[{violation}]")
     } else {
-        "[]"
+        "[]".to_owned()
+    };
+    let validity = if refused {
+        format!(r#","validity":{{"gated":[],"violations":[{violation}]}}"#)
+    } else {
+        String::new()
     };
     format!(
-        r#"{{"schema":"kiln-qual.serve-evidence.v1","case_id":"{case}","status":"{}","reasons":{reasons},"load":{{"arrival":{{"mode":"closed_loop","concurrency":{concurrency}}},"measured":{n}}},"metrics":{{"output_tokens_per_second":{}}},"requests":[{}]}}"#,
-        if failing { "failed" } else { "passed" },
+        r#"{{"schema":"kiln-qual.serve-evidence.v1","case_id":"{case}","status":"{}","reasons":{reasons},"load":{{"arrival":{{"mode":"closed_loop","concurrency":{concurrency}}},"measured":{n}}},"metrics":{{"output_tokens_per_second":{}{validity}}},"requests":[{}]}}"#,
+        if failing || refused {
+            "failed"
+        } else {
+            "passed"
+        },
         180.0 * concurrency as f64 * (0.9 + 0.2 * noise(seed)),
         reqs.join(",")
     )

@@ -249,6 +249,11 @@ pub struct VerifyArgs {
     /// The engine whose summary to check (default: the only one in DIR).
     #[arg(long)]
     pub engine: Option<String>,
+    /// Also require the campaign's attestation (`campaign.<engine>.json.intoto.jsonl`, made
+    /// by `receipt sign` on the summary) signed by a key of FILE, covering the summary and
+    /// every receipt it lists by digest.
+    #[arg(long, value_parser = super::args::Path, value_name = "FILE")]
+    pub trusted_keys: Option<PathBuf>,
 }
 
 /// Arguments of `kiln-qual runtime-manifest`.
@@ -461,12 +466,32 @@ fn run_campaign(a: RunArgs) -> i32 {
 }
 
 fn verify(v: VerifyArgs) -> i32 {
-    let rep = qual_campaign::verify::verify(&v.dir, v.engine.as_deref());
+    let mut rep = qual_campaign::verify::verify(&v.dir, v.engine.as_deref());
     for p in rep.summary.iter().chain(&rep.receipts) {
         outln!("checked {}", esc_path(p));
     }
+    let mut signed = None;
+    if let (Some(keys), Some(summary)) = (&v.trusted_keys, &rep.summary) {
+        let envelope = qual_attest::envelope_path(summary);
+        let result = qual_attest::load_trusted_keys(keys)
+            .map_err(qual_campaign::attest::CampaignAttestError::from)
+            .and_then(|trusted| qual_campaign::attest::verify(summary, &trusted));
+        match result {
+            Ok(by) => signed = Some((envelope, by)),
+            Err(e) => rep
+                .findings
+                .push(format!("{}: failed to {e}", envelope.display())),
+        }
+    }
     if rep.findings.is_empty() {
         outln!("OK campaign verifies");
+        if let Some((envelope, by)) = signed {
+            outln!(
+                "  attestation {} signed by {}",
+                esc_path(&envelope),
+                esc(&by.keyid)
+            );
+        }
         exit::OK
     } else {
         for f in &rep.findings {
@@ -522,11 +547,15 @@ pub fn runtime_manifest(a: ManifestArgs) -> i32 {
     match campaign::publish(dir, &name, &bytes) {
         Ok(p) => {
             outln!("{}", esc_path(&p));
+            let files: u64 = m.distributions.iter().map(|d| d.verified_files).sum();
             errln!(
-                "kiln-qual: runtime manifest: 2 identical captures, {} distributions, {}",
+                "kiln-qual: runtime manifest: 2 identical captures, {} distributions, {files} files matching their RECORD, {}",
                 m.distributions.len(),
                 m.runtime_content_sha256
             );
+            for f in m.findings() {
+                errln!("kiln-qual: runtime manifest: {}", esc(&f));
+            }
             exit::OK
         }
         Err(e) => {

@@ -94,9 +94,14 @@ pub struct CheckArgs {
     /// applied where they are present).
     #[arg(long, value_parser = super::args::Path, value_name = "DIR")]
     pub repo_root: Option<PathBuf>,
-    /// Re-read our results' input tensor files and require their recorded digests.
+    /// Re-read our results' input tensor files, require their recorded digests, and
+    /// recompute each file-to-file comparison from them (the recorded metrics must match).
     #[arg(long)]
     pub verify_inputs: bool,
+    /// Also require each result's attestation (`<result>.intoto.jsonl`, made by `receipt
+    /// sign`) signed by a key of FILE, covering the result and its input digests.
+    #[arg(long, value_parser = super::args::Path, value_name = "FILE")]
+    pub trusted_keys: Option<PathBuf>,
 }
 
 /// Arguments of `oracle reference`.
@@ -203,6 +208,11 @@ fn compare(a: CompareArgs) -> i32 {
         Status::Passed => {
             errln!("verdict: passed");
             exit::OK
+        }
+        // Nothing was established, so the exit status is not a pass.
+        Status::Compared => {
+            errln!("verdict: compared (no tolerance declared: nothing was checked)");
+            exit::FAILED
         }
         Status::Failed => {
             errln!("verdict: failed");
@@ -350,9 +360,41 @@ fn check(a: CheckArgs) -> i32 {
         repo_root: a.repo_root.clone(),
         verify_inputs: a.verify_inputs,
     };
+    let trusted = match a
+        .trusted_keys
+        .as_deref()
+        .map(qual_attest::load_trusted_keys)
+    {
+        None => None,
+        Some(Ok(k)) => Some(k),
+        Some(Err(e)) => {
+            errln!("kiln-qual: failed to {}", esc(&e.to_string()));
+            return exit::FAILED;
+        }
+    };
     for p in &a.results {
-        match check_document(p, &opts) {
-            Ok(v) => outln!("OK {} {} {}", esc_path(p), v.schema, v.result_sha256),
+        let checked = check_document(p, &opts).and_then(|v| match &trusted {
+            None => Ok((v, None)),
+            Some(keys) => qual_oracle::attest::verify(p, keys)
+                .map(|by| (v, Some(by)))
+                .map_err(|e| {
+                    vec![format!(
+                        "{}: failed to {e}",
+                        qual_attest::envelope_path(p).display()
+                    )]
+                }),
+        });
+        match checked {
+            Ok((v, by)) => {
+                outln!("OK {} {} {}", esc_path(p), v.schema, v.result_sha256);
+                if let Some(by) = by {
+                    outln!(
+                        "  attestation {} signed by {}",
+                        esc_path(&qual_attest::envelope_path(p)),
+                        esc(&by.keyid)
+                    );
+                }
+            }
             Err(errs) => {
                 errln!("FAILED {}", esc_path(p));
                 for e in errs {

@@ -31,7 +31,8 @@ pub enum ReceiptCommand {
     /// artifacts, identity, time) and, with --trusted-keys, check its signed attestation.
     Verify(VerifyArgs),
     /// Sign a receipt: write a DSSE envelope holding an in-toto Statement about it next to it
-    /// (`<receipt>.intoto.jsonl`, never replaced).
+    /// (`<receipt>.intoto.jsonl`, never replaced). A campaign summary is signed together with
+    /// every receipt it lists, an oracle result with its input digests.
     Sign(SignArgs),
 }
 
@@ -64,7 +65,7 @@ pub struct VerifyArgs {
 /// Arguments of `kiln-qual receipt sign`.
 #[derive(Args, Debug)]
 pub struct SignArgs {
-    /// The receipt file.
+    /// The receipt file (or a campaign summary, or an oracle result).
     #[arg(value_parser = super::args::Path, value_name = "RECEIPT")]
     pub receipt: PathBuf,
     /// OpenSSH Ed25519 private key without a passphrase (`ssh-keygen -t ed25519 -N ''`).
@@ -389,9 +390,23 @@ fn check_attestation(receipt: &Path, bytes: &[u8], keys: &Path) -> AttestationRe
     }
 }
 
+/// What `receipt sign` signs, by the file's `schema`: a campaign summary is signed with every
+/// receipt it lists, an oracle result with its input tensors, anything else as a receipt.
 fn sign(a: SignArgs) -> i32 {
     let result = qual_attest::SigningKey::from_openssh_file(&a.key)
-        .and_then(|key| qual_attest::sign(&a.receipt, &key).map(|p| (p, key)));
+        .map_err(|e| e.to_string())
+        .and_then(|key| {
+            let signed = match schema_of(&a.receipt).as_deref() {
+                Some(qual_campaign::records::SUMMARY_SCHEMA) => {
+                    qual_campaign::attest::sign(&a.receipt, &key).map_err(|e| e.to_string())
+                }
+                Some(qual_oracle::result::RESULT_SCHEMA) => {
+                    qual_oracle::attest::sign(&a.receipt, &key).map_err(|e| e.to_string())
+                }
+                _ => qual_attest::sign(&a.receipt, &key).map_err(|e| e.to_string()),
+            };
+            signed.map(|p| (p, key))
+        });
     match result {
         Ok((p, key)) => {
             outln!("{}", esc_path(&p));
@@ -399,10 +414,18 @@ fn sign(a: SignArgs) -> i32 {
             exit::OK
         }
         Err(e) => {
-            errln!("kiln-qual: failed to {}", esc(&e.to_string()));
+            errln!("kiln-qual: failed to {}", esc(&e));
             exit::FAILED
         }
     }
+}
+
+/// The `schema` string of a strict JSON file, if it has one.
+fn schema_of(path: &Path) -> Option<String> {
+    qual_json::read_file_limited(path, 64 * 1024 * 1024)
+        .ok()
+        .and_then(|b| qual_json::from_slice(&b).ok())
+        .and_then(|v| v.get("schema").and_then(|s| s.as_str().map(str::to_owned)))
 }
 
 #[derive(Serialize)]

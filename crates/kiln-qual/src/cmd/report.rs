@@ -37,12 +37,28 @@ pub struct ReportArgs {
     /// One self-contained offline HTML page with the verdict matrix and plots.
     #[arg(long, value_name = "OUT.html", value_parser = super::args::Path)]
     pub html: Option<PathBuf>,
+    /// Check the attestations of campaigns against these keys (OpenSSH public key lines): a
+    /// signed campaign shows its signer, a bad signature refuses it, an unsigned one is noted.
+    #[arg(long, value_parser = super::args::Path, value_name = "FILE")]
+    pub trusted_keys: Option<PathBuf>,
 }
 
 /// Runs `kiln-qual report`.
 pub fn run(a: ReportArgs) -> i32 {
+    let trusted = match a
+        .trusted_keys
+        .as_deref()
+        .map(qual_attest::load_trusted_keys)
+    {
+        None => None,
+        Some(Ok(k)) => Some(k),
+        Some(Err(e)) => {
+            errln!("kiln-qual: failed to {}", esc(&e.to_string()));
+            return exit::FAILED;
+        }
+    };
     let mut set = qual_report::collect(&a.paths);
-    qual_campaign::report::load_into(&mut set);
+    qual_campaign::report::load_into(&mut set, trusted.as_deref());
     let mut code = exit::OK;
     for f in &set.refused {
         errln!(
@@ -50,6 +66,9 @@ pub fn run(a: ReportArgs) -> i32 {
             esc_path(&f.path),
             esc(f.reasons.first().map(String::as_str).unwrap_or(""))
         );
+        for r in f.reasons.iter().skip(1) {
+            errln!("  {}", esc(r));
+        }
         code = exit::FAILED;
     }
     for n in &set.evidence_notes {

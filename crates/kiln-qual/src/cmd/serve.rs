@@ -221,8 +221,9 @@ pub struct MockServerArgs {
     /// Gap between content events, in ms.
     #[arg(long, default_value = "0", value_parser = ms_in(0.0..=MAX_MS))]
     pub itl_ms: Duration,
-    /// Content events per response (default: the request's max_tokens; 0..=10000000).
-    #[arg(long, value_parser = count::<u64>(0..=10_000_000))]
+    /// Content events per response (default: the request's max_tokens; 0..=1048576, the
+    /// most one request is served).
+    #[arg(long, value_parser = count::<u64>(0..=qual_serve::mock::MAX_OUTPUT_TOKENS))]
     pub output_tokens: Option<u64>,
     /// Model id served by /v1/models.
     #[arg(long, default_value = "kiln-qual-mock")]
@@ -264,6 +265,12 @@ pub struct MockServerArgs {
     /// stopped by the server.
     #[arg(long)]
     pub leave_escaped_sleeper: bool,
+    /// Injection: echo the request's Authorization header as content and finish reason.
+    #[arg(long)]
+    pub echo_authorization: bool,
+    /// Injection: claim N completion tokens in every usage record, whatever was sent.
+    #[arg(long, value_name = "N")]
+    pub usage_completion_tokens: Option<u64>,
 }
 
 fn fmt_value(v: Option<f64>, reason: Option<&str>) -> String {
@@ -494,6 +501,8 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
         leave_child: a.leave_child,
         leave_escaped_child: a.leave_escaped_child,
         leave_escaped_sleeper: a.leave_escaped_sleeper,
+        echo_authorization: a.echo_authorization,
+        usage_completion_tokens: a.usage_completion_tokens,
         ..MockConfig::default()
     };
     let r = qual_serve::mock::run_blocking(cfg, |port| {

@@ -240,3 +240,104 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// An Ed25519 key pair made by `ssh-keygen` (no passphrase): private key, public key and
+/// the fingerprint as `ssh-keygen -l` prints it.
+pub fn ssh_keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf, String) {
+    let key = dir.join(name);
+    let out = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&key)
+        .output()
+        .expect("ssh-keygen runs");
+    assert!(out.status.success(), "{out:?}");
+    let pubkey = dir.join(format!("{name}.pub"));
+    let out = std::process::Command::new("ssh-keygen")
+        .arg("-lf")
+        .arg(&pubkey)
+        .output()
+        .unwrap();
+    let fingerprint = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    (key, pubkey, fingerprint)
+}
+
+/// The interoperability venv (`scripts/setup-python-interop`): `None` skips loudly, except
+/// under `CI=true`, where its absence fails.
+pub fn interop_python() -> Option<PathBuf> {
+    let python = repo_root().join(".cache/venv-interop/bin/python");
+    if python.is_file() {
+        return Some(python);
+    }
+    let msg = "SKIPPED: .cache/venv-interop is absent; run scripts/setup-python-interop";
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{msg} (required under CI=true)"
+    );
+    eprintln!("{msg}");
+    None
+}
+
+/// Runs the `kiln-qual` under test in `root` with its directory first on `PATH` (so a scaffold's
+/// `kiln-qual …` launch line finds it).
+pub fn kq(root: &Path, args: &[&str]) -> std::process::Output {
+    let bin = Path::new(env!("CARGO_BIN_EXE_kiln-qual"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    std::process::Command::new(bin)
+        .current_dir(root)
+        .env("PATH", path)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `init --engine ENGINE --server SERVER --port PORT` in a fresh git repository at `root`,
+/// committed, then `run` of the scaffolded workload (the `cpu` variant, `models/tiny`): the run
+/// passes or is refused by the validity gate only, and its receipt validates.
+pub fn init_run_and_check(root: &Path, engine: &str, server: &str, port: &str) {
+    git(root, &["init", "-q"]);
+    let out = kq(
+        root,
+        &[
+            "init", "--engine", engine, "--server", server, "--port", port,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "scaffold"]);
+    let workload = format!("qualification/workloads/serving-{engine}-v1.json");
+    let receipt = format!(".qualification/receipts/{engine}.json");
+    let out = kq(
+        root,
+        &[
+            "run",
+            &workload,
+            "--variant",
+            "cpu",
+            "--host-id",
+            "init-host",
+            "--model",
+            "models/tiny",
+            "--output",
+            &receipt,
+        ],
+    );
+    passed_or_refused_by_the_gate(root, &out);
+    let out = kq(root, &["receipt", "check", &receipt]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

@@ -5,24 +5,9 @@
 
 use crate::common;
 
-use common::{copy_dir, git, repo_root};
+use common::{copy_dir, git, init_run_and_check, kq, repo_root};
 use std::path::Path;
 use std::process::Command;
-
-fn kq(root: &Path, args: &[&str]) -> std::process::Output {
-    let bin = Path::new(env!("CARGO_BIN_EXE_kiln-qual"));
-    let path = format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    Command::new(bin)
-        .current_dir(root)
-        .env("PATH", path)
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 const ENGINES: [&str; 6] = [
     "llama-cpp",
@@ -119,45 +104,38 @@ fn openai_compatible_scaffold_runs_end_to_end() {
     init_run_and_check(root, "openai-compatible", "tools/server", "18137");
 }
 
-/// The llama-cpp scaffold against the real `llama-server` that `scripts/setup-real-server`
-/// installs (CI does): init, commit, `run` with the tiny GGUF as `MODEL_DIR/model.gguf`, and
-/// the receipt validates. Skipped, saying so, without the installed server.
+/// A served case whose server cannot start (a wrapper whose program is not on `PATH`: it
+/// says so and exits 127): `run` fails and shows the cause itself — the exit code and the
+/// server log's tail — not only the runner's `exit code 1 not in [0]`.
 #[test]
-fn llama_cpp_scaffold_runs_against_the_real_server() {
+fn run_names_why_the_server_did_not_start() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let cache = repo_root().join(".cache/real-server");
-    let server = cache.join("llama-server");
-    if !server.is_file() {
-        let why = "llama-server is not installed (run scripts/setup-real-server)";
-        qual_test_fixtures::harness::skip(why);
-        return;
-    }
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    let model = root.join("models/tiny");
-    std::fs::create_dir_all(&model).unwrap();
-    let src = cache.join("root/models/tiny");
-    for (from, to) in [
-        ("config.json", "config.json"),
-        ("tokenizer.json", "tokenizer.json"),
-        ("chat_template.jinja", "chat_template.jinja"),
-        ("tiny.gguf", "model.gguf"),
-    ] {
-        std::fs::copy(src.join(from), model.join(to)).unwrap();
-    }
-    std::fs::write(root.join(".gitignore"), ".qualification/\nmodels/\n").unwrap();
-    init_run_and_check(root, "llama-cpp", &server.to_string_lossy(), "18141");
-}
-
-/// In a fresh git repository at `root`: `init --engine ENGINE --server SERVER --port PORT`,
-/// commit the scaffold, `run` its workload (passed, or refused by the validity gate), and
-/// the receipt validates.
-fn init_run_and_check(root: &Path, engine: &str, server: &str, port: &str) {
+    copy_dir(
+        &repo_root().join("qualification/fixtures/tiny-model"),
+        &root.join("models/tiny"),
+    );
+    std::fs::create_dir_all(root.join("tools")).unwrap();
+    let server = root.join("tools/server");
+    std::fs::write(
+        &server,
+        "#!/bin/sh\necho 'tools/server: kq-no-such-engine: not found' >&2\nexit 127\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&server, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(root.join(".gitignore"), ".qualification/\n").unwrap();
     git(root, &["init", "-q"]);
     let out = kq(
         root,
         &[
-            "init", "--engine", engine, "--server", server, "--port", port,
+            "init",
+            "--engine",
+            "openai-compatible",
+            "--server",
+            "tools/server",
+            "--port",
+            "18139",
         ],
     );
     assert!(
@@ -167,13 +145,11 @@ fn init_run_and_check(root: &Path, engine: &str, server: &str, port: &str) {
     );
     git(root, &["add", "-A"]);
     git(root, &["commit", "-q", "-m", "scaffold"]);
-    let workload = format!("qualification/workloads/serving-{engine}-v1.json");
-    let receipt = format!(".qualification/receipts/{engine}.json");
     let out = kq(
         root,
         &[
             "run",
-            &workload,
+            "qualification/workloads/serving-openai-compatible-v1.json",
             "--variant",
             "cpu",
             "--host-id",
@@ -181,15 +157,18 @@ fn init_run_and_check(root: &Path, engine: &str, server: &str, port: &str) {
             "--model",
             "models/tiny",
             "--output",
-            &receipt,
+            ".qualification/receipts/failed.json",
         ],
     );
-    common::passed_or_refused_by_the_gate(root, &out);
-    let out = kq(root, &["receipt", "check", &receipt]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+        text.contains("server exited before becoming ready (exited with code 127); log tail: tools/server: kq-no-such-engine: not found"),
+        "{text}"
     );
 }
 

@@ -181,13 +181,91 @@ fn nan_shape_and_token_ids_are_refused_with_a_reason() {
     assert!(String::from_utf8_lossy(&short.stderr).contains("shape mismatch"));
     std::fs::write(d.path().join("ids.json"), "[1, 2, 3]").unwrap();
     let ids = d.path().join("ids.json");
-    let ok = run("ref.npy", &["--token-ids", ids.to_str().unwrap()]);
+    let tol = tolerances(d.path(), 0.0);
+    let ok = run(
+        "ref.npy",
+        &[
+            "--token-ids",
+            ids.to_str().unwrap(),
+            "--tolerances",
+            tol.to_str().unwrap(),
+        ],
+    );
     assert_eq!(
         ok.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
+}
+
+/// Hostile inputs: unrelated logits without tolerances (none, or `{}`) are `compared`, never
+/// `passed`; fewer `--token-ids` than positions and a safetensors header naming `logits`
+/// twice are refused by name.
+#[test]
+fn no_tolerances_short_token_ids_and_duplicate_header_keys() {
+    let d = tempfile::tempdir().unwrap();
+    npy(
+        &d.path().join("ref.npy"),
+        &[2, 50],
+        &rows(2, 50, |i, j| (i + j) as f32),
+    );
+    npy(
+        &d.path().join("other.npy"),
+        &[2, 50],
+        &rows(2, 50, |i, j| ((i * 7 + j * 13) % 11) as f32),
+    );
+    let empty = d.path().join("empty.json");
+    std::fs::write(
+        &empty,
+        r#"{"schema": "kiln-qual.oracle-tolerances.v1", "tolerances": {}}"#,
+    )
+    .unwrap();
+    let run = |cand: &Path, extra: &[&std::ffi::OsStr]| {
+        kq().args(["oracle", "compare"])
+            .arg(d.path().join("ref.npy"))
+            .arg(cand)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let other = d.path().join("other.npy");
+    for extra in [vec![], vec!["--tolerances".as_ref(), empty.as_os_str()]] {
+        let o = run(&other, &extra);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{e}");
+        assert!(!e.contains("verdict: passed"), "{e}");
+        assert!(
+            e.contains("verdict: compared (no tolerance declared: nothing was checked)"),
+            "{e}"
+        );
+    }
+    let ids = d.path().join("one.json");
+    std::fs::write(&ids, "[1]").unwrap();
+    let o = run(
+        &d.path().join("ref.npy"),
+        &["--token-ids".as_ref(), ids.as_os_str()],
+    );
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("1 input token ids for 2 logit positions"), "{e}");
+    // Two `logits` entries in one header (the safetensors crate alone keeps the last).
+    let entry = |shape: &str| {
+        format!(r#""logits":{{"dtype":"F32","shape":{shape},"data_offsets":[0,400]}}"#)
+    };
+    let header = format!("{{{},{}}}", entry("[100]"), entry("[2,50]"));
+    let mut b = (header.len() as u64).to_le_bytes().to_vec();
+    b.extend_from_slice(header.as_bytes());
+    for v in rows(2, 50, |i, j| (i + j) as f32) {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    let dup = d.path().join("dup.safetensors");
+    std::fs::write(&dup, b).unwrap();
+    let o = run(&dup, &[]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("as safetensors: header: duplicate"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
 }
 
 #[test]
@@ -365,4 +443,102 @@ fn attribute_two_greedy_results_and_check_the_attribution() {
         .unwrap();
     assert_eq!(e.status.code(), Some(1));
     assert!(!d.path().join("never.json").exists());
+}
+
+/// Re-points case 0's candidate at `tensor` (digest and size updated) and recomputes the
+/// result's self-hash, as a forger would.
+fn repoint(result: &Path, tensor: &Path, out: &Path) {
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(result).unwrap()).unwrap();
+    let bytes = std::fs::read(tensor).unwrap();
+    let c = &mut v["cases"][0]["candidate"];
+    c["source"] = serde_json::json!(tensor.display().to_string());
+    c["file_sha256"] = serde_json::json!(qual_json::sha256_prefixed(&bytes));
+    c["bytes"] = serde_json::json!(bytes.len());
+    let digest =
+        qual_json::self_digest(&qual_json::Value::from_serde(&v), "result_sha256").unwrap();
+    v["result_sha256"] = serde_json::json!(digest);
+    let mut text = serde_json::to_vec_pretty(&v).unwrap();
+    text.push(b'\n');
+    std::fs::write(out, text).unwrap();
+}
+
+#[test]
+fn a_result_repointed_at_an_unrelated_tensor_is_refused_and_a_signed_result_verifies() {
+    let d = tempfile::tempdir().unwrap();
+    let (p, v) = (3, 200);
+    let r = rows(p, v, |i, j| ((j * 7919 + i * 11) % 200) as f32 * 0.01);
+    npy(&d.path().join("ref.npy"), &[p, v], &r);
+    npy(&d.path().join("cand.npy"), &[p, v], &r);
+    // Unrelated logits of the same shape: another ordering entirely.
+    let other = rows(p, v, |i, j| ((j * 31 + i * 7) % 200) as f32 * 0.5);
+    npy(&d.path().join("other.npy"), &[p, v], &other);
+    let out = d.path().join("result.json");
+    let ok = kq()
+        .args(["oracle", "compare"])
+        .arg(d.path().join("ref.npy"))
+        .arg(d.path().join("cand.npy"))
+        .arg("--tolerances")
+        .arg(tolerances(d.path(), 0.0))
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{ok:?}");
+    let forged = d.path().join("forged.json");
+    repoint(&out, &d.path().join("other.npy"), &forged);
+    // The self-hash and the digests agree, so the plain checks and the digest re-read pass...
+    let plain = kq()
+        .args(["oracle", "check"])
+        .arg(&forged)
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(0), "{plain:?}");
+    // ...and the recomputation from the re-read tensors refuses it.
+    let chk = kq()
+        .args(["oracle", "check", "--verify-inputs"])
+        .arg(&forged)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&chk.stderr);
+    assert_eq!(chk.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("/cases/0/outcome: the recorded metrics differ from the comparison recomputed from the re-read tensors (summary differs, first at position 0)"),
+        "{err}"
+    );
+
+    // Signed: the result and its input digests, verified with the trusted key.
+    let keys = tempfile::tempdir().unwrap();
+    let (key, pubkey, fingerprint) = crate::common::ssh_keygen(keys.path(), "oracle-signer");
+    let sign = kq()
+        .args(["receipt", "sign"])
+        .arg(&out)
+        .arg("--key")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(sign.status.code(), Some(0), "{sign:?}");
+    let chk = kq()
+        .args(["oracle", "check", "--verify-inputs", "--trusted-keys"])
+        .arg(&pubkey)
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&chk.stdout);
+    assert_eq!(chk.status.code(), Some(0), "{chk:?}");
+    assert!(text.contains(&format!("signed by {fingerprint}")), "{text}");
+    // The forged result under the signed one's attestation: refused by the signature.
+    std::fs::copy(
+        qual_attest::envelope_path(&out),
+        qual_attest::envelope_path(&forged),
+    )
+    .unwrap();
+    let chk = kq()
+        .args(["oracle", "check", "--trusted-keys"])
+        .arg(&pubkey)
+        .arg(&forged)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&chk.stderr);
+    assert_eq!(chk.status.code(), Some(1), "{err}");
+    assert!(err.contains("the subjects are"), "{err}");
 }

@@ -14,15 +14,18 @@
 #![allow(clippy::disallowed_methods)]
 
 mod adversarial;
+mod campaign_tamper;
 mod cargo_wrapper;
 mod cli_campaign;
 mod cli_conventions;
+mod cli_doctor;
 mod cli_init;
 mod cli_oracle;
 mod cli_receipt;
 mod cli_report_campaign;
 mod cli_serve;
 mod cli_shell;
+mod cli_triage;
 mod cli_workload;
 #[path = "../common/mod.rs"]
 mod common;

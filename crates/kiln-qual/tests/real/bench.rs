@@ -583,6 +583,151 @@ fn mock_non_streamed_requests_define_only_e2e_and_throughput() {
     assert!(text.contains("present (not recorded)"));
 }
 
+/// Runs `cmd` with stdout and stderr in files under `dir`, sampling the child's VmHWM every
+/// 5 ms until it exits; returns (exit code, stdout + stderr, the largest VmHWM sampled).
+fn run_sampled(mut cmd: Command, dir: &Path) -> (Option<i32>, String, u64) {
+    let (o, e) = (dir.join("sampled.out"), dir.join("sampled.err"));
+    let mut child = cmd
+        .stdout(std::fs::File::create(&o).unwrap())
+        .stderr(std::fs::File::create(&e).unwrap())
+        .spawn()
+        .unwrap();
+    let mut hwm = 0;
+    let status = loop {
+        if let Some(b) = qual_exec::procfs::status_bytes(child.id(), "VmHWM") {
+            hwm = hwm.max(b);
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let text = std::fs::read_to_string(&o).unwrap() + &std::fs::read_to_string(&e).unwrap();
+    (status.code(), text, hwm)
+}
+
+/// A server that sends one content event per request and claims a billion completion
+/// tokens: every request fails by name (the claim is above max_tokens), no throughput is
+/// reported from the claim, the run does not pass, the records keep both the claim and
+/// what the client received, and `bench`'s sampled peak memory stays under 256 MiB.
+fn mock_lying_usage_fails_every_request_by_name() {
+    let d = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(d.path());
+    let (_m, port) = mock(&[
+        "--output-tokens",
+        "1",
+        "--usage-completion-tokens",
+        "1000000000",
+    ]);
+    let url = format!("http://127.0.0.1:{port}");
+    let records = d.path().join("lie.jsonl");
+    let json = d.path().join("lie.json");
+    let mut cmd = Command::new(kq());
+    cmd.args(["bench", "--url", &url, "--tokenizer", tok.to_str().unwrap()])
+        .args(["--requests", "6", "--warmup", "0", "--output-tokens", "16"])
+        .arg("--records")
+        .arg(&records)
+        .arg("--json")
+        .arg(&json);
+    let (code, stderr, hwm) = run_sampled(cmd, d.path());
+    eprintln!("bench VmHWM (sampled) {hwm} bytes");
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(hwm > 0 && hwm < 256 << 20, "bench VmHWM {hwm} bytes");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let run = runs(&doc)[0];
+    assert_eq!(run["metrics"]["succeeded_requests"], 0);
+    assert!(
+        run["headline"]["output_tokens_per_second"].is_null(),
+        "{run}"
+    );
+    let text = std::fs::read_to_string(&records).unwrap();
+    assert_eq!(text.lines().count(), 6);
+    for line in text.lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        let rec = &r["record"];
+        assert_eq!(rec["outcome"]["status"], "failed");
+        assert_eq!(
+            rec["outcome"]["reason"],
+            "usage claims 1000000000 completion tokens, more than the request's max_tokens 16"
+        );
+        assert_eq!(rec["usage"]["completion_tokens"], 1_000_000_000u64);
+        assert_eq!(rec["client_tokens"]["content_events"], 1);
+        assert!(rec["output_tokens"].is_null());
+    }
+    // The bound the tokenizer adds: 9 claimed for two events of one word each (10 bytes):
+    // the bytes allow it, the tokenizer's 2 words allow 2 + 1 + 4 = 7.
+    let (_m2, port2) = mock(&["--output-tokens", "2", "--usage-completion-tokens", "9"]);
+    let records = d.path().join("lie2.jsonl");
+    let out = Command::new(kq())
+        .args(["bench", "--url", &format!("http://127.0.0.1:{port2}")])
+        .args(["--tokenizer", tok.to_str().unwrap()])
+        .args(["--requests", "2", "--warmup", "0", "--output-tokens", "16"])
+        .arg("--records")
+        .arg(&records)
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let text = std::fs::read_to_string(&records).unwrap();
+    for line in text.lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        let reason = r["record"]["outcome"]["reason"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            reason.contains(
+                "more than the 7 that the tokenizer's count of 2 for the received text allows"
+            ),
+            "{reason}"
+        );
+        assert_eq!(r["record"]["client_tokens"]["tokenizer_tokens"], 2);
+    }
+}
+
+/// A server that echoes the `Authorization` header into the content, the finish reason and
+/// an error event: the key lands in none of bench's outputs (records, JSON, CSV, terminal).
+fn an_echoed_api_key_is_never_written() {
+    let d = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(d.path());
+    let key = "sk-echo-secret-0123456789";
+    for (name, extra) in [
+        ("echo", &[][..]),
+        ("echo-error", &["--error-event-after", "0"][..]),
+    ] {
+        let mut flags = vec!["--echo-authorization"];
+        flags.extend_from_slice(extra);
+        let (_m, port) = mock(&flags);
+        let url = format!("http://127.0.0.1:{port}");
+        let files: Vec<PathBuf> = ["jsonl", "json", "csv"]
+            .iter()
+            .map(|e| d.path().join(format!("{name}.{e}")))
+            .collect();
+        let out = Command::new(kq())
+            .args(["bench", "--url", &url, "--tokenizer", tok.to_str().unwrap()])
+            .args(["--requests", "3", "--warmup", "0", "--output-tokens", "4"])
+            .args(["--api-key-env", "KQ_ECHO_KEY"])
+            .arg("--records")
+            .arg(&files[0])
+            .arg("--json")
+            .arg(&files[1])
+            .arg("--csv")
+            .arg(&files[2])
+            .env("KQ_ECHO_KEY", key)
+            .output()
+            .unwrap();
+        let mut all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for f in &files {
+            all.push_str(&std::fs::read_to_string(f).unwrap());
+        }
+        assert!(!all.contains("0123456789"), "{name}: {all}");
+        assert!(all.contains("<redacted api key>"), "{name}: {all}");
+    }
+}
+
 fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl")
         .current_dir(dir)
@@ -995,6 +1140,14 @@ pub fn trials() -> Vec<Trial> {
         Trial::new(
             "mock_non_streamed_requests_define_only_e2e_and_throughput",
             mock_non_streamed_requests_define_only_e2e_and_throughput,
+        ),
+        Trial::new(
+            "mock_lying_usage_fails_every_request_by_name",
+            mock_lying_usage_fails_every_request_by_name,
+        ),
+        Trial::new(
+            "an_echoed_api_key_is_never_written",
+            an_echoed_api_key_is_never_written,
         ),
         Trial::new(
             "https_with_a_ca_cert_and_refused_without",

@@ -2,8 +2,8 @@
 //! (`../shared/kiln-corpus/legacy-latency`): fixture digests, raw-log digests and parsed
 //! metrics of the five committed artifacts; the non-strict and strict gates on the current
 //! manifest; and the CLI pipeline (run → lock → strict check → tampering) in a real temporary
-//! git repository. Without the corpus the corpus tests are reported ignored (failed under
-//! `CI=true`) by `qual_test_fixtures::harness`.
+//! git repository. Without the corpus the corpus tests are reported ignored (failed when
+//! the CI script asks for the corpus, `KIQ_REQUIRE_CORPUS=1`) by `qual_test_fixtures::harness`.
 
 use crate::common;
 
@@ -502,14 +502,14 @@ pub fn trials() -> Vec<Trial> {
             "artifact_digests_raw_logs_and_metrics_agree",
             artifact_digests_raw_logs_and_metrics_agree,
         )
-        .needs(corpus_present()),
+        .needs_corpus(corpus_present()),
         Trial::new(
             "current_manifest_passes_non_strict_and_fails_the_covered_gate",
             current_manifest_passes_non_strict_and_fails_the_covered_gate,
         )
-        .needs(corpus_present()),
+        .needs_corpus(corpus_present()),
         Trial::new("plan_on_the_current_manifest", plan_on_the_current_manifest)
-            .needs(corpus_present()),
+            .needs_corpus(corpus_present()),
         Trial::new(
             "cli_pipeline_run_lock_check_and_tampering",
             cli_pipeline_run_lock_check_and_tampering,

@@ -3,9 +3,10 @@
 //!
 //! Labels: the real receipts are all valid except the two pre-c8d9 `*-cuda-rtx4090-laptop-*`
 //! receipts (older platform shape); the mutants carry `labels.jsonl`. A disagreement is allowed
-//! only when `compat/deliberate-differences.json` lists it with a reason. Without the corpus (a
-//! user's clone has no `../shared`) both tests are reported ignored, and fail under `CI=true`
-//! (`qual_test_fixtures::harness`).
+//! only when `compat/deliberate-differences.json` lists it with a reason. Also: every real
+//! receipt re-serializes byte for byte with the receipt writer's `to_pretty_json`. Without the
+//! corpus (a user's clone has no `../shared`) the trials are reported ignored, and fail with
+//! `KIQ_REQUIRE_CORPUS=1` (`qual_test_fixtures::harness`).
 
 use assert_cmd::Command;
 use qual_test_fixtures::harness::{self, Trial};
@@ -186,18 +187,42 @@ fn labelled_receipt_mutants_agree() {
     assert_agreement("receipt-mutants", &ours, &labels);
 }
 
+/// The receipt writer reproduces every real receipt byte for byte.
+fn real_receipts_reserialize_byte_identically() {
+    let dir = corpus().expect("checked by the harness").join("receipts");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let bytes = std::fs::read(&p).unwrap();
+        let v = qual_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            qual_receipt::write::to_pretty_json(&v).as_bytes(),
+            &bytes[..],
+            "{}",
+            p.display()
+        );
+        n += 1;
+    }
+    assert!(n > 0);
+}
+
 /// This module's trials (run by `main.rs`).
 pub fn trials() -> Vec<Trial> {
     vec![
         Trial::new(
+            "real_receipts_reserialize_byte_identically",
+            real_receipts_reserialize_byte_identically,
+        )
+        .needs_corpus(corpus_present()),
+        Trial::new(
             "real_receipts_get_their_labelled_verdicts",
             real_receipts_get_their_labelled_verdicts,
         )
-        .needs(corpus_present()),
+        .needs_corpus(corpus_present()),
         Trial::new(
             "labelled_receipt_mutants_agree",
             labelled_receipt_mutants_agree,
         )
-        .needs(corpus_present()),
+        .needs_corpus(corpus_present()),
     ]
 }

@@ -1,6 +1,6 @@
 //! Compatibility: `workload check --json` reaches the original implementation's verdict on
 //! every real workload and every labelled mutant of `../shared/kiln-corpus`. Without the corpus
-//! (a user's clone) both tests are reported ignored, and fail under `CI=true`
+//! (a user's clone) both tests are reported ignored, and fail with `KIQ_REQUIRE_CORPUS=1`
 //! (`qual_test_fixtures::harness`).
 
 use crate::common;
@@ -104,7 +104,8 @@ fn labelled_mutants_agree() {
 /// This module's trials (run by `main.rs`).
 pub fn trials() -> Vec<Trial> {
     vec![
-        Trial::new("real_workloads_are_valid", real_workloads_are_valid).needs(corpus_present()),
-        Trial::new("labelled_mutants_agree", labelled_mutants_agree).needs(corpus_present()),
+        Trial::new("real_workloads_are_valid", real_workloads_are_valid)
+            .needs_corpus(corpus_present()),
+        Trial::new("labelled_mutants_agree", labelled_mutants_agree).needs_corpus(corpus_present()),
     ]
 }

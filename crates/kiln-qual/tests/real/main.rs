@@ -1,9 +1,10 @@
 //! The `kiln-qual` tests that need something real (the Kiln corpus in `../shared`, the
 //! llama.cpp server that `scripts/setup-real-server` installs, the reference worker), as one
 //! `harness = false` binary: `qual_test_fixtures::harness` reports a trial whose dependency is
-//! missing as ignored, saying what is missing, and fails it under `CI=true`. Trials are named
-//! `module::trial`; `scripts/compat-check` runs the `compat_` ones. `terminal` needs tmux,
-//! zsh and fish (progress on a real terminal, Ctrl-C, completion in real shells).
+//! missing as ignored, saying what is missing, and fails it under `CI=true` (the corpus: when
+//! the CI script asks for it with `KIQ_REQUIRE_CORPUS=1`). Trials are named `module::trial`;
+//! `scripts/compat-check` runs the `compat_` ones. `terminal` needs tmux, zsh and fish
+//! (progress on a real terminal, Ctrl-C, completion in real shells).
 
 // Tests start programs and read back files directly.
 #![allow(clippy::disallowed_methods)]
@@ -15,8 +16,10 @@ mod compat_legacy;
 mod compat_receipts;
 mod compat_workloads;
 mod oracle_real;
+mod scaffold_real;
 mod serving_real;
 mod terminal;
+mod vulkan_real;
 
 fn main() {
     qual_test_fixtures::harness::run_modules(vec![
@@ -25,7 +28,9 @@ fn main() {
         ("compat_receipts", compat_receipts::trials()),
         ("compat_workloads", compat_workloads::trials()),
         ("oracle_real", oracle_real::trials()),
+        ("scaffold_real", scaffold_real::trials()),
         ("serving_real", serving_real::trials()),
         ("terminal", terminal::trials()),
+        ("vulkan_real", vulkan_real::trials()),
     ]);
 }

@@ -796,6 +796,109 @@ fn import_directory_then_zip_with_force() {
     );
 }
 
+/// Bytes this process has written through write(2) (`wchar` of `/proc/self/io`).
+fn written_bytes() -> u64 {
+    qual_exec::procfs::read_system_file("/proc/self/io")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A valid bundle zip with a 2 GiB padding member (and a 3 MiB `.json` that cannot be a
+/// result): the import succeeds and writes out only what it reads — measured as the bytes
+/// this process wrote and its peak memory during the import; a raw log that expands more
+/// than 200× its compressed size is refused by name.
+#[test]
+fn zip_import_extracts_only_what_it_reads_with_a_bounded_expansion() {
+    let (src_dir, artifact) = captured_repo();
+    let src = Repo::new(src_dir.path());
+    let raw_log = artifact
+        .get("raw_log")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_owned();
+    let raw_name = Path::new(&raw_log)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let work = tempfile::tempdir().unwrap();
+    let make_zip = |name: &str, raw: &[u8], padding: u64| {
+        let path = work.path().join(name);
+        let mut w = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated)
+            // Fast for the 2 GiB of padding; the best ratio for the bomb.
+            .compression_level(Some(if padding > 0 { 1 } else { 9 }))
+            .large_file(padding >= 1 << 32);
+        w.start_file("result.json", opts).unwrap();
+        std::io::Write::write_all(&mut w, &std::fs::read(src.join(RESULT)).unwrap()).unwrap();
+        w.start_file(format!("raw/{raw_name}"), opts).unwrap();
+        std::io::Write::write_all(&mut w, raw).unwrap();
+        if padding > 0 {
+            w.start_file("padding.bin", opts).unwrap();
+            let chunk = vec![0u8; 1 << 20];
+            for _ in 0..padding >> 20 {
+                std::io::Write::write_all(&mut w, &chunk).unwrap();
+            }
+            w.start_file("big.json", opts).unwrap();
+            std::io::Write::write_all(&mut w, &vec![b' '; 3 << 20]).unwrap();
+        }
+        w.finish().unwrap();
+        path
+    };
+    let raw = std::fs::read(src.join(&raw_log)).unwrap();
+    let padded = make_zip("padded.zip", &raw, 2 << 30);
+    let bomb = make_zip("bomb.zip", &vec![b'0'; 32 << 20], 0);
+    let target_dir = fresh_copy(src.root());
+    let target = Repo::new(target_dir.path());
+    std::fs::remove_file(target.join(RESULT)).unwrap();
+    std::fs::remove_file(target.join(&raw_log)).unwrap();
+    let req = |bundle: &Path| {
+        qual_latency::import::import_bundle(
+            &target,
+            &qual_latency::import::ImportRequest {
+                bundle,
+                manifest_path: &target.join(MANIFEST),
+                fixture_id: Some(FIXTURE_ID),
+                force: false,
+                limits: Default::default(),
+            },
+        )
+    };
+    let e = req(&bomb).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!(
+            "artifact zip member \"raw/{raw_name}\" expands to more than 200 times its"
+        )),
+        "{e}"
+    );
+    let (w0, m0) = (
+        written_bytes(),
+        qual_exec::procfs::status_bytes(0, "VmHWM").unwrap(),
+    );
+    let report = req(&padded).unwrap();
+    let (w1, m1) = (
+        written_bytes(),
+        qual_exec::procfs::status_bytes(0, "VmHWM").unwrap(),
+    );
+    eprintln!(
+        "import wrote {} bytes, VmHWM grew {} bytes",
+        w1 - w0,
+        m1 - m0
+    );
+    assert_eq!(report.raw_log, raw_log);
+    assert_eq!(std::fs::read(target.join(&raw_log)).unwrap(), raw);
+    // Sibling tests write too: the bound is loose, the padding alone is 2 GiB.
+    assert!(w1 - w0 < 256 << 20, "the import wrote {} bytes", w1 - w0);
+    assert!(m1 - m0 < 256 << 20, "VmHWM grew {} bytes", m1 - m0);
+}
+
 #[test]
 fn checker_self_test_cases() {
     let (dir, _) = covered_repo();

@@ -1,11 +1,10 @@
 //! The four formats over a generated multi-host, multi-commit receipt set with run and serving
 //! evidence: the Markdown and JUnit pinned by snapshots (the temporary directory redacted),
-//! the JUnit validated against `schemas/junit.xsd` with `xmllint` (skipped loudly when it is
-//! absent, failing under `CI=true`), the CSV's shape, and the HTML's self-containment.
+//! the CSV's shape, and the HTML's self-containment. (The JUnit's validation against
+//! `schemas/junit.xsd` with `xmllint` is in the `browser` target, a loud-skip harness.)
 
 use qual_test_fixtures::synth::{self, Options};
 use std::path::Path;
-use std::process::Command;
 
 fn small() -> Options {
     Options {
@@ -16,6 +15,8 @@ fn small() -> Options {
         evidence: true,
         requests: 24,
         fail_every: 3,
+        runs_per_commit: 1,
+        validity_refused_every: 0,
     }
 }
 
@@ -119,33 +120,10 @@ fn markdown_snapshot() {
 }
 
 #[test]
-fn junit_snapshot_and_schema() {
+fn junit_snapshot() {
     let (tmp, set) = generated(&small());
     let xml = qual_report::junit::render(&set);
     insta::assert_snapshot!("junit", redact(&xml, tmp.path()));
-    let file = tmp.path().join("junit.xml");
-    std::fs::write(&file, &xml).unwrap();
-    let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/junit.xsd");
-    match Command::new("xmllint")
-        .arg("--noout")
-        .arg("--schema")
-        .arg(&xsd)
-        .arg(&file)
-        .output()
-    {
-        Ok(out) => assert!(
-            out.status.success(),
-            "xmllint refused the JUnit XML:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) => {
-            eprintln!("SKIPPED: JUnit schema validation needs xmllint (Debian libxml2-utils): {e}");
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "xmllint is required under CI=true"
-            );
-        }
-    }
 }
 
 #[test]

@@ -178,12 +178,12 @@ fn interval_arithmetic_on_constructed_timelines() {
     // ITLs: between the coalesced pair [0, 6], then [5, 11]: per gap, the pooled p50 lies in
     // [2.5, 8.5]. Jointly (the two gaps sum to 20 − t₀, t₀ in [9, 15]): the smaller gap is
     // at most 5.5 (t₀ = 9, t₁ = 14.5), the larger at most 11, so p50 (their mean, type 7)
-    // is at most (5.5 + 11) / 2 = 8.25, widened by the search's 1 ns.
+    // is at most (5.5 + 11) / 2 = 8.25, widened by the search's 1 µs step.
     let b = m.itl_ms.bound_of("p50").unwrap();
     assert_eq!(b.lower, 2.5);
-    assert!((8.25..=8.250_001_1).contains(&b.upper), "{b:?}");
+    assert!((8.25..=8.251_001).contains(&b.upper), "{b:?}");
     assert_eq!(m.itl_ms.bound_method, Some(GapBoundMethod::Joint));
-    assert!((m.itl_ms.get("p50").unwrap() - 5.375).abs() < 1e-6);
+    assert!((m.itl_ms.get("p50").unwrap() - 5.375).abs() < 1e-3);
     // E2E exact at 20 ms.
     assert_eq!(m.e2e_ms.bound_of("p50"), Some(Bound::point(20.0)));
     // The gate names the statistic and its bound: TTFT p50 ±3 ms > 0.5 ms.
