@@ -163,8 +163,9 @@ fn on_a_pipe(args: &[&str], cwd: &Path, marker: &str) -> (i32, String) {
 }
 
 /// Runs `args` in tmux, waits for the bar (`marker` and a `N/M` count), types Ctrl-C and
-/// returns the exit status and the last screen.
-fn interrupted_on_a_terminal(args: &[&str], cwd: &Path, marker: &str) -> (i32, String) {
+/// returns the exit status and the terminal (its screen may lag the exit by a moment: wait
+/// for text with `wait_screen`).
+fn interrupted_on_a_terminal(args: &[&str], cwd: &Path, marker: &str) -> (i32, Tmux) {
     let mut argv = vec![kq()];
     argv.extend(args);
     let t = Tmux::start(&argv, cwd);
@@ -173,7 +174,7 @@ fn interrupted_on_a_terminal(args: &[&str], cwd: &Path, marker: &str) -> (i32, S
     });
     t.send(&["C-c"]);
     let code = t.exit_status();
-    (code, t.screen())
+    (code, t)
 }
 
 /// Whether `line` shows a bar counting `N/M marker` with a known total (M > 0): the work has
@@ -242,9 +243,9 @@ fn run_progress_and_ctrl_c() {
     assert_eq!(code, 0, "{err}");
     let tty = run_args(".qualification/receipts/tty.json");
     let tty: Vec<&str> = tty.iter().map(String::as_str).collect();
-    let (code, screen) = interrupted_on_a_terminal(&tty, root, "case executions");
-    assert_eq!(code, 130, "{screen}");
-    assert!(screen.contains("interrupted"), "{screen}");
+    let (code, t) = interrupted_on_a_terminal(&tty, root, "case executions");
+    assert_eq!(code, 130, "{}", t.screen());
+    t.wait_screen("the interruption", |s| s.contains("run interrupted"));
     assert!(!root.join(".qualification/receipts/tty.json").exists());
     assert!(root.join(".qualification/receipts/piped.json").is_file());
 }
@@ -266,7 +267,7 @@ fn quiet_draws_no_progress_on_a_terminal() {
     }
     assert_eq!(t.exit_status(), 0, "{}", t.screen());
     assert!(samples > 10, "the run ended before the screen was sampled");
-    assert!(t.screen().contains("verdict: passed"));
+    t.wait_screen("the verdict", |s| s.contains("verdict: passed"));
 }
 
 /// A child killed (and reaped) on drop.
@@ -334,8 +335,8 @@ fn bench_progress_and_ctrl_c() {
     assert!(code == 0 || err.contains("validity gate"), "{code}: {err}");
     let tty = args("400", "tty.csv");
     let tty: Vec<&str> = tty.iter().map(String::as_str).collect();
-    let (code, screen) = interrupted_on_a_terminal(&tty, d.path(), "requests ·");
-    assert_eq!(code, 130, "{screen}");
+    let (code, t) = interrupted_on_a_terminal(&tty, d.path(), "requests ·");
+    assert_eq!(code, 130, "{}", t.screen());
     let csv = std::fs::read_to_string(d.path().join("tty.csv")).unwrap();
     assert!(
         csv.lines().count() >= 2,
@@ -399,12 +400,16 @@ fn campaign_progress_and_ctrl_c() {
     assert!(code == 0 || code == 1, "{code}: {err}");
     let tty = campaign_args(dir, &dir.join("tty"), "200");
     let tty: Vec<&str> = tty.iter().map(String::as_str).collect();
-    let (code, screen) = interrupted_on_a_terminal(&tty, dir, "rows ·");
-    assert_eq!(code, 130, "{screen}");
+    let (code, t) = interrupted_on_a_terminal(&tty, dir, "rows ·");
+    assert_eq!(code, 130, "{}", t.screen());
     let summary = dir
         .join("tty")
         .join(qual_campaign::records::summary_name("mock"));
-    assert!(summary.is_file(), "no summary after Ctrl-C:\n{screen}");
+    assert!(
+        summary.is_file(),
+        "no summary after Ctrl-C:\n{}",
+        t.screen()
+    );
 }
 
 fn help_is_coloured_on_a_terminal_unless_no_color() {
@@ -416,8 +421,16 @@ fn help_is_coloured_on_a_terminal_unless_no_color() {
     ] {
         let t = Tmux::start(&argv, d.path());
         assert_eq!(t.exit_status(), 0);
-        // `-e`: the screen with its attributes as escape sequences.
-        let screen = t.query(&["capture-pane", "-p", "-e", "-S", "-"]);
+        // `-e`: with its attributes as escape sequences; `-S -`: the scrollback too. The last
+        // line of the help (`--version`) may reach the screen a moment after the exit.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let screen = loop {
+            let screen = t.query(&["capture-pane", "-p", "-e", "-S", "-"]);
+            if screen.contains("Print version") || Instant::now() >= deadline {
+                break screen;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
         assert!(screen.contains("Usage:"), "{screen}");
         assert_eq!(screen.contains('\u{1b}'), coloured, "{argv:?}: {screen:?}");
     }
