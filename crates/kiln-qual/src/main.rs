@@ -4,13 +4,19 @@
 //! Exit codes (documented in the README): 0 success / valid / passed, 1 invalid input or a
 //! failed verdict, 2 usage error; subcommands that refuse or get interrupted document their
 //! own codes (see `exit`). A closed stdout ends any command quietly with 141 (see `output`),
-//! except that `run` keeps its verdict's code once the receipt is written.
+//! except that `run` keeps its verdict's code once the receipt is written. SIGINT/SIGTERM
+//! during a command that handles them ends it with 130 once what it had finished is written
+//! (see `exit::after_command`).
+//!
+//! Global options (before or after the subcommand): `-q`/`--quiet`, `-v`/`--verbose`,
+//! `--color auto|always|never` (see `output`).
 
 #![forbid(unsafe_code)]
 
 mod cmd;
 mod exit;
 mod output;
+mod progress;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
@@ -29,6 +35,18 @@ const VERSION: &str = concat!(
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Print less: no progress bars, no long summaries (verdicts, errors and written paths
+    /// are still printed).
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Print more detail where a command has more to say (every metric row of `serve`, the
+    /// whole details of a case that did not pass in `run`).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// When to style help and usage errors: on a terminal without NO_COLOR (auto), always,
+    /// or never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = output::ColorWhen::Auto)]
+    color: output::ColorWhen,
 }
 
 #[derive(Subcommand, Debug)]
@@ -87,32 +105,79 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff, generated from the command-line definition).
-    Man,
+    /// Print the man page, or write one per subcommand with --out-dir (roff, generated from
+    /// the command-line definition).
+    Man(cmd::shell::ManArgs),
 }
 
-fn main() {
-    let color = if output::color_allowed() {
-        clap::ColorChoice::Auto
+/// Help and usage-error colours (cargo's palette): green headings, cyan flags and values,
+/// red errors.
+fn styles() -> clap::builder::styling::Styles {
+    use clap::builder::styling::{AnsiColor, Effects, Styles};
+    Styles::styled()
+        .header(AnsiColor::Green.on_default().effects(Effects::BOLD))
+        .usage(AnsiColor::Green.on_default().effects(Effects::BOLD))
+        .literal(AnsiColor::Cyan.on_default().effects(Effects::BOLD))
+        .placeholder(AnsiColor::Cyan.on_default())
+        .error(AnsiColor::Red.on_default().effects(Effects::BOLD))
+        .valid(AnsiColor::Green.on_default())
+        .invalid(AnsiColor::Yellow.on_default())
+}
+
+/// Parses the command line with styled (`styled`) or plain help and errors.
+fn parse(args: &[std::ffi::OsString], styled: bool) -> Result<Cli, clap::Error> {
+    let styles = if styled {
+        styles()
     } else {
-        clap::ColorChoice::Never
+        clap::builder::styling::Styles::plain()
     };
-    let matches = Cli::command().color(color).try_get_matches();
-    let cli = match matches.and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m)) {
-        Ok(cli) => cli,
-        Err(e) if e.use_stderr() => {
-            // A usage error may quote what was typed: shown escaped, line by line.
-            let text = e.render().to_string();
+    Cli::command()
+        .styles(styles)
+        .try_get_matches_from(args)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m))
+}
+
+/// Parses the command line or exits: help and version on stdout (0), usage errors on
+/// stderr (2). Styling follows `--color`/`NO_COLOR`/the terminal per stream; a usage error
+/// is styled only when nothing typed holds a character that needs escaping (a styled error
+/// is written raw), otherwise it is rendered plain and shown escaped, line by line.
+fn parse_or_exit(args: &[std::ffi::OsString]) -> Cli {
+    let when = output::color_from_args(args);
+    let (style_out, style_err) = (
+        output::color_for(when, true),
+        output::color_for(when, false),
+    );
+    let e = match parse(args, style_out || style_err) {
+        Ok(cli) => return cli,
+        Err(e) => e,
+    };
+    let plain = |e: clap::Error| parse(args, false).err().unwrap_or(e);
+    if e.use_stderr() {
+        let typed_controls = args.iter().any(|a| {
+            a.to_string_lossy()
+                .chars()
+                .any(|c| c.is_control() || qual_json::escape::needs_escape(c))
+        });
+        if style_err && !typed_controls {
+            output::err!("{}", e.render().ansi());
+        } else {
+            let text = plain(e).render().ansi().to_string();
             for line in text.trim_end().split('\n') {
                 output::errln!("{}", output::esc(line));
             }
-            std::process::exit(exit::USAGE);
         }
-        Err(e) => {
-            output::out!("{}", e.render());
-            std::process::exit(exit::OK);
-        }
-    };
+        std::process::exit(exit::USAGE);
+    }
+    let e = if style_out { e } else { plain(e) };
+    output::out!("{}", e.render().ansi());
+    std::process::exit(exit::OK);
+}
+
+fn main() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = parse_or_exit(&args);
+    output::set_verbosity(cli.quiet, cli.verbose);
+    let is_cargo = matches!(cli.command, Command::Cargo(_));
     let code = match cli.command {
         Command::Workload(c) => cmd::workload::run(c),
         Command::Run(a) => cmd::run::run(a),
@@ -132,25 +197,14 @@ fn main() {
         Command::Init(a) => cmd::init::run(a),
         Command::Doctor(a) => cmd::doctor::run(a),
         Command::Triage(a) => cmd::triage::run(a),
-        Command::Completions { shell } => {
-            let mut buf = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "kiln-qual", &mut buf);
-            output::out!("{}", String::from_utf8_lossy(&buf));
-            exit::OK
-        }
-        Command::Man => {
-            let mut buf = Vec::new();
-            match clap_mangen::Man::new(Cli::command()).render(&mut buf) {
-                Ok(()) => {
-                    output::out!("{}", String::from_utf8_lossy(&buf));
-                    exit::OK
-                }
-                Err(e) => {
-                    output::errln!("kiln-qual: failed to render the man page: {e}");
-                    exit::FAILED
-                }
-            }
-        }
+        Command::Completions { shell } => cmd::shell::completions(shell, &mut Cli::command()),
+        Command::Man(a) => cmd::shell::man(&a, Cli::command()),
+    };
+    // `cargo` keeps cargo's own code (128 + the signal when it was interrupted).
+    let code = if is_cargo {
+        code
+    } else {
+        exit::after_command(code)
     };
     std::process::exit(code);
 }

@@ -5,8 +5,13 @@
 //!   embed them) is shown through [`esc`] / [`esc_path`], i.e. `qual_json::escape` (controls as
 //!   `\xNN`, bidirectional overrides as `\u{XXXX}`), so a document cannot print a line of its
 //!   own or drive the terminal. JSON output has DEL, C1 and bidi characters as `\uXXXX`.
-//! - Colour only on a terminal and never with `NO_COLOR` set ([`color_allowed`]); kiln-qual's
-//!   own output has none, clap's help and errors follow this rule.
+//! - Colour: clap's styled help and usage errors, on a terminal only, never with `NO_COLOR`
+//!   set, and as `--color auto|always|never` says ([`color_for`]); kiln-qual's own output has
+//!   none. A usage error that quotes typed text with a control character in it is shown
+//!   escaped and plain, never styled.
+//! - Verbosity: the global `-q`/`--quiet` and `-v`/`--verbose` ([`set_verbosity`]): quiet
+//!   hides progress bars and the long summaries, never a verdict, an error or a written path;
+//!   verbose adds detail where a command has more to say (see the README).
 //! - A closed stdout (`kiln-qual … | head -1`) ends the process quietly with status 141
 //!   (128 + SIGPIPE, what a shell reports for a filter killed by SIGPIPE), never a panic;
 //!   `run` prints its receipt path with [`try_outln`] instead, so a closed stdout never turns
@@ -17,12 +22,76 @@ use std::borrow::Cow;
 use std::io::Write;
 use std::path::Path;
 
-/// Whether colour may be used on stderr: never when `NO_COLOR` is set to a non-empty value
-/// (<https://no-color.org>), never when stderr is not a terminal. Progress bars follow the
-/// same terminal rule (`serve` draws one only on a terminal).
-pub fn color_allowed() -> bool {
+/// `--color`: when clap's help and usage errors are styled.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ColorWhen {
+    /// On a terminal, unless `NO_COLOR` is set to a non-empty value.
+    #[default]
+    Auto,
+    /// Always (also through a pipe, and whatever `NO_COLOR` says).
+    Always,
+    /// Never.
+    Never,
+}
+
+/// The `--color` value on the command line (the last one before `--`), read before clap
+/// parses so that clap's own errors follow it; an invalid value is `auto` here and clap's
+/// usage error later.
+pub fn color_from_args(args: &[std::ffi::OsString]) -> ColorWhen {
+    let mut when = ColorWhen::Auto;
+    let mut it = args.iter().skip(1).map(|a| a.to_string_lossy());
+    while let Some(a) = it.next() {
+        let value = match a.as_ref() {
+            "--" => break,
+            "--color" => it.next().map(|v| v.into_owned()),
+            s => s.strip_prefix("--color=").map(str::to_owned),
+        };
+        when = match value.as_deref() {
+            Some("always") => ColorWhen::Always,
+            Some("never") => ColorWhen::Never,
+            Some(_) => ColorWhen::Auto,
+            None => when,
+        };
+    }
+    when
+}
+
+/// Whether text written to stdout (`stdout = true`) or stderr is styled: `--color always`
+/// yes, `never` no; `auto` only on a terminal and never when `NO_COLOR` is set to a non-empty
+/// value (<https://no-color.org>).
+pub fn color_for(when: ColorWhen, stdout: bool) -> bool {
     use std::io::IsTerminal;
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+    match when {
+        ColorWhen::Always => true,
+        ColorWhen::Never => false,
+        ColorWhen::Auto => {
+            std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                && if stdout {
+                    std::io::stdout().is_terminal()
+                } else {
+                    std::io::stderr().is_terminal()
+                }
+        }
+    }
+}
+
+/// -1 quiet, 0 normal, 1 and more verbose.
+static VERBOSITY: std::sync::atomic::AtomicI8 = std::sync::atomic::AtomicI8::new(0);
+
+/// Records the global `-q`/`-v` (called once, before the command runs).
+pub fn set_verbosity(quiet: bool, verbose: u8) {
+    let level = if quiet { -1 } else { verbose.min(3) as i8 };
+    VERBOSITY.store(level, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `-q`/`--quiet` was given: no progress, no long summaries.
+pub fn quiet() -> bool {
+    VERBOSITY.load(std::sync::atomic::Ordering::Relaxed) < 0
+}
+
+/// `-v`/`--verbose` was given.
+pub fn verbose() -> bool {
+    VERBOSITY.load(std::sync::atomic::Ordering::Relaxed) > 0
 }
 
 /// Exit status after stdout was closed by its reader.

@@ -13,6 +13,7 @@ use crate::manifest;
 use crate::memory::{self, Sampler, SourceRequest};
 use crate::pairing::{self, ReferenceRole};
 use crate::profiles::Profile;
+use crate::progress::{CampaignProgress, NoProgress, RowProgress};
 use crate::prompts::{self, LONG_PROMPT_REPETITIONS, TEMPLATE_VERSION};
 use crate::records::{
     self, CheckStatus, Completion, EngineIdentity, ExecutionPolicy, Failure, LaunchBinding,
@@ -419,6 +420,21 @@ struct Env<'a> {
     model: &'a str,
     sampler: Option<&'a Sampler>,
     epoch: Instant,
+    progress: &'a dyn CampaignProgress,
+    rows_done: std::cell::Cell<u64>,
+}
+
+impl Env<'_> {
+    /// Tells the progress observer that `phase` of `profile` is about to run.
+    fn report(&self, profile: Profile, phase: &str) {
+        let o = self.o;
+        self.progress.update(RowProgress {
+            done: self.rows_done.get(),
+            total: (o.profiles.len() * o.sizes.len() * o.repeats) as u64,
+            profile: profile.name(),
+            phase,
+        });
+    }
 }
 
 fn run_warmup(env: &Env, w: &Workload, d: &mut Draft) -> bool {
@@ -432,6 +448,7 @@ fn run_warmup(env: &Env, w: &Workload, d: &mut Draft) -> bool {
     };
     if o.warmup > 0 {
         let phase = prompts::warmup_phase(o.warmup);
+        env.report(d.profile, &phase);
         let contract = d.profile.contract();
         let plan = prompts::row_prompts(
             &w.prompt_set_id,
@@ -516,6 +533,7 @@ fn run_profile(env: &Env, p: Profile) -> Draft {
                 return d;
             }
             let phase = prompts::measured_phase(c, r);
+            env.report(p, &phase);
             let prompts = match prompts::row_prompts(
                 &w.prompt_set_id,
                 &phase,
@@ -548,6 +566,7 @@ fn run_profile(env: &Env, p: Profile) -> Draft {
                 epoch: env.epoch,
             };
             let (row, fail) = measure_row(&renv, &plan, &cfg);
+            env.rows_done.set(env.rows_done.get() + 1);
             if let Some(f) = fail {
                 d.failures.push(f);
             }
@@ -880,6 +899,14 @@ fn bind_identity(o: &CampaignOptions) -> Result<Identities, Vec<String>> {
 
 /// Runs a campaign and publishes its receipts and summary.
 pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
+    run_observed(o, &NoProgress)
+}
+
+/// [`run`], telling `progress` about every warmup and row before it is dispatched.
+pub fn run_observed(
+    o: &CampaignOptions,
+    progress: &dyn CampaignProgress,
+) -> Result<CampaignOutcome, CampaignError> {
     let errs = check_options(o);
     if !errs.is_empty() {
         return Err(CampaignError::Options(errs));
@@ -952,6 +979,8 @@ pub fn run(o: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
                 model: &model,
                 sampler: sampler.as_ref(),
                 epoch,
+                progress,
+                rows_done: std::cell::Cell::new(0),
             };
             run_profiles(&env, &ids, &mut drafts, &mut lines);
             drop(sampler);

@@ -23,6 +23,7 @@ pub mod manifest;
 pub mod memory;
 pub mod pairing;
 pub mod profiles;
+pub mod progress;
 pub mod prom;
 pub mod prompts;
 pub mod recompute;

@@ -26,6 +26,7 @@ pub mod evidence;
 pub mod execute;
 pub mod paths;
 pub mod preflight;
+pub mod progress;
 pub mod triage;
 // `unsafe`: the receipt's file system is flushed with syncfs before the receipt is linked.
 #[allow(unsafe_code)]
@@ -38,7 +39,8 @@ pub use qual_receipt::aggregate;
 pub use qual_receipt::details;
 
 pub use error::{Refusal, RunError};
-pub use run::{run, RunOutcome};
+pub use progress::{CaseProgress, NoProgress, RunProgress};
+pub use run::{run, run_observed, RunOutcome};
 
 use std::path::PathBuf;
 

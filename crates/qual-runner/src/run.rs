@@ -13,6 +13,7 @@
 //! runner can leave a run directory behind, never a partial receipt (see
 //! `qual_receipt::write::create_exclusive`).
 
+use crate::progress::{CaseProgress, NoProgress, RunProgress};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -184,17 +185,27 @@ struct Executed {
 /// Runs one variant and writes its receipt: preflight, place, then `execute_run`; the run
 /// directory is removed unless the receipt was written.
 pub fn run(req: &RunRequest) -> Result<RunOutcome, RunError> {
+    run_observed(req, &NoProgress)
+}
+
+/// [`run`], telling `progress` about every case execution as it starts and when all ended.
+pub fn run_observed(req: &RunRequest, progress: &dyn RunProgress) -> Result<RunOutcome, RunError> {
     // Forwarding makes SIGINT/SIGTERM observable; failing to install it is not fatal.
     let _ = qual_exec::signals::install_forwarding();
     interrupted()?;
-    let p = preflight(req)?;
+    // A tool preflight ran (git) may have died of the same Ctrl-C: an interruption, not a
+    // refusal.
+    let p = preflight(req).map_err(|e| match qual_exec::signals::interrupted() {
+        Some(signal) => RunError::Interrupted { signal },
+        None => RunError::Refused(e),
+    })?;
     interrupted()?;
     let place = place(req, &p)?;
     let mut guard = RunDirGuard {
         path: place.run_dir.clone(),
         armed: true,
     };
-    let receipt = execute_run(req, &p, &place)?;
+    let receipt = execute_run(req, &p, &place, progress)?;
     guard.armed = false;
     Ok(RunOutcome {
         receipt_path: place.receipt_path,
@@ -261,12 +272,17 @@ fn place(req: &RunRequest, p: &Prepared) -> Result<Placement, RunError> {
 
 /// The phases after placement: bind → execute → settle → aggregate → write run config →
 /// assemble and self-validate the receipt → publish. Returns the receipt it wrote.
-fn execute_run(req: &RunRequest, p: &Prepared, place: &Placement) -> Result<Receipt, RunError> {
+fn execute_run(
+    req: &RunRequest,
+    p: &Prepared,
+    place: &Placement,
+    progress: &dyn RunProgress,
+) -> Result<Receipt, RunError> {
     let mut found = Findings::default();
     let bound = bind(req, p, &place.run_dir, &mut found)?;
     interrupted()?;
     let budgets = budgets(p, bound.model_failed);
-    let mut executed = execute_cases(req, p, place, &bound, &budgets, &mut found)?;
+    let mut executed = execute_cases(req, p, place, &bound, &budgets, &mut found, progress)?;
     interrupted()?;
     let clean_at_end = settle(req, p, &bound, &place.run_dir, &mut found)?;
     check_policy_metrics(p, &executed.results, &mut found.infra);
@@ -482,6 +498,7 @@ fn execute_cases(
     bound: &Bindings,
     budgets: &Budgets,
     found: &mut Findings,
+    progress: &dyn RunProgress,
 ) -> Result<Executed, RunError> {
     let w = &p.loaded.workload;
     let variant = &p.variant;
@@ -528,10 +545,19 @@ fn execute_cases(
         return Ok(executed);
     }
     let reps = w.determinism.repetitions.max(1);
+    let total = variant.cases.len() as u64 * reps;
+    let mut done = 0u64;
     for (i, case) in variant.cases.iter().enumerate() {
         let mut outcomes: Vec<ExecutionOutcome> = Vec::new();
         for r in 1..=reps {
             interrupted()?;
+            progress.update(CaseProgress {
+                done,
+                total,
+                case_id: &case.id,
+                repetition: r,
+            });
+            done += 1;
             let rec = match run_execution(&ctx, i + 1, case, r) {
                 Ok(rec) => rec,
                 Err(ExecStop::Interrupted(signal)) => return Err(RunError::Interrupted { signal }),
@@ -549,6 +575,7 @@ fn execute_cases(
             &outcomes,
         ));
     }
+    progress.finished();
     Ok(executed)
 }
 

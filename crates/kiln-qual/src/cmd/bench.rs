@@ -5,7 +5,8 @@
 //! Exit codes: 0 when the benchmark ran and at least one run is valid; 1 when the workload,
 //! target or an output failed, no measured request succeeded, or every run was refused by the
 //! measurement-validity gate (the outputs are still written); 2 for usage errors (no
-//! tokenizer at all for a workload that needs one among them).
+//! tokenizer at all for a workload that needs one among them); 130 when SIGINT/SIGTERM
+//! stopped it (the points finished so far are summarised and written).
 //!
 //! Output files (`--output`, `--csv`, `--records`) are checked before anything else happens:
 //! each must not exist, its directory must, and no two may be the same path; `--json` prints
@@ -48,124 +49,163 @@ pub struct BenchArgs {
     pub command: Option<BenchCommand>,
     /// Server root URL: `http[s]://HOST[:PORT][/PREFIX]` (a trailing `/v1` is accepted).
     #[arg(long, value_name = "URL")]
+    #[arg(help_heading = "Target")]
     pub url: Option<String>,
     /// Model id (default: the first id served by /v1/models).
     #[arg(long)]
+    #[arg(help_heading = "Target")]
     pub model: Option<String>,
     /// Environment variable holding an API key, sent as `Authorization: Bearer` (the key is
     /// never printed or recorded; the result says only that one was present).
     #[arg(long, value_name = "VAR")]
+    #[arg(help_heading = "Target")]
     pub api_key_env: Option<String>,
     /// Extra trusted CA certificates (PEM) for an https URL, beside the system's roots.
     #[arg(value_parser = super::args::Path, long, value_name = "PEM")]
+    #[arg(help_heading = "Target")]
     pub ca_cert: Option<PathBuf>,
     /// Endpoint.
     #[arg(long, value_enum, default_value = "chat")]
+    #[arg(help_heading = "Target")]
     pub endpoint: EndpointKind,
     /// Send non-streamed requests (only E2E and throughput are defined then).
     #[arg(long)]
+    #[arg(help_heading = "Target")]
     pub no_stream: bool,
     /// Tokenizer for exact-length prompts and client-side counts: a `tokenizer.json` or the
     /// GGUF tokenizer view `tools/gguf_sidecars.py` writes beside a GGUF (default: the
     /// server's own `/tokenize`, as llama.cpp, vLLM and SGLang serve it).
     #[arg(value_parser = super::args::Path, long, value_name = "FILE")]
+    #[arg(help_heading = "Workload")]
     pub tokenizer: Option<PathBuf>,
     /// Prompt lengths in tokens: `N`, `uniform:MIN:MAX`, `normal:MEAN:SD`, `file:PATH`.
     #[arg(long, default_value = "128", value_parser = Lengths::parse)]
+    #[arg(help_heading = "Workload")]
     pub input_tokens: Lengths,
     /// Output lengths (`max_tokens`), same forms.
     #[arg(long, default_value = "64", value_parser = Lengths::parse)]
+    #[arg(help_heading = "Workload")]
     pub output_tokens: Lengths,
     /// Shared prefixes `COUNT:TOKENS`: request i starts with prefix i mod COUNT.
     #[arg(long, value_name = "COUNT:TOKENS", value_parser = shared_prefix)]
+    #[arg(help_heading = "Workload")]
     pub shared_prefix: Option<(usize, u64)>,
     /// Turns per conversation (history carried; per-turn metrics).
     #[arg(long, default_value_t = 1, value_parser = count::<usize>(1..=1000))]
+    #[arg(help_heading = "Workload")]
     pub turns: usize,
     /// Distinct synthetic sessions generated (default: --requests).
     #[arg(long, value_parser = count::<usize>(1..=10_000_000))]
+    #[arg(help_heading = "Workload")]
     pub sessions: Option<usize>,
     /// ShareGPT-style conversations (JSONL) to replay.
     #[arg(value_parser = super::args::Path, long, value_name = "FILE", conflicts_with_all = ["lengths_file", "trace"])]
+    #[arg(help_heading = "Workload")]
     pub sharegpt: Option<PathBuf>,
     /// Prompt/output-length list (JSONL `{"input_length", "output_length"}`).
     #[arg(value_parser = super::args::Path, long, value_name = "FILE", conflicts_with = "trace")]
+    #[arg(help_heading = "Workload")]
     pub lengths_file: Option<PathBuf>,
     /// Trace to replay (JSONL `{"timestamp" (ms), "input_length", "output_length"}`).
     #[arg(value_parser = super::args::Path, long, value_name = "FILE")]
+    #[arg(help_heading = "Workload")]
     pub trace: Option<PathBuf>,
     /// Trace time scale (0.5 replays twice as fast).
     #[arg(long, default_value = "1", value_parser = f64_in(0.0..=1000.0), requires = "trace")]
+    #[arg(help_heading = "Workload")]
     pub trace_time_scale: f64,
     /// Send `ignore_eos: true` (servers that support it produce exactly max_tokens).
     #[arg(long)]
+    #[arg(help_heading = "Workload")]
     pub ignore_eos: bool,
     /// Sampling temperature sent with every request.
     #[arg(long, value_parser = f64_in(0.0..=100.0))]
+    #[arg(help_heading = "Workload")]
     pub temperature: Option<f64>,
     /// Closed loop at these concurrencies (a sweep when several: `1,2,4`).
     #[arg(long, value_delimiter = ',', conflicts_with = "rate", value_parser = count::<usize>(1..=65_536))]
+    #[arg(help_heading = "Load")]
     pub concurrency: Vec<usize>,
     /// Open loop at these rates, sessions per second (a sweep when several).
     #[arg(long, value_delimiter = ',', value_parser = f64_in(0.001..=1e6))]
+    #[arg(help_heading = "Load")]
     pub rate: Vec<f64>,
     /// Measured sessions per run (default 64; with --duration-seconds, a cap, default none).
     #[arg(long, value_parser = count::<usize>(1..=10_000_000))]
+    #[arg(help_heading = "Load")]
     pub requests: Option<usize>,
     /// Warmup sessions per run.
     #[arg(long, default_value_t = 2, value_parser = count::<usize>(0..=1_000_000))]
+    #[arg(help_heading = "Load")]
     pub warmup: usize,
     /// Stop starting requests this long after measurement began.
     #[arg(long, value_parser = seconds_in(0.001..=604_800.0))]
+    #[arg(help_heading = "Load")]
     pub duration_seconds: Option<f64>,
     /// Ramp-up: closed loop starts workers evenly over it; open loop raises the rate linearly.
     #[arg(long, default_value = "0", value_parser = seconds_in(0.0..=86_400.0))]
+    #[arg(help_heading = "Load")]
     pub ramp_up_seconds: f64,
     /// Seed of the workload and of Poisson arrivals.
     #[arg(long, default_value_t = 0)]
+    #[arg(help_heading = "Load")]
     pub seed: u64,
     /// SLA search: lowest level (concurrency or rate, whichever is given).
     #[arg(long, requires = "search_high")]
+    #[arg(help_heading = "SLA search")]
     pub search_low: Option<f64>,
     /// SLA search: highest level.
     #[arg(long, requires = "search_low")]
+    #[arg(help_heading = "SLA search")]
     pub search_high: Option<f64>,
     /// SLA search: bracket width at which bisection stops.
     #[arg(long, default_value = "1", value_parser = f64_in(0.0001..=1e6))]
+    #[arg(help_heading = "SLA search")]
     pub search_resolution: f64,
     /// SLA search: fraction of measured requests that must meet every SLO.
     #[arg(long, default_value = "0.99", value_parser = f64_in(0.0..=1.0))]
+    #[arg(help_heading = "SLA search")]
     pub search_min_attainment: f64,
     /// Early stop when the error rate exceeds this fraction.
     #[arg(long, value_parser = f64_in(0.0..=1.0))]
+    #[arg(help_heading = "Early stop")]
     pub early_stop_error_rate: Option<f64>,
     /// Early stop when this fraction of sends lags the schedule by more than --late-send-ms.
     #[arg(long, value_parser = f64_in(0.0..=1.0))]
+    #[arg(help_heading = "Early stop")]
     pub early_stop_late_fraction: Option<f64>,
     /// Completions before the early-stop rules apply.
     #[arg(long, default_value_t = 10)]
+    #[arg(help_heading = "Early stop")]
     pub early_stop_min_requests: usize,
     /// Percentiles to report.
     #[arg(long, default_value = "50,90,99", value_parser = percentile_list)]
+    #[arg(help_heading = "Statistics")]
     pub percentiles: PercentileList,
     /// Runs per load point (the result gives a 95% t-interval over them).
     #[arg(long, default_value_t = 1, value_parser = count::<usize>(1..=1000))]
+    #[arg(help_heading = "Statistics")]
     pub repeats: usize,
     #[command(flatten)]
+    #[command(next_help_heading = "Load engine and gates")]
     pub load: LoadArgs,
     /// Print the result document as JSON on stdout (`--json PATH`, which wrote it to a
     /// file, is deprecated: use --output PATH).
     #[arg(value_parser = super::args::Path, long, value_name = "PATH", num_args = 0..=1)]
+    #[arg(help_heading = "Outputs")]
     pub json: Option<Option<PathBuf>>,
     /// Write the result document here (never overwritten; checked before anything runs).
     #[arg(value_parser = super::args::Path, long, value_name = "PATH")]
+    #[arg(help_heading = "Outputs")]
     pub output: Option<PathBuf>,
     /// Write the CSV here (never overwritten; checked before anything runs).
     #[arg(value_parser = super::args::Path, long, value_name = "PATH")]
+    #[arg(help_heading = "Outputs")]
     pub csv: Option<PathBuf>,
     /// Write the per-request records (JSONL) here (never overwritten; checked before anything
     /// runs).
     #[arg(value_parser = super::args::Path, long, value_name = "PATH")]
+    #[arg(help_heading = "Outputs")]
     pub records: Option<PathBuf>,
 }
 
@@ -451,14 +491,25 @@ pub fn run(a: BenchArgs) -> i32 {
         errln!("kiln-qual: failed to install signal forwarding: {e}");
         return exit::FAILED;
     }
-    let result = match run::bench(&cfg, &wl, None) {
+    let bar = Arc::new(crate::progress::Bar::requests());
+    let sink = bar
+        .is_shown()
+        .then(|| bar.clone() as Arc<dyn qual_serve::load::ProgressSink>);
+    let result = run::bench(&cfg, &wl, sink);
+    bar.finish();
+    let result = match result {
         Ok(r) => r,
         Err(e) => {
             errln!("kiln-qual: failed to run the benchmark: {}", esc(&e));
             return exit::FAILED;
         }
     };
-    err!("{}", summary(&result, &cfg));
+    if qual_exec::signals::interrupted().is_some() {
+        errln!("kiln-qual: interrupted; the points finished so far are reported and written");
+    }
+    if !crate::output::quiet() {
+        err!("{}", summary(&result, &cfg));
+    }
     let mut code = write_outputs(&outputs, &result, &cfg);
     if a.json == Some(None) {
         output::print_json(&result);

@@ -2,7 +2,8 @@
 //! argument parsing and printing only; every rule lives in `qual-campaign`.
 //!
 //! Exit codes: `campaign` 0 when the summary passed, 1 when it failed (receipts and summary
-//! are written and say why) or nothing could be written, 2 for usage errors;
+//! are written and say why) or nothing could be written, 2 for usage errors, 130 when
+//! SIGINT/SIGTERM stopped it (the receipts and summary are still written and say so);
 //! `campaign verify` 0 when every hash, verdict and pairing recomputes, 1 otherwise;
 //! `runtime-manifest` 0 when two byte-identical captures were published, 1 otherwise.
 
@@ -79,28 +80,36 @@ pub enum RoleArg {
 pub struct RunArgs {
     /// Engine name, part of every file name (`^[a-z0-9][a-z0-9._-]{0,63}$`).
     #[arg(long, required = true)]
+    #[arg(help_heading = "Server")]
     pub engine: Option<String>,
     /// Launch recipe of an owned server (`kiln-qual.serve-launch.v1`, or Kiln's
     /// `kiln.serving-benchmark-server-launch.v1` with --base-url).
     #[arg(long, value_parser = super::args::Path, value_name = "RECIPE.json")]
+    #[arg(help_heading = "Server")]
     pub launch: Option<PathBuf>,
     /// Server origin: with --launch for a recipe without a port; alone, an attached server.
     #[arg(long, value_name = "URL")]
+    #[arg(help_heading = "Server")]
     pub base_url: Option<BaseUrl>,
     /// Pid of an attached server (its process tree is the CPU memory source).
     #[arg(long, conflicts_with = "launch")]
+    #[arg(help_heading = "Server")]
     pub server_pid: Option<u32>,
     /// Model id to request (default: the first id served by /v1/models).
     #[arg(long)]
+    #[arg(help_heading = "Server")]
     pub model: Option<String>,
     /// Model directory: fingerprinted before and after traffic (and `${model_path}`).
     #[arg(long, value_parser = super::args::Path, value_name = "DIR")]
+    #[arg(help_heading = "Server")]
     pub model_path: Option<PathBuf>,
     /// Campaign id (`^[A-Za-z0-9][A-Za-z0-9._-]{2,63}$`).
     #[arg(long, required = true)]
+    #[arg(help_heading = "Campaign")]
     pub campaign_id: Option<String>,
     /// Prompt-set id; profiles append `-<profile>`. Campaigns that must pair share it.
     #[arg(long, required = true)]
+    #[arg(help_heading = "Campaign")]
     pub prompt_set_id: Option<String>,
     /// Profiles (comma-separated): greedy-short, api-default-sampled, long-prefill,
     /// prefix-hit, mixed.
@@ -108,98 +117,127 @@ pub struct RunArgs {
         long,
         default_value = "greedy-short,api-default-sampled,long-prefill,prefix-hit,mixed"
     )]
+    #[arg(help_heading = "Campaign")]
     pub profiles: String,
     /// Concurrency sweep (comma-separated, strictly increasing, 1..=4096).
     #[arg(long, default_value = "1,8,16,32,64,128")]
+    #[arg(help_heading = "Campaign")]
     pub sizes: String,
     /// Repeats per size (1..=1000).
     #[arg(long, default_value_t = 3, value_parser = count::<usize>(1..=1000))]
+    #[arg(help_heading = "Campaign")]
     pub repeats: usize,
     /// `max_tokens` of measured requests (sent with `ignore_eos`).
     #[arg(long, default_value_t = 64, value_parser = count::<u64>(1..=2_147_483_648))]
+    #[arg(help_heading = "Campaign")]
     pub max_tokens: u64,
     /// Warmup requests per profile (0..=4096; `max_tokens = min(16, --max-tokens)`).
     #[arg(long, default_value_t = 1, value_parser = count::<usize>(0..=4096))]
+    #[arg(help_heading = "Campaign")]
     pub warmup: usize,
     /// Base seed (request `i` sends `seed + i`).
     #[arg(long, default_value_t = 17)]
+    #[arg(help_heading = "Campaign")]
     pub seed: u64,
     /// Goodput SLO: TTFT bound, ms.
     #[arg(long, default_value = "5000", value_parser = f64_in(0.001..=86_400_000.0))]
+    #[arg(help_heading = "Gates")]
     pub slo_ttft_ms: f64,
     /// Goodput SLO: largest client-visible ITL bound, ms.
     #[arg(long, default_value = "250", value_parser = f64_in(0.001..=86_400_000.0))]
+    #[arg(help_heading = "Gates")]
     pub slo_itl_ms: f64,
     /// Goodput SLO: end-to-end bound, ms.
     #[arg(long, default_value = "60000", value_parser = f64_in(0.001..=86_400_000.0))]
     pub slo_e2e_ms: f64,
     /// Gate: largest dispatch spread of a row, ms.
     #[arg(long, default_value = "250", value_parser = f64_in(0.0..=86_400_000.0))]
+    #[arg(help_heading = "Gates")]
     pub max_dispatch_spread_ms: f64,
     /// Gate: memory ceiling in bytes (peak of every row).
     #[arg(long, required = true)]
+    #[arg(help_heading = "Gates")]
     pub memory_limit_bytes: Option<u64>,
     /// Memory source.
     #[arg(long, value_enum, default_value = "auto")]
+    #[arg(help_heading = "Memory and metrics")]
     pub memory_source: MemorySourceArg,
     /// DRM counter file (with --memory-source drm or auto).
     #[arg(long, value_parser = super::args::Path, value_name = "FILE")]
+    #[arg(help_heading = "Memory and metrics")]
     pub memory_path: Option<PathBuf>,
     /// NVML device index (with --memory-source nvml or auto).
     #[arg(long, conflicts_with = "memory_path")]
+    #[arg(help_heading = "Memory and metrics")]
     pub memory_device_index: Option<u32>,
     /// Memory sampling interval, ms (1..=60000).
     #[arg(long, default_value_t = 50, value_parser = count::<u64>(1..=60_000))]
+    #[arg(help_heading = "Memory and metrics")]
     pub memory_sample_ms: u64,
     /// Prometheus path scraped before and after every row (e.g. `/metrics` for llama.cpp
     /// `--metrics` or vLLM).
     #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Memory and metrics")]
     pub metrics_path: Option<String>,
     /// Output evidence.
     #[arg(long, value_enum, default_value = "hashes")]
+    #[arg(help_heading = "Outputs and policy")]
     pub output_evidence: EvidenceArg,
     /// Run every profile even after one failed (default: fail fast).
     #[arg(long)]
+    #[arg(help_heading = "Outputs and policy")]
     pub continue_after_failure: bool,
     /// Output directory (receipts `<profile>.<engine>.json`, summary `campaign.<engine>.json`;
     /// created when missing, its parent must exist).
     #[arg(long, value_parser = super::args::Path, value_name = "DIR", required = true)]
+    #[arg(help_heading = "Outputs and policy")]
     pub out_dir: Option<PathBuf>,
     /// Directory of the reference engine's campaign to pair with.
     #[arg(long, value_parser = super::args::Path, value_name = "DIR", requires = "reference_engine")]
+    #[arg(help_heading = "Reference")]
     pub reference_dir: Option<PathBuf>,
     /// The reference campaign's engine name.
     #[arg(long, requires = "reference_dir")]
+    #[arg(help_heading = "Reference")]
     pub reference_engine: Option<String>,
     /// How the reference bears on the verdict.
     #[arg(long, value_enum, default_value = "qualification-gate")]
+    #[arg(help_heading = "Reference")]
     pub reference_role: RoleArg,
     /// Extra runtime file bound by digest and re-checked after traffic (repeatable).
     #[arg(long, value_parser = super::args::Path, value_name = "FILE")]
+    #[arg(help_heading = "Runtime binding")]
     pub runtime_artifact: Vec<PathBuf>,
     /// Runtime manifest (`kiln-qual runtime-manifest`) bound and re-checked after traffic.
     #[arg(long, value_parser = super::args::Path, value_name = "FILE")]
+    #[arg(help_heading = "Runtime binding")]
     pub runtime_manifest: Option<PathBuf>,
     /// Per-request deadline, seconds.
     #[arg(long, default_value = "600", value_parser = seconds_in(0.001..=86_400.0))]
+    #[arg(help_heading = "Requests and context")]
     pub request_timeout_seconds: f64,
     /// Prompt-context preflight: the server's tokenizer endpoint (`/tokenize` on llama.cpp),
     /// asked for the longest prompt of every row before any traffic.
     #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Requests and context")]
     pub tokenize_path: Option<String>,
     /// Context ceiling in tokens: prompt + --max-tokens must fit (preflight and every row's
     /// usage).
     #[arg(long, value_parser = count::<u64>(1..=u64::MAX))]
+    #[arg(help_heading = "Requests and context")]
     pub context_tokens: Option<u64>,
     /// Also write a case result for the runner here (default:
     /// `$KILN_QUALIFICATION_CASE_RESULT` when set).
     #[arg(long, value_parser = super::args::Path, value_name = "PATH")]
+    #[arg(help_heading = "Case result")]
     pub result: Option<PathBuf>,
     /// Case id of the case result (default: the campaign id).
     #[arg(long)]
+    #[arg(help_heading = "Case result")]
     pub case_id: Option<String>,
     /// Config object echoed as the case result's `effective_config`.
     #[arg(long, value_name = "JSON", default_value = "{}")]
+    #[arg(help_heading = "Case result")]
     pub effective_config: String,
 }
 
@@ -359,7 +397,10 @@ fn run_campaign(a: RunArgs) -> i32 {
         return exit::FAILED;
     }
     let started = Instant::now();
-    let out = match campaign::run(&o) {
+    let bar = crate::progress::Bar::steps("rows");
+    let out = campaign::run_observed(&o, &bar);
+    bar.finish();
+    let out = match out {
         Ok(out) => out,
         Err(e) => {
             errln!(

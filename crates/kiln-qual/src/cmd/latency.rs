@@ -92,9 +92,6 @@ pub struct RunArgs {
     /// Seconds between SIGTERM and SIGKILL when the deadline passes (0..=3600).
     #[arg(long, default_value_t = 5, value_parser = super::args::count::<u64>(0..=3600))]
     pub term_grace: u64,
-    /// Do not echo the command's output (to stderr) while it runs.
-    #[arg(long)]
-    pub quiet: bool,
     /// Print the JSON report.
     #[arg(long)]
     pub json: bool,
@@ -325,7 +322,8 @@ fn run_fixture(a: RunArgs) -> i32 {
             term_grace: Duration::from_secs(a.term_grace),
             ..Default::default()
         },
-        echo: !a.quiet,
+        // The global `-q` also stops the echo of the command's output.
+        echo: !crate::output::quiet(),
     };
     match qual_latency::run::run_fixture(&repo, &req) {
         Err(e) => fail(&what, a.json, &e),

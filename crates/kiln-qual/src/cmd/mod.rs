@@ -12,6 +12,7 @@ pub mod receipt;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod shell;
 pub mod triage;
 pub mod workload;
 

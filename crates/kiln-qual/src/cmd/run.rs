@@ -132,7 +132,9 @@ pub fn run(a: RunArgs) -> i32 {
         term_grace_seconds: a.term_grace_seconds,
         command,
     };
-    let result = qual_runner::run(&req);
+    let bar = crate::progress::Bar::steps("case executions");
+    let result = qual_runner::run_observed(&req, &bar);
+    bar.finish();
     let code = qual_runner::exit_code(&result);
     match &result {
         Ok(o) => {
@@ -155,8 +157,16 @@ pub fn run(a: RunArgs) -> i32 {
 /// details of one that did not pass), the verdict and the receipt path.
 fn print_summary(o: &qual_runner::RunOutcome) {
     let r = &o.receipt;
-    errln!("case results:");
-    for res in &r.results {
+    // `-q`: only the verdict and the receipt path.
+    let cases = if crate::output::quiet() {
+        &[][..]
+    } else {
+        &r.results[..]
+    };
+    if !cases.is_empty() {
+        errln!("case results:");
+    }
+    for res in cases {
         let status = match res.status {
             ResultStatus::Passed => "passed",
             ResultStatus::Failed => "FAILED",
@@ -172,7 +182,13 @@ fn print_summary(o: &qual_runner::RunOutcome) {
         );
         if res.status != ResultStatus::Passed {
             if let Some(d) = &res.details {
-                let short: String = d.chars().take(300).collect();
+                // `-v`: the whole details (already bounded by the receipt's limit).
+                let take = if crate::output::verbose() {
+                    usize::MAX
+                } else {
+                    300
+                };
+                let short: String = d.chars().take(take).collect();
                 errln!("           {}", esc(&short));
             }
         }

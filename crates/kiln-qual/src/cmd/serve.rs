@@ -12,10 +12,9 @@ use clap::Args;
 use qual_serve::case::{self, CaseStatus, ServeOptions};
 use qual_serve::client::StreamRules;
 use qual_serve::kiln_launch::BaseUrl;
-use qual_serve::load::{Arrival, Progress, ProgressSink};
+use qual_serve::load::{Arrival, ProgressSink};
 use qual_serve::metrics::{MetricRow, Slo, ValidityLimits};
 use qual_serve::mock::MockConfig;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,9 +93,6 @@ pub struct ServeArgs {
     /// Also print the outcome as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Print every metric row (default: a compact summary).
-    #[arg(long, short = 'v')]
-    pub verbose: bool,
 }
 
 /// Load options shared by `serve` and `bench` (one engine, one spelling of its flags).
@@ -277,29 +273,6 @@ pub struct MockServerArgs {
     pub usage_completion_tokens: Option<u64>,
 }
 
-/// The progress bar: requests done, errors, and the output-token rate over the last half
-/// second or more.
-struct Bar {
-    bar: indicatif::ProgressBar,
-    last: std::sync::Mutex<(Duration, u64, f64)>,
-}
-
-impl ProgressSink for Bar {
-    fn update(&self, p: Progress) {
-        self.bar.set_length(p.total);
-        self.bar.set_position(p.done);
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let dt = p.elapsed.saturating_sub(last.0).as_secs_f64();
-        if dt >= 0.5 {
-            last.2 = p.output_tokens.saturating_sub(last.1) as f64 / dt;
-            last.0 = p.elapsed;
-            last.1 = p.output_tokens;
-        }
-        self.bar
-            .set_message(format!("errors {} · {:.0} tokens/s", p.failed, last.2));
-    }
-}
-
 fn fmt_value(v: Option<f64>, reason: Option<&str>) -> String {
     match v {
         Some(x) if x.abs() >= 1000.0 || x == x.trunc() => format!("{x:.1}"),
@@ -438,19 +411,9 @@ pub fn serve(a: ServeArgs) -> i32 {
         realtime_reader: a.load.realtime_reader,
         validity: a.load.gate.limits(),
     };
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let pb = indicatif::ProgressBar::new(0);
-        if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{spinner} {elapsed_precise} [{bar:30}] {pos}/{len} requests · {msg}",
-        ) {
-            pb.set_style(style.progress_chars("=> "));
-        }
-        Arc::new(Bar {
-            bar: pb,
-            last: std::sync::Mutex::new((Duration::ZERO, 0, 0.0)),
-        })
-    });
-    let sink: Option<Arc<dyn ProgressSink>> = bar.clone().map(|b| b as Arc<dyn ProgressSink>);
+    let bar = Arc::new(crate::progress::Bar::requests());
+    let sink: Option<Arc<dyn ProgressSink>> =
+        bar.is_shown().then(|| bar.clone() as Arc<dyn ProgressSink>);
     // SIGINT/SIGTERM stop the load and shut the owned server down (a failed case result is
     // still written) instead of killing this process and orphaning the server.
     if let Err(e) = qual_exec::signals::install_forwarding() {
@@ -458,9 +421,7 @@ pub fn serve(a: ServeArgs) -> i32 {
         return exit::FAILED;
     }
     let outcome = case::run_with_base_url(&opts, a.base_url.as_ref(), sink);
-    if let Some(b) = bar {
-        b.bar.finish_and_clear();
-    }
+    bar.finish();
     let out = match outcome {
         Ok(o) => o,
         Err(e) => {
@@ -471,9 +432,11 @@ pub fn serve(a: ServeArgs) -> i32 {
             return exit::FAILED;
         }
     };
-    if !out.rows.is_empty() && !a.verbose {
+    if out.rows.is_empty() || output::quiet() {
+        // Nothing measured, or `-q`: the verdict lines below say enough.
+    } else if !output::verbose() {
         err!("{}", compact_summary(&out.rows));
-    } else if !out.rows.is_empty() {
+    } else {
         let rows: Vec<Vec<String>> = out
             .rows
             .iter()

@@ -276,7 +276,11 @@ fn sigterm_stops_the_load_and_shuts_the_server_down() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    assert_eq!(status.code(), Some(1));
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "interrupted: 130, after the failed case result is written"
+    );
     let v = qual_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
     assert_eq!(v.get("status").unwrap().as_str(), Some("failed"));
     let details = v.get("details").unwrap().as_str().unwrap().to_string();

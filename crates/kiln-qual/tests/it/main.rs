@@ -24,6 +24,7 @@ mod cli_oracle;
 mod cli_receipt;
 mod cli_report_campaign;
 mod cli_serve;
+mod cli_shell;
 mod cli_triage;
 mod cli_workload;
 #[path = "../common/mod.rs"]

@@ -61,7 +61,7 @@ fn mock(extra: &[&str]) -> (Server, u16) {
 
 /// A word-level tokenizer.json over the bench word source: one token per word, the way the
 /// mock counts prompt tokens.
-fn word_tokenizer(dir: &Path) -> PathBuf {
+pub(crate) fn word_tokenizer(dir: &Path) -> PathBuf {
     let mut vocab = serde_json::Map::new();
     vocab.insert("[UNK]".into(), 0.into());
     for (i, w) in qual_bench::workload::WORDS.iter().enumerate() {

@@ -3,7 +3,8 @@
 //! `harness = false` binary: `qual_test_fixtures::harness` reports a trial whose dependency is
 //! missing as ignored, saying what is missing, and fails it under `CI=true` (the corpus: when
 //! the CI script asks for it with `KIQ_REQUIRE_CORPUS=1`). Trials are named `module::trial`;
-//! `scripts/compat-check` runs the `compat_` ones.
+//! `scripts/compat-check` runs the `compat_` ones. `terminal` needs tmux, zsh and fish
+//! (progress on a real terminal, Ctrl-C, completion in real shells).
 
 // Tests start programs and read back files directly.
 #![allow(clippy::disallowed_methods)]
@@ -17,6 +18,7 @@ mod compat_workloads;
 mod oracle_real;
 mod scaffold_real;
 mod serving_real;
+mod terminal;
 mod vulkan_real;
 
 fn main() {
@@ -28,6 +30,7 @@ fn main() {
         ("oracle_real", oracle_real::trials()),
         ("scaffold_real", scaffold_real::trials()),
         ("serving_real", serving_real::trials()),
+        ("terminal", terminal::trials()),
         ("vulkan_real", vulkan_real::trials()),
     ]);
 }
