@@ -247,3 +247,10 @@ mod tests {
         d
     }
 }
+
+/// `p` as shown in evidence: relative to `root` when below it, else as given (lossy UTF-8).
+pub fn display_relative(root: &std::path::Path, p: &std::path::Path) -> String {
+    p.strip_prefix(root)
+        .map(|r| r.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| p.to_string_lossy().into_owned())
+}

@@ -103,9 +103,7 @@ pub enum ExecStop {
 }
 
 fn rel(root: &Path, p: &Path) -> String {
-    p.strip_prefix(root)
-        .map(|r| r.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| p.to_string_lossy().into_owned())
+    qual_json::file::display_relative(root, p)
 }
 
 fn create_new(path: &Path, bytes: &[u8]) -> Result<(), ExecStop> {

@@ -110,9 +110,7 @@ fn aborted(e: impl std::fmt::Display) -> RunError {
 }
 
 fn rel(root: &Path, p: &Path) -> String {
-    p.strip_prefix(root)
-        .map(|r| r.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| p.to_string_lossy().into_owned())
+    qual_json::file::display_relative(root, p)
 }
 
 fn write_evidence(root: &Path, path: &Path, kind: &str, v: &Value) -> Result<Artifact, RunError> {

@@ -165,9 +165,7 @@ fn get<'v>(v: &'v Value, pointer: &str) -> &'v Value {
 }
 
 fn rel(root: &Path, p: &Path) -> String {
-    p.strip_prefix(root)
-        .map(|r| r.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| p.to_string_lossy().into_owned())
+    qual_json::file::display_relative(root, p)
 }
 
 /// Verifies a (basically valid) receipt against its retained run directory. `run_dir`
