@@ -931,11 +931,10 @@ fn a_server_claiming_more_tokens_than_it_sent_fails_each_request_by_name() {
     );
     let hwm_after = qual_exec::procfs::status_bytes(0, "VmHWM").unwrap();
     eprintln!("VmHWM {hwm_before} -> {hwm_after} bytes");
-    assert!(
-        hwm_after - hwm_before < 64 << 20,
-        "the client grew by {} bytes",
-        hwm_after - hwm_before
-    );
+    // VmHWM is the process's peak (other tests run in this process too). One CI-like run read
+    // a smaller peak after than before (cause not found); that is no growth, never a panic.
+    let grew = hwm_after.saturating_sub(hwm_before);
+    assert!(grew < 64 << 20, "the client grew by {grew} bytes");
 }
 
 /// The mock's memory stays bounded whatever a request asks for: `max_tokens` 2^31 is refused
