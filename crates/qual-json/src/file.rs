@@ -196,6 +196,13 @@ const O_NOFOLLOW: i32 = 0o100000;
 const O_NOFOLLOW: i32 = 0o400000;
 const ELOOP: i32 = 40;
 
+/// `p` as shown in evidence: relative to `root` when below it, else as given (lossy UTF-8).
+pub fn display_relative(root: &std::path::Path, p: &std::path::Path) -> String {
+    p.strip_prefix(root)
+        .map(|r| r.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| p.to_string_lossy().into_owned())
+}
+
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // tests make a FIFO with mkfifo
 mod tests {
@@ -246,11 +253,4 @@ mod tests {
         std::fs::create_dir(&d).unwrap();
         d
     }
-}
-
-/// `p` as shown in evidence: relative to `root` when below it, else as given (lossy UTF-8).
-pub fn display_relative(root: &std::path::Path, p: &std::path::Path) -> String {
-    p.strip_prefix(root)
-        .map(|r| r.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| p.to_string_lossy().into_owned())
 }
