@@ -476,13 +476,8 @@ fn sign_verify_round_trip_and_refusals() {
     assert!(text.contains("the subject's sha256 is"), "{text}");
 }
 
-/// The interoperability venv (`scripts/setup-python-interop`).
-fn interop_python() -> PathBuf {
-    common::repo_root().join(".cache/venv-interop/bin/python")
-}
-
 fn an_independent_dsse_implementation_verifies_ours_and_we_verify_its() {
-    let python = interop_python();
+    let python = common::interop_venv_python();
     let script = common::repo_root().join("tools/dsse_interop.py");
     let keys = tempfile::tempdir().unwrap();
     let (key, pubkey, fingerprint) = common::ssh_keygen(keys.path(), "interop");
@@ -595,7 +590,7 @@ fn main() {
             an_independent_dsse_implementation_verifies_ours_and_we_verify_its,
         )
         .needs(harness::needs_file(
-            &interop_python(),
+            &common::interop_venv_python(),
             "the independent DSSE implementation (run scripts/setup-python-interop)",
         )),
     ]);

@@ -265,10 +265,15 @@ pub fn ssh_keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf, String) {
     (key, pubkey, fingerprint)
 }
 
+/// The interoperability venv's python (`scripts/setup-python-interop`), present or not.
+pub fn interop_venv_python() -> PathBuf {
+    repo_root().join(".cache/venv-interop/bin/python")
+}
+
 /// The interoperability venv (`scripts/setup-python-interop`): `None` skips loudly, except
 /// under `CI=true`, where its absence fails.
 pub fn interop_python() -> Option<PathBuf> {
-    let python = repo_root().join(".cache/venv-interop/bin/python");
+    let python = interop_venv_python();
     if python.is_file() {
         return Some(python);
     }
