@@ -14,7 +14,7 @@
 //!   the bucket.
 
 use qual_serve::metrics::{
-    centre, percentile_type7, Bound, BoundedSample, GapBoundMethod, GapIntervals, PERCENTILES,
+    centre, Bound, BoundedSample, GapBoundMethod, GapIntervals, OrderStats, PERCENTILES,
 };
 use qual_serve::record::{Phase, RequestRecord};
 use serde::Serialize;
@@ -97,18 +97,18 @@ pub struct Summary {
 impl Summary {
     /// Summarises `samples` at percentiles `ps`.
     pub fn of(mut samples: Vec<f64>, ps: &[f64]) -> Summary {
-        samples.sort_by(f64::total_cmp);
         let n = samples.len();
+        let stats = OrderStats::select(&mut samples, ps.iter().copied());
         Summary {
             n,
             mean: (n > 0).then(|| samples.iter().sum::<f64>() / n as f64),
-            min: samples.first().copied(),
-            max: samples.last().copied(),
+            min: stats.min(),
+            max: stats.max(),
             percentiles: ps
                 .iter()
                 .map(|&p| Pct {
                     label: label(p),
-                    value: (n > 0).then(|| percentile_type7(&samples, p)),
+                    value: stats.percentile(p),
                     n,
                     min_samples: min_samples(p),
                     below_minimum: n < min_samples(p),
@@ -122,9 +122,36 @@ impl Summary {
     /// Summarises interval samples: each percentile of the reported values with the same
     /// percentile of the lower and of the upper ends as its bound.
     pub fn bounded(samples: &[BoundedSample], ps: &[f64]) -> Summary {
-        let mut s = Summary::of(samples.iter().map(|x| x.value).collect(), ps);
+        if samples
+            .iter()
+            .all(|x| x.lower == x.value && x.upper == x.value)
+        {
+            // Every sample exact: each percentile is its own bound (one selection, not three).
+            let mut s = Summary::of(samples.iter().map(|x| x.value).collect(), ps);
+            for p in &mut s.percentiles {
+                p.bound = p.value.map(Bound::point);
+            }
+            return s;
+        }
         let lo = Summary::of(samples.iter().map(|x| x.lower).collect(), ps);
         let hi = Summary::of(samples.iter().map(|x| x.upper).collect(), ps);
+        // Percentiles are reported at their bound's centre when it is finite: the reported
+        // values' own order statistics are needed only when an end is infinite.
+        let mut s = if samples
+            .iter()
+            .all(|x| x.lower.is_finite() && x.upper.is_finite())
+        {
+            let n = samples.len();
+            let values = samples.iter().map(|x| x.value);
+            Summary {
+                mean: (n > 0).then(|| values.sum::<f64>() / n as f64),
+                min: samples.iter().map(|x| x.value).min_by(f64::total_cmp),
+                max: samples.iter().map(|x| x.value).max_by(f64::total_cmp),
+                ..lo.clone()
+            }
+        } else {
+            Summary::of(samples.iter().map(|x| x.value).collect(), ps)
+        };
         for ((p, l), h) in s
             .percentiles
             .iter_mut()

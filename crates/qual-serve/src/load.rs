@@ -40,6 +40,7 @@ use crate::pacer::Pacer;
 use crate::record::{Endpoint, Outcome, Phase, RequestRecord, TokenSource};
 use crate::threadstat::ThreadSample;
 use hyper::body::Bytes;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -938,17 +939,52 @@ fn tokenizer_count(counter: &TokenCounter, rec: &RequestRecord) -> u64 {
     })
 }
 
+/// A tokenizer's counts of the texts seen so far: a text repeated across responses (the same
+/// prompt decoded greedily, a corpus replayed) is tokenized once. Counting is a pure function
+/// of the text, so the memo changes no count; it holds each distinct text once, as the
+/// records already do.
+pub struct TokenMemo<'a> {
+    counter: &'a TokenCounter,
+    counts: HashMap<String, u64>,
+}
+
+impl<'a> TokenMemo<'a> {
+    /// An empty memo over `counter`.
+    pub fn new(counter: &'a TokenCounter) -> Self {
+        Self {
+            counter,
+            counts: HashMap::new(),
+        }
+    }
+
+    /// The tokenizer's count of `text`.
+    pub fn count(&mut self, text: &str) -> u64 {
+        if text.is_empty() {
+            return (self.counter.0)(text);
+        }
+        if let Some(&n) = self.counts.get(text) {
+            return n;
+        }
+        let n = (self.counter.0)(text);
+        self.counts.insert(text.to_owned(), n);
+        n
+    }
+}
+
 /// Holds a successful request's server claim to the tokenizer's count of the text it
 /// received ([`crate::claims::claim_bound`]); a claim above it fails the request by name. Runs
 /// after the load, so tokenizing costs the measurement nothing.
-pub fn check_claims_with_tokenizer(counter: &TokenCounter, rec: &mut RequestRecord) {
+pub fn check_claims_with_tokenizer(memo: &mut TokenMemo<'_>, rec: &mut RequestRecord) {
     let (Some(c), Some(ct)) = (rec.output_tokens, rec.client_tokens) else {
         return;
     };
     if c.source != TokenSource::ServerUsage || !rec.outcome.is_success() {
         return;
     }
-    let counted = tokenizer_count(counter, rec);
+    let counted = rec.output_text.as_ref().map_or(0, |t| {
+        memo.count(&t.reasoning)
+            .saturating_add(memo.count(&t.content))
+    });
     let bounded = crate::claims::claim_bound(
         ct.content_events,
         ct.content_bytes,
@@ -1110,8 +1146,9 @@ pub fn run_plan(
         std::mem::take(&mut *ctx.results.lock().expect("results"));
     records.sort_by_key(|(k, _)| *k);
     if let Some(counter) = &ctx.opts.token_counter {
+        let mut memo = TokenMemo::new(counter);
         for (_, r) in &mut records {
-            check_claims_with_tokenizer(counter, r);
+            check_claims_with_tokenizer(&mut memo, r);
         }
     }
     let stop = match qual_exec::signals::interrupted() {
@@ -1132,6 +1169,22 @@ pub fn run_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_token_memo_counts_each_distinct_text_once_and_changes_no_count() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        let counter = TokenCounter(Arc::new(move |s: &str| {
+            seen.fetch_add(1, Ordering::Relaxed);
+            s.split_whitespace().count() as u64
+        }));
+        let mut memo = TokenMemo::new(&counter);
+        let texts = ["a b c", "a b", "a b c", "", "a b", "x"];
+        let counts: Vec<u64> = texts.iter().map(|t| memo.count(t)).collect();
+        assert_eq!(counts, [3, 2, 3, 0, 2, 1]);
+        // "a b c", "a b", "x" once each; the empty text is always asked (it caches nothing).
+        assert_eq!(calls.load(Ordering::Relaxed), 4);
+    }
 
     /// Drops `CAP_SYS_NICE` from the calling thread's effective set (capabilities are per
     /// thread), so the scheduler judges it by `RLIMIT_RTPRIO` alone.

@@ -364,3 +364,36 @@ fn rows_are_sorted_unique_and_well_named() {
         assert_eq!(r.value.is_none(), r.null_reason.is_some(), "{}", r.name);
     }
 }
+
+proptest::proptest! {
+    /// Selection gives, bit for bit, the type-7 percentiles, minimum and maximum of a sort,
+    /// duplicates, signed zeros and infinities included.
+    #[test]
+    fn order_stats_equal_those_of_a_sort(
+        mut v in proptest::collection::vec(
+            proptest::prop_oneof![
+                -1e6f64..1e6,
+                proptest::strategy::Just(0.0),
+                proptest::strategy::Just(-0.0),
+                proptest::strategy::Just(f64::INFINITY),
+                proptest::strategy::Just(5.0),
+            ],
+            0..300,
+        ),
+        ps in proptest::collection::vec(0.0f64..=1.0, 0..12),
+    ) {
+        let mut sorted = v.clone();
+        sorted.sort_by(f64::total_cmp);
+        let stats = OrderStats::select(&mut v, ps.iter().copied().chain(PERCENTILES.iter().map(|p| p.1)));
+        proptest::prop_assert_eq!(stats.min().map(f64::to_bits), sorted.first().map(|x| x.to_bits()));
+        proptest::prop_assert_eq!(stats.max().map(f64::to_bits), sorted.last().map(|x| x.to_bits()));
+        for &p in &ps {
+            let want = (!sorted.is_empty()).then(|| percentile_type7(&sorted, p));
+            let got = stats.percentile(p);
+            proptest::prop_assert!(
+                want.map(f64::to_bits) == got.map(f64::to_bits) || (want.is_some_and(f64::is_nan) && got.is_some_and(f64::is_nan)),
+                "p {p}: sort {want:?}, selection {got:?}"
+            );
+        }
+    }
+}
