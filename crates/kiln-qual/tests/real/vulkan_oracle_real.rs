@@ -273,11 +273,72 @@ fn cpu_and_vulkan_oracles_attribute_compare_and_report() {
     performance_comparisons_across_backends_are_refused(root);
 }
 
+/// The Vulkan oracle's recipe without `--device` and with the driver hidden: ggml warns and
+/// serves on the CPU, so `oracle greedy` must fail before any request because the server
+/// never states its Vulkan device; no reference runs and nothing is compared.
+fn the_oracle_refuses_a_silent_cpu_fallback() {
+    let launch = "qualification/oracles/launch-smollm2-q4_1-vulkan.json";
+    let prompts = "qualification/oracles/smollm2-prompts-short.json";
+    let tolerances = "qualification/oracles/tolerances-q4_1-vulkan.json";
+    let d = common::example_checkout(
+        &[launch, prompts, tolerances, "tools/reference/worker.py"],
+        "vulkan oracle fallback",
+    );
+    let root = d.path();
+    let mut recipe: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join(launch)).unwrap()).unwrap();
+    let argv = recipe["command"].as_array_mut().unwrap();
+    let i = argv.iter().position(|a| a == "--device").unwrap();
+    argv.drain(i..i + 2);
+    recipe["environment"]["VK_ICD_FILENAMES"] = "/nonexistent/icd.json".into();
+    let hidden = "qualification/oracles/hidden.json";
+    std::fs::write(
+        root.join(hidden),
+        serde_json::to_vec_pretty(&recipe).unwrap(),
+    )
+    .unwrap();
+    let model = common::repo_root().join(".cache/real-server/root/models/smollm2");
+    let t = Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .args(["oracle", "greedy", "--launch", hidden, "--model-path"])
+        .arg(&model)
+        .args(["--prompts", prompts, "--steps", "8", "--vocab", "49152"])
+        .args(["--reference-model", "SmolLM2-135M-Instruct.Q4_1.gguf"])
+        .args([
+            "--tolerances",
+            "qualification/oracles/tolerances-q4_1-vulkan.json",
+        ])
+        .args(["--result", "r.json"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    eprintln!("refused in {:.1} s", t.elapsed().as_secs_f64());
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("the server did not report serving on Vulkan0"),
+        "{t}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("r.json")).unwrap()).unwrap();
+    assert_eq!(r["status"], "failed", "{r}");
+    assert_eq!(r["metrics"], serde_json::json!([]), "{r}");
+    // No reference ran: nothing was compared against a CPU run posing as Vulkan.
+    assert!(!root.join("r.reference-capital.safetensors").exists());
+}
+
 /// This module's trials (run by `main.rs`).
 pub fn trials() -> Vec<Trial> {
-    vec![Trial::new(
-        "cpu_and_vulkan_oracles_attribute_compare_and_report",
-        cpu_and_vulkan_oracles_attribute_compare_and_report,
-    )
-    .needs(needs())]
+    vec![
+        Trial::new(
+            "cpu_and_vulkan_oracles_attribute_compare_and_report",
+            cpu_and_vulkan_oracles_attribute_compare_and_report,
+        )
+        .needs(needs()),
+        Trial::new(
+            "the_oracle_refuses_a_silent_cpu_fallback",
+            the_oracle_refuses_a_silent_cpu_fallback,
+        )
+        .needs(needs()),
+    ]
 }

@@ -4,7 +4,8 @@
 //!
 //! Then the real server on Vulkan: `qualification/workloads/serving-llama-cpp-vulkan-v1.json`
 //! (llama.cpp's ggml Vulkan backend on the real-server root's lavapipe, through
-//! `.cache/real-server/llama-server-vulkan`), and the same server with its driver hidden and no
+//! `.cache/real-server/llama-server-vulkan`; its `cpu` variant serves the same case on the CPU
+//! backend, and `compare` refuses to compare the two for performance), and the same server with its driver hidden and no
 //! `--device`, which ggml answers on the CPU after a warning: `serve` must refuse it because
 //! the server never states its Vulkan device (the recipe's `device_report`).
 //!
@@ -156,12 +157,13 @@ pub(crate) fn vulkan_server_present() -> Result<(), String> {
 
 const SERVING: &str = "qualification/workloads/serving-llama-cpp-vulkan-v1.json";
 const LAUNCH: &str = "qualification/serving/llama-cpp/launch-tiny-vulkan-workload.json";
+const CPU_LAUNCH: &str = "qualification/serving/llama-cpp/launch-tiny-workload.json";
 const CORPUS: &str = "qualification/serving/llama-cpp/corpus.jsonl";
 
 fn llama_server_on_vulkan_qualifies_and_states_its_device() {
     let model = common::repo_root().join(".cache/real-server/root/models/tiny");
     let d = common::example_checkout(
-        &[SERVING, LAUNCH, CORPUS, "scripts/kiln-qual"],
+        &[SERVING, LAUNCH, CPU_LAUNCH, CORPUS, "scripts/kiln-qual"],
         "vulkan serving example",
     );
     let root = d.path();
@@ -197,6 +199,48 @@ fn llama_server_on_vulkan_qualifies_and_states_its_device() {
         "no device statement in {} evidence files",
         evidence.len()
     );
+    // The same case on the CPU backend, then a performance comparison of the two: refused with
+    // the contract's reasons (a performance comparison is one variant on one backend
+    // environment), and no metric is evaluated.
+    let cpu = ".qualification/receipts/cpu-serving.json";
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .args(["run", SERVING, "--variant", "cpu", "--host-id", "ci-host"])
+        .arg("--model")
+        .arg(&model)
+        .args(["--output", cpu, "--term-grace-seconds", "10"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    common::passed_or_refused_by_the_gate(root, &out);
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .args([
+            "compare",
+            cpu,
+            receipt,
+            "--workload-manifest",
+            SERVING,
+            "--json",
+        ])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["mode"], "same_environment_performance");
+    assert_eq!(doc["compatible"], false, "{doc}");
+    let errors = doc["errors"].to_string();
+    for e in [
+        "incompatible workload_variant identity",
+        "incompatible backend_environment identity",
+    ] {
+        assert!(errors.contains(e), "{errors}");
+    }
+    assert_eq!(doc["metric_evaluations"], serde_json::json!([]), "{doc}");
 }
 
 /// Every file under `dir`, recursively.
