@@ -1,7 +1,8 @@
 //! The greedy oracle: a real engine's greedy continuations checked against the reference.
 //!
 //! Owns the order of operations: launch the engine through `qual-serve`'s owned lifecycle
-//! (port check, contained process, readiness) → for each prompt (token ids), a greedy
+//! (port check, contained process, readiness, the server's statement of its device when the
+//! recipe declares one) → for each prompt (token ids), a greedy
 //! completion of N steps with the full next-token distribution at every step
 //! ([`crate::llama`]) → owned shutdown with the residue proof → one contained reference worker
 //! run that teacher-forces every prompt plus the candidate's own tokens ([`crate::worker`]) →
@@ -158,7 +159,9 @@ fn candidate_runs(
             return (Vec::new(), Some(s.into_record()));
         }
     };
-    if server.wait_ready(&rt).is_none() {
+    // A recipe that declares its device (`device_report`) must see the server say so before
+    // any request: ggml falls back to the CPU silently, and that is never a Vulkan oracle.
+    if server.wait_ready(&rt).is_none() || !server.check_device_report() {
         let rec = server.shutdown();
         failures.extend(rec.failures.iter().cloned());
         return (Vec::new(), Some(rec));

@@ -216,21 +216,49 @@ pub fn unexecuted_results<'a>(
     cases: impl IntoIterator<Item = (&'a str, bool)>,
     details: Option<String>,
 ) -> Vec<CaseResultEntry> {
+    not_executed(cases, details, |required| {
+        if required {
+            ResultStatus::Failed
+        } else {
+            ResultStatus::Skipped
+        }
+    })
+}
+
+fn not_executed<'a>(
+    cases: impl IntoIterator<Item = (&'a str, bool)>,
+    details: Option<String>,
+    status: impl Fn(bool) -> ResultStatus,
+) -> Vec<CaseResultEntry> {
     cases
         .into_iter()
         .map(|(id, required)| CaseResultEntry {
             id: id.into(),
             required,
-            status: if required {
-                ResultStatus::Failed
-            } else {
-                ResultStatus::Skipped
-            },
+            status: status(required),
             duration_seconds: 0.0,
             metrics: Vec::new(),
             details: details.clone(),
         })
         .collect()
+}
+
+/// `run-config.json`'s `pre_case_failure` when the initial model fingerprint failed.
+pub const PRE_CASE_MODEL: &str = "initial_model_fingerprint";
+
+/// `run-config.json`'s `pre_case_failure` when the variant requires a device the backend probe
+/// did not detect (a kiln-qual extension: the original ran the cases anyway).
+pub const PRE_CASE_DEVICE: &str = "required_device_not_detected";
+
+/// The results of a variant none of whose cases ran because its required device is absent:
+/// every case `skipped` with `details`, so that the variant's skip policy decides
+/// ([`apply_skip_policy`]; `fail`, the only policy a required device allows, fails the first
+/// required result) and the infrastructure failure fails the others.
+pub fn skipped_results<'a>(
+    cases: impl IntoIterator<Item = (&'a str, bool)>,
+    details: String,
+) -> Vec<CaseResultEntry> {
+    not_executed(cases, Some(details), |_| ResultStatus::Skipped)
 }
 
 /// Applies `skip_policy: fail`: any skipped result fails the first required one.

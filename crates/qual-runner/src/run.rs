@@ -162,7 +162,17 @@ struct Bindings {
     initial_model: Option<ModelFingerprint>,
     /// The initial fingerprint failed: no case runs.
     model_failed: bool,
+    /// The variant requires a device the backend probe did not detect: no case runs, and
+    /// this is the reason each result carries (`skipped`, so the skip policy decides).
+    device_missing: Option<String>,
     environment: Environment,
+}
+
+impl Bindings {
+    /// Whether something found before the first case stops every case from running.
+    fn no_case_runs(&self) -> bool {
+        self.model_failed || self.device_missing.is_some()
+    }
 }
 
 /// Per-execution capture budgets.
@@ -279,7 +289,7 @@ fn execute_run(
     let mut found = Findings::default();
     let bound = bind(req, p, &place.run_dir, &mut found)?;
     interrupted()?;
-    let budgets = budgets(p, bound.model_failed);
+    let budgets = budgets(p, bound.no_case_runs());
     let mut executed = execute_cases(req, p, place, &bound, &budgets, &mut found, progress)?;
     interrupted()?;
     let clean_at_end = settle(req, p, &bound, &place.run_dir, &mut found)?;
@@ -338,18 +348,21 @@ fn bind(
         )?);
     }
     interrupted()?;
-    let environment = capture_environment(req, p, &env_sha, model_failed, run_dir, found)?;
+    let (environment, device_missing) =
+        capture_environment(req, p, &env_sha, model_failed, run_dir, found)?;
     Ok(Bindings {
         base_env,
         env_sha,
         initial_model,
         model_failed,
+        device_missing,
         environment,
     })
 }
 
 /// The environment capture of the bind phase: probes, the receipt's [`Environment`] and
-/// `environment.json`.
+/// `environment.json`; with it, the reason no case may run when the variant requires a device
+/// the probe did not detect.
 fn capture_environment(
     req: &RunRequest,
     p: &Prepared,
@@ -357,7 +370,7 @@ fn capture_environment(
     model_failed: bool,
     run_dir: &Path,
     found: &mut Findings,
-) -> Result<Environment, RunError> {
+) -> Result<(Environment, Option<String>), RunError> {
     let backend = p.variant.backend.as_str();
     let plat = platform::probe();
     let capture = if model_failed {
@@ -380,9 +393,10 @@ fn capture_environment(
         ),
     };
     runtime.insert("execution_environment_sha256".into(), env_sha.to_string());
+    let mut device_missing = None;
     if let Some(c) = &capture {
         found.unsupported.extend(c.unsupported.iter().cloned());
-        probe_failures(c, p, &mut found.infra);
+        device_missing = probe_failures(c, p, &mut found.infra);
     }
     for u in &plat.unavailable {
         found.unsupported.push(format!("host_{u}"));
@@ -438,12 +452,16 @@ fn capture_environment(
         "environment_probes",
         &doc,
     )?);
-    Ok(environment)
+    Ok((environment, device_missing))
 }
 
 /// Infrastructure failures of the backend capture: a required probe that did not pass, a
-/// required device that was not detected.
-fn probe_failures(c: &backend::BackendCapture, p: &Prepared, infra: &mut Vec<String>) {
+/// required device that was not detected (returned too: no case runs without it).
+fn probe_failures(
+    c: &backend::BackendCapture,
+    p: &Prepared,
+    infra: &mut Vec<String>,
+) -> Option<String> {
     for pr in &c.probes {
         if pr.required && pr.status != ProbeStatus::Passed {
             infra.push(match &pr.details {
@@ -459,11 +477,14 @@ fn probe_failures(c: &backend::BackendCapture, p: &Prepared, infra: &mut Vec<Str
         }
     }
     if p.variant.device_requirement == DeviceRequirement::Required && !c.device.detected() {
-        infra.push(format!(
+        let missing = format!(
             "required {} device was not detected (no device identified by name and architecture or uuid: see the device probe); run on a host with one, or pick a variant whose device_requirement is not \"required\"",
             c.backend
-        ));
+        );
+        infra.push(missing.clone());
+        return Some(missing);
     }
+    None
 }
 
 /// The capture budgets of each execution (zero when no case runs).
@@ -526,7 +547,7 @@ fn execute_cases(
     let mut executed = Executed {
         results: Vec::new(),
         run_config_cases: Vec::new(),
-        config_verified: !bound.model_failed,
+        config_verified: !bound.no_case_runs(),
         effective_config: effective_config.clone(),
     };
     // Every program the runner starts from here on (git for the drift checks) was resolved
@@ -540,6 +561,20 @@ fn execute_cases(
         found
             .notes
             .push("Model identity is absent because the initial model fingerprint failed.".into());
+        return Ok(executed);
+    }
+    if let Some(missing) = &bound.device_missing {
+        // Nothing the cases could show is about the declared device: none runs. Each is
+        // skipped with the reason, and the variant's skip policy says what that means (`fail`,
+        // the only one a required device allows, fails the first required result).
+        executed.results = crate::aggregate::skipped_results(
+            variant.cases.iter().map(|c| (c.id.as_str(), c.required)),
+            format!("not executed: {missing}"),
+        );
+        found.notes.push(format!(
+            "No case was executed because the required {} device was not detected.",
+            variant.backend.as_str()
+        ));
         return Ok(executed);
     }
     let reps = w.determinism.repetitions.max(1);
@@ -745,7 +780,7 @@ fn write_run_config(
         model_fingerprint_supervision: (),
         source_tree_profile: p.policy.source_tree_profile.as_str(),
         source_tree_file_count: p.source.files.len() as u64,
-        case_execution_count: if bound.model_failed {
+        case_execution_count: if bound.no_case_runs() {
             0
         } else {
             budgets.execution_count
@@ -758,7 +793,13 @@ fn write_run_config(
         case_base_environment_sha256: &bound.env_sha,
         case_base_environment: redacted(&bound.base_env),
         infrastructure_failures: &found.infra,
-        pre_case_failure: bound.model_failed.then_some("initial_model_fingerprint"),
+        pre_case_failure: if bound.model_failed {
+            Some(crate::aggregate::PRE_CASE_MODEL)
+        } else if bound.device_missing.is_some() {
+            Some(crate::aggregate::PRE_CASE_DEVICE)
+        } else {
+            None
+        },
         cases: executed.run_config_cases.iter().map(Raw).collect(),
     };
     let a = write_document(

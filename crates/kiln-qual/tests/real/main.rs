@@ -19,6 +19,7 @@ mod oracle_real;
 mod scaffold_real;
 mod serving_real;
 mod terminal;
+mod vulkan_oracle_real;
 mod vulkan_real;
 
 fn main() {
@@ -31,6 +32,7 @@ fn main() {
         ("scaffold_real", scaffold_real::trials()),
         ("serving_real", serving_real::trials()),
         ("terminal", terminal::trials()),
+        ("vulkan_oracle_real", vulkan_oracle_real::trials()),
         ("vulkan_real", vulkan_real::trials()),
     ]);
 }

@@ -17,7 +17,8 @@ use qual_test_fixtures::harness::{self, Trial};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn needs_parts() -> Result<(), String> {
+/// What the oracle trials need (also the Vulkan oracle's, `vulkan_oracle_real`).
+pub(crate) fn needs_parts() -> Result<(), String> {
     let root = repo_root();
     harness::needs_file(
         &root.join(".cache/real-server/llama-server"),
@@ -287,32 +288,36 @@ fn top_10_views_and_f32_vs_q4_1_attribution() {
         "SmolLM2-135M-Instruct.F32.gguf",
     );
     let b = top_10_run(d.path(), "q4_1", &q4, "SmolLM2-135M-Instruct.Q4_1.gguf");
-    let out = d.path().join("attribution.json");
+    attribute_checked(&a, &b, &d.path().join("attribution.json"), 5);
+}
+
+/// `oracle attribute A B --output OUT`, checked: no prompt refused (the two references read
+/// bit-identical weights), each of the `prompts` identical or attributed, and `oracle check
+/// --verify-inputs` accepts the document. Returns it.
+pub(crate) fn attribute_checked(a: &Path, b: &Path, out: &Path, prompts: u64) -> serde_json::Value {
     let o = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
         .args(["oracle", "attribute"])
-        .arg(&a)
-        .arg(&b)
+        .arg(a)
+        .arg(b)
         .arg("--output")
-        .arg(&out)
+        .arg(out)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     eprintln!("attribution:\n{err}");
     assert_eq!(o.status.code(), Some(0), "{err}");
     let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    // The two references read bit-identical weights, so no prompt is refused; every prompt is
-    // identical or attributed.
+        serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
     let c = &doc["counts"];
     assert_eq!(c["refused"], 0, "{doc}");
     let total: u64 = ["candidate_a", "candidate_b", "neither", "identical"]
         .iter()
         .map(|k| c[k].as_u64().unwrap())
         .sum();
-    assert_eq!(total, 5, "{doc}");
+    assert_eq!(total, prompts, "{doc}");
     let ok = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
         .args(["oracle", "check", "--verify-inputs"])
-        .arg(&out)
+        .arg(out)
         .output()
         .unwrap();
     assert_eq!(
@@ -321,6 +326,7 @@ fn top_10_views_and_f32_vs_q4_1_attribution() {
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
+    doc
 }
 
 /// This module's trials (run by `main.rs`).

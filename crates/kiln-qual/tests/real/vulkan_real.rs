@@ -4,7 +4,8 @@
 //!
 //! Then the real server on Vulkan: `qualification/workloads/serving-llama-cpp-vulkan-v1.json`
 //! (llama.cpp's ggml Vulkan backend on the real-server root's lavapipe, through
-//! `.cache/real-server/llama-server-vulkan`), and the same server with its driver hidden and no
+//! `.cache/real-server/llama-server-vulkan`; its `cpu` variant serves the same case on the CPU
+//! backend, and `compare` refuses to compare the two for performance), and the same server with its driver hidden and no
 //! `--device`, which ggml answers on the CPU after a warning: `serve` must refuse it because
 //! the server never states its Vulkan device (the recipe's `device_report`).
 //!
@@ -146,7 +147,7 @@ fn a_hidden_driver_fails_the_required_device_by_name() {
 }
 
 /// What the server trials need: the Vulkan launcher of `scripts/setup-real-server`.
-fn vulkan_server_present() -> Result<(), String> {
+pub(crate) fn vulkan_server_present() -> Result<(), String> {
     vulkan_present()?;
     harness::needs_file(
         &common::repo_root().join(".cache/real-server/llama-server-vulkan"),
@@ -156,12 +157,13 @@ fn vulkan_server_present() -> Result<(), String> {
 
 const SERVING: &str = "qualification/workloads/serving-llama-cpp-vulkan-v1.json";
 const LAUNCH: &str = "qualification/serving/llama-cpp/launch-tiny-vulkan-workload.json";
+const CPU_LAUNCH: &str = "qualification/serving/llama-cpp/launch-tiny-workload.json";
 const CORPUS: &str = "qualification/serving/llama-cpp/corpus.jsonl";
 
 fn llama_server_on_vulkan_qualifies_and_states_its_device() {
     let model = common::repo_root().join(".cache/real-server/root/models/tiny");
     let d = common::example_checkout(
-        &[SERVING, LAUNCH, CORPUS, "scripts/kiln-qual"],
+        &[SERVING, LAUNCH, CPU_LAUNCH, CORPUS, "scripts/kiln-qual"],
         "vulkan serving example",
     );
     let root = d.path();
@@ -197,9 +199,52 @@ fn llama_server_on_vulkan_qualifies_and_states_its_device() {
         "no device statement in {} evidence files",
         evidence.len()
     );
+    // The same case on the CPU backend, then a performance comparison of the two: refused with
+    // the contract's reasons (a performance comparison is one variant on one backend
+    // environment), and no metric is evaluated.
+    let cpu = ".qualification/receipts/cpu-serving.json";
+    let out = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .args(["run", SERVING, "--variant", "cpu", "--host-id", "ci-host"])
+        .arg("--model")
+        .arg(&model)
+        .args(["--output", cpu, "--term-grace-seconds", "10"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    common::passed_or_refused_by_the_gate(root, &out);
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+        .args([
+            "compare",
+            cpu,
+            receipt,
+            "--workload-manifest",
+            SERVING,
+            "--json",
+        ])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["mode"], "same_environment_performance");
+    assert_eq!(doc["compatible"], false, "{doc}");
+    let errors = doc["errors"].to_string();
+    for e in [
+        "incompatible workload_variant identity",
+        "incompatible backend_environment identity",
+    ] {
+        assert!(errors.contains(e), "{errors}");
+    }
+    assert_eq!(doc["metric_evaluations"], serde_json::json!([]), "{doc}");
 }
 
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+/// Every file under `dir`, recursively.
+pub(crate) fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
@@ -259,6 +304,128 @@ fn a_silent_cpu_fallback_is_refused() {
     assert!(ev.contains("\"ready\""), "{ev:.2000}");
 }
 
+/// Every workload variant on the Vulkan backend in `qualification/workloads/`, with the model
+/// directory its cases need (`None`: no `${model_path}`).
+fn vulkan_variants() -> Vec<(String, String, Option<&'static str>)> {
+    let dir = common::repo_root().join("qualification/workloads");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        let w: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for v in w["variants"].as_array().unwrap() {
+            if v["backend"] != "vulkan" {
+                continue;
+            }
+            let model = if !text.contains("${model_path}") {
+                None
+            } else if text.contains("smollm2") {
+                Some("smollm2")
+            } else {
+                Some("tiny")
+            };
+            let rel = format!(
+                "qualification/workloads/{}",
+                e.file_name().to_string_lossy()
+            );
+            out.push((rel, v["id"].as_str().unwrap().to_string(), model));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// With the driver hidden from the runner's device probe, every Vulkan variant is handled as
+/// its `skip_policy` says (all say `fail`: the contract allows nothing else with a required
+/// device): no case runs, each result names the missing device, and the verdict is failed; the
+/// receipt still validates and `receipt verify` recomputes it from the run directory.
+fn a_hidden_driver_runs_no_vulkan_case_and_fails_as_the_skip_policy_says() {
+    let variants = vulkan_variants();
+    assert!(variants.len() >= 3, "{variants:?}");
+    let files: Vec<&str> = variants.iter().map(|(w, _, _)| w.as_str()).collect();
+    let d = common::example_checkout(&files, "vulkan no-device");
+    let root = d.path();
+    for (i, (workload, variant, model)) in variants.iter().enumerate() {
+        let w: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root.join(workload)).unwrap()).unwrap();
+        let declared = w["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == variant.as_str())
+            .unwrap();
+        let receipt = format!(".qualification/receipts/no-device-{i}.json");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kiln-qual"));
+        cmd.args([
+            "run",
+            workload,
+            "--variant",
+            variant,
+            "--host-id",
+            "ci-host",
+        ])
+        .args(["--output", &receipt])
+        .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+        .current_dir(root);
+        if let Some(m) = model {
+            cmd.arg("--model").arg(
+                common::repo_root()
+                    .join(".cache/real-server/root/models")
+                    .join(m),
+            );
+        }
+        let o = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{workload} {variant}: {stderr}");
+        let v = read(root, &receipt);
+        assert_eq!(v["qualification"]["verdict"], "failed", "{workload}");
+        assert_eq!(declared["skip_policy"], "fail", "{workload} {variant}");
+        let results = v["results"].as_array().unwrap();
+        assert_eq!(results.len(), declared["cases"].as_array().unwrap().len());
+        for r in results {
+            let details = r["details"].as_str().unwrap();
+            assert!(
+                details.starts_with("not executed: required vulkan device was not detected"),
+                "{workload}: {details}"
+            );
+            assert_eq!(r["metrics"], serde_json::json!([]), "{workload}");
+            assert_ne!(r["status"], "passed", "{workload}");
+        }
+        // `fail`: the skipped cases fail the first required result, by that rule's name.
+        let first = results.iter().find(|r| r["required"] == true).unwrap();
+        assert_eq!(first["status"], "failed");
+        assert!(
+            first["details"]
+                .as_str()
+                .unwrap()
+                .contains("variant skip_policy forbids skipped cases"),
+            "{first}"
+        );
+        let run_dir = root
+            .join(".qualification/runs")
+            .join(v["receipt_id"].as_str().unwrap());
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run_dir.join("run-config.json")).unwrap())
+                .unwrap();
+        assert_eq!(config["case_execution_count"], 0);
+        assert_eq!(config["pre_case_failure"], "required_device_not_detected");
+        assert!(!run_dir.join("cases").exists(), "{workload}: a case ran");
+        for args in [&["receipt", "check"][..], &["receipt", "verify"][..]] {
+            let c = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+                .args(args)
+                .arg(&receipt)
+                .current_dir(root)
+                .output()
+                .unwrap();
+            assert_eq!(
+                c.status.code(),
+                Some(0),
+                "{args:?} {workload}: {}",
+                String::from_utf8_lossy(&c.stderr)
+            );
+        }
+    }
+}
+
 /// This module's trials (run by `main.rs`).
 pub fn trials() -> Vec<Trial> {
     vec![
@@ -272,6 +439,11 @@ pub fn trials() -> Vec<Trial> {
             a_hidden_driver_fails_the_required_device_by_name,
         )
         .needs(vulkan_present()),
+        Trial::new(
+            "a_hidden_driver_runs_no_vulkan_case_and_fails_as_the_skip_policy_says",
+            a_hidden_driver_runs_no_vulkan_case_and_fails_as_the_skip_policy_says,
+        )
+        .needs(vulkan_server_present()),
         Trial::new(
             "llama_server_on_vulkan_qualifies_and_states_its_device",
             llama_server_on_vulkan_qualifies_and_states_its_device,

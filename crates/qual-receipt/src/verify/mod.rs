@@ -53,7 +53,8 @@ use qual_json::{Object, Value};
 
 use crate::aggregate::{
     aggregate_case, apply_infrastructure_failures, apply_skip_policy, runner_metric,
-    unexecuted_results, verdict, ExecutionOutcome,
+    skipped_results, unexecuted_results, verdict, ExecutionOutcome, PRE_CASE_DEVICE,
+    PRE_CASE_MODEL,
 };
 use crate::model::{generate_receipt_id, CaseResultEntry, Metric, ResultStatus, Verdict};
 use crate::validate::{hash_file, parse_utc_timestamp};

@@ -294,11 +294,7 @@ pub(super) fn verify_results(v: &mut Verifier<'_>, receipt: &Value, config: &Val
             );
         }
     } else {
-        // The runner recorded the initial fingerprint failure first.
-        expected = unexecuted_results(
-            variant.cases.iter().map(|c| (c.id.as_str(), c.required)),
-            crate::details::join_details(&infra[..infra.len().min(1)]),
-        );
+        expected = pre_case_results(v, config, variant, &infra);
     }
     apply_skip_policy(&mut expected, variant.skip_policy == SkipPolicy::Fail);
     apply_infrastructure_failures(&mut expected, &infra);
@@ -323,6 +319,47 @@ pub(super) fn verify_results(v: &mut Verifier<'_>, receipt: &Value, config: &Val
         &Value::from(recomputed.as_str()),
         "the retained case results and the workload's required cases give",
     );
+}
+
+/// The results a run stopped before its first case must carry, by the recorded reason.
+fn pre_case_results(
+    v: &mut Verifier<'_>,
+    config: &Value,
+    variant: &qual_contract::Variant,
+    infra: &[String],
+) -> Vec<CaseResultEntry> {
+    let cases = variant.cases.iter().map(|c| (c.id.as_str(), c.required));
+    let reason = get(config, "/pre_case_failure");
+    match reason.as_str() {
+        // The runner recorded the initial fingerprint failure first.
+        Some(PRE_CASE_MODEL) => unexecuted_results(
+            cases,
+            crate::details::join_details(&infra[..infra.len().min(1)]),
+        ),
+        Some(PRE_CASE_DEVICE) => match infra
+            .iter()
+            .find(|f| f.starts_with("required ") && f.contains(" device was not detected"))
+        {
+            Some(missing) => skipped_results(cases, format!("not executed: {missing}")),
+            None => {
+                v.push(
+                    format!("{}/run-config.json#/pre_case_failure", v.run_dir_rel),
+                    "names a missing device, but no infrastructure failure says which",
+                );
+                Vec::new()
+            }
+        },
+        _ => {
+            v.push(
+                format!("{}/run-config.json#/pre_case_failure", v.run_dir_rel),
+                format!(
+                    "unknown pre-case failure {}",
+                    qual_json::to_canonical_string(reason)
+                ),
+            );
+            Vec::new()
+        }
+    }
 }
 
 fn result_pointer(receipt: &Value, id: &str) -> String {

@@ -397,6 +397,75 @@ fn initial_model_fingerprint_failure_retains_a_failed_receipt() {
 }
 
 #[test]
+fn a_required_device_that_is_not_detected_runs_no_case_and_the_skip_policy_fails_it() {
+    // Metal's probe tool (`system_profiler`) exists only on macOS: here the required device is
+    // never detected, for real (no mock stands in for the probe).
+    if std::path::Path::new("/usr/sbin/system_profiler").exists() {
+        qual_test_fixtures::harness::skip("this host has system_profiler (macOS)");
+        return;
+    }
+    let cases = vec![
+        case(
+            "first",
+            &[fixture(), "print", "ran"],
+            "{}",
+            "",
+            runner_protocol(),
+        ),
+        case(
+            "second",
+            &[fixture(), "print", "ran"],
+            "{}",
+            "",
+            runner_protocol(),
+        )
+        .replace("\"required\":true", "\"required\":false"),
+    ];
+    let metal = variant("metal", "{}", &cases)
+        .replace("\"backend\": \"cpu\"", "\"backend\": \"metal\"")
+        .replace(
+            "\"device_requirement\": \"none\"",
+            "\"device_requirement\": \"required\"",
+        );
+    let repo = Repo::new(&[(
+        "d-v1.json",
+        workload_variants("d-v1", "correctness", "[]", &[metal], 1),
+    )]);
+    let r = run(&repo.request("d-v1.json", "metal"));
+    assert_eq!(exit_code(&r), 1, "{r:?}");
+    let v = validate(repo.root(), &r.unwrap().receipt_path);
+    let results = v.get("results").unwrap().as_array().unwrap();
+    let status = |i: usize| results[i].get("status").unwrap().as_str().unwrap();
+    // skip_policy fail: the skipped cases fail the first required result; the optional one
+    // stays skipped; each names the missing device.
+    assert_eq!((status(0), status(1)), ("failed", "skipped"));
+    for i in 0..2 {
+        assert!(
+            details(&v, i).starts_with("not executed: required metal device was not detected"),
+            "{}",
+            details(&v, i)
+        );
+    }
+    assert!(details(&v, 0).contains("variant skip_policy forbids skipped cases"));
+    let run_dir = repo
+        .root()
+        .join(".qualification/runs/runner-test-receipt-v1");
+    assert!(!run_dir.join("cases").exists(), "a case ran");
+    let config =
+        qual_json::from_slice(&std::fs::read(run_dir.join("run-config.json")).unwrap()).unwrap();
+    assert_eq!(
+        config.get("pre_case_failure").and_then(|x| x.as_str()),
+        Some("required_device_not_detected")
+    );
+    assert_eq!(
+        config
+            .get("case_execution_count")
+            .map(qual_json::to_canonical_string),
+        Some("0".into())
+    );
+}
+
+#[test]
 fn repeated_command_metrics_are_averaged_and_skips_fail_under_skip_policy() {
     let metric_case = case(
         "metric-case",
