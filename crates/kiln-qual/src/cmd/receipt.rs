@@ -93,6 +93,14 @@ pub struct CheckArgs {
     /// Require the receipt's commit to exist in the root's git repository.
     #[arg(long)]
     pub require_known_commit: bool,
+    /// The publication gate: refuse, with the reason, a receipt whose commit is not reachable
+    /// from the upstream branch (pushed) or whose run was not made from a clean worktree.
+    #[arg(long)]
+    pub publication: bool,
+    /// The upstream branch for --publication (default: the upstream of the root's current
+    /// branch, e.g. `origin/main`; fetch first, nothing is fetched).
+    #[arg(long, requires = "publication", value_name = "REF")]
+    pub upstream: Option<String>,
     /// Print a machine report on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -170,8 +178,37 @@ struct CheckEntry {
     shown: String,
 }
 
+/// The upstream branch the publication gate checks against: `--upstream`, else the upstream
+/// of the root's current branch.
+fn publication_upstream(a: &CheckArgs, root: &Path) -> Result<Option<String>, String> {
+    if !a.publication {
+        return Ok(None);
+    }
+    if let Some(u) = &a.upstream {
+        return Ok(Some(u.clone()));
+    }
+    match qual_probe::git::Repo::new(root).upstream_branch() {
+        Ok(Some(u)) => Ok(Some(u)),
+        Ok(None) => Err(format!(
+            "find the upstream branch of {}: the current branch has none (pass --upstream REF)",
+            root.display()
+        )),
+        Err(e) => Err(format!(
+            "find the upstream branch of {}: {e}",
+            root.display()
+        )),
+    }
+}
+
 fn check(a: CheckArgs) -> i32 {
     let root = a.root.clone().unwrap_or_else(default_root);
+    let upstream = match publication_upstream(&a, &root) {
+        Ok(u) => u,
+        Err(e) => {
+            errln!("kiln-qual: failed to {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
     let cache: OnceCell<Result<String, String>> = OnceCell::new();
     let digest = |r: &Path| cache.get_or_init(|| current_source_digest(r)).clone();
     let strict = StrictChecks {
@@ -181,6 +218,7 @@ fn check(a: CheckArgs) -> i32 {
             .then_some(&digest as &dyn Fn(&Path) -> Result<String, String>),
         local_artifacts: a.require_local_artifacts,
         known_commit: a.require_known_commit,
+        publication: upstream.as_deref(),
     };
     let mut entries = Vec::with_capacity(a.receipts.len());
     for path in &a.receipts {
