@@ -201,7 +201,14 @@ pub fn collect(
         let dir = if src.is_dir() {
             src.clone()
         } else if src.extension().is_some_and(|e| e == "zip") && src.is_file() {
-            let tmp = extract(src, evidence)?;
+            // An artifact zip holds one target's files at its top (`<artifact>.zip`, as
+            // GitHub's API serves it), or `<target>/` directories.
+            let stem = src.file_stem().map(|s| s.to_string_lossy().into_owned());
+            let target = plan
+                .targets
+                .iter()
+                .find(|t| stem.as_deref() == Some(crate::gha::artifact_name(plan, t).as_str()));
+            let tmp = extract(src, evidence, target.map(|t| t.id.as_str()))?;
             let dir = tmp.clone();
             extracted.push(tmp);
             dir
@@ -268,9 +275,15 @@ fn target_dir_in(dir: &Path, plan: &Plan, t: &Target) -> Option<PathBuf> {
         })
 }
 
-fn extract(zip: &Path, evidence: &Path) -> Result<PathBuf, CollectError> {
-    let dest = evidence.join(format!(".extract-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dest);
+/// Extracts a zip below `<evidence>/.extract-<pid>/` (into `<target>/` when the zip is one
+/// target's artifact); returns the extraction root, which the caller removes.
+fn extract(zip: &Path, evidence: &Path, target: Option<&str>) -> Result<PathBuf, CollectError> {
+    let root = evidence.join(format!(".extract-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let dest = match target {
+        Some(id) => root.join(id),
+        None => root.clone(),
+    };
     std::fs::create_dir_all(&dest).map_err(|source| CollectError::Io {
         path: dest.display().to_string(),
         source,
@@ -281,13 +294,13 @@ fn extract(zip: &Path, evidence: &Path) -> Result<PathBuf, CollectError> {
     };
     qual_latency::import::extract_zip(zip, &dest, &limits, &|_| qual_latency::import::Take::Whole)
         .map_err(|e| {
-            let _ = std::fs::remove_dir_all(&dest);
+            let _ = std::fs::remove_dir_all(&root);
             CollectError::Extract {
                 path: zip.display().to_string(),
                 reason: e.to_string(),
             }
         })?;
-    Ok(dest)
+    Ok(root)
 }
 
 /// The files of one target's evidence, relative, checked against the closed layout.

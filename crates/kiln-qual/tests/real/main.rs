@@ -15,6 +15,7 @@ mod common;
 mod compat_legacy;
 mod compat_receipts;
 mod compat_workloads;
+mod fleet_gha;
 mod fleet_slurm;
 mod oracle_real;
 mod scaffold_real;
@@ -28,6 +29,7 @@ fn main() {
         ("compat_legacy", compat_legacy::trials()),
         ("compat_receipts", compat_receipts::trials()),
         ("compat_workloads", compat_workloads::trials()),
+        ("fleet_gha", fleet_gha::trials()),
         ("fleet_slurm", fleet_slurm::trials()),
         ("oracle_real", oracle_real::trials()),
         ("scaffold_real", scaffold_real::trials()),
