@@ -549,9 +549,7 @@ fn attestation(
         ));
         return None;
     }
-    let Some(host) = plan.host(&t.host_id) else {
-        return None;
-    };
+    let host = plan.host(&t.host_id)?;
     let key = match qual_attest::parse_public_key(&host.public_key) {
         Ok(k) => k,
         Err(e) => {

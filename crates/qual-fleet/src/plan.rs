@@ -453,6 +453,79 @@ mod tests {
         }
     }
 
+    /// `schemas/fleet-plan-v1.schema.json` names exactly the validator's keys.
+    #[test]
+    fn the_schema_keys_are_the_validators() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/fleet-plan-v1.schema.json");
+        let schema = qual_json::read_document(&path, Limits::default())
+            .unwrap()
+            .value;
+        let keys = |pointer: &str| -> Vec<String> {
+            let mut k: Vec<String> = schema
+                .at_pointer(pointer)
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            k.sort();
+            k
+        };
+        let want = |c: &[&str]| -> Vec<String> {
+            let mut k: Vec<String> = c.iter().map(|s| s.to_string()).collect();
+            k.sort();
+            k
+        };
+        assert_eq!(
+            keys("/properties"),
+            want(&[
+                "commit",
+                "fleet_id",
+                "hosts",
+                "repository",
+                "schema",
+                "targets",
+                "upstream"
+            ])
+        );
+        assert_eq!(
+            keys("/definitions/host/properties"),
+            want(&["host_id", "public_key", "signing_key"])
+        );
+        assert_eq!(
+            keys("/definitions/target/properties"),
+            want(&["host_id", "id", "runs_on", "slurm", "variant", "workload"])
+        );
+        assert_eq!(
+            keys("/definitions/target/properties/slurm/properties"),
+            want(&[
+                "constraint",
+                "gres",
+                "nodelist",
+                "partition",
+                "time_limit_minutes"
+            ])
+        );
+        for (o, c) in [
+            (&TOP, "/properties"),
+            (&HOST, "/definitions/host/properties"),
+            (&SLURM, "/definitions/target/properties/slurm/properties"),
+        ] {
+            let obj = schema.at_pointer(c).as_object().unwrap();
+            assert!(o.check(obj).is_empty(), "{c}");
+        }
+    }
+
+    #[test]
+    fn the_committed_example_is_valid() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../qualification/fleets/cpu-smoke.json");
+        let plan = load(&path).unwrap();
+        assert_eq!(plan.targets.len(), 3);
+        assert!(plan.targets[2].slurm.is_none());
+    }
+
     #[test]
     fn a_good_plan_parses() {
         let plan = parse(&qual_json::from_str(&good()).unwrap()).unwrap();

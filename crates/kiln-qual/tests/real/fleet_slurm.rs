@@ -41,6 +41,7 @@ fn slurm_present() -> Result<(), String> {
 struct Cluster {
     dir: PathBuf,
     conf: PathBuf,
+    stopped: std::cell::Cell<bool>,
 }
 
 fn run(program: &str, args: &[&str], env: &[(&str, &Path)]) -> std::process::Output {
@@ -120,6 +121,7 @@ impl Cluster {
         let cluster = Cluster {
             dir: dir.to_path_buf(),
             conf: conf.clone(),
+            stopped: std::cell::Cell::new(false),
         };
         let env = [("SLURM_CONF", conf.as_path())];
         let c = conf.to_str().unwrap();
@@ -150,6 +152,7 @@ impl Cluster {
     /// Shuts the daemons down and waits until none is left.
     #[allow(unsafe_code)] // kill(2) of our own munged
     fn stop(&self) -> Vec<String> {
+        self.stopped.set(true);
         let _ = run(
             "/usr/bin/scontrol",
             &["shutdown"],
@@ -217,7 +220,9 @@ fn pid_alive_pid(pid: &str) -> bool {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        self.stop();
+        if !self.stopped.get() {
+            self.stop();
+        }
     }
 }
 
