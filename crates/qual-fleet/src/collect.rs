@@ -446,35 +446,33 @@ pub fn verify_target(plan: &Plan, t: &Target, root: &Path, dir: &Path) -> Outcom
 fn identity(plan: &Plan, t: &Target, root: &Path, v: &Value) -> Vec<Refusal> {
     let mut out = Vec::new();
     let s = |p: &str| v.at_pointer(p).as_str().unwrap_or_default().to_owned();
-    let commit = s("/source/git_commit");
-    if commit != plan.commit {
-        out.push(refusal(
+    for (kind, pointer, what, want) in [
+        (
             RefusalKind::WrongCommit,
-            format!(
-                "the receipt is from commit {commit}, the plan runs {}",
-                plan.commit
-            ),
-        ));
-    }
-    let host = s("/environment/host_id");
-    if host != t.host_id {
-        out.push(refusal(
+            "/source/git_commit",
+            "commit",
+            &plan.commit,
+        ),
+        (
             RefusalKind::WrongHost,
-            format!(
-                "the receipt is from host {host:?}, the plan puts the target on {:?}",
-                t.host_id
-            ),
-        ));
-    }
-    let variant = s("/workload/parameters/variant_id");
-    if variant != t.variant {
-        out.push(refusal(
+            "/environment/host_id",
+            "host",
+            &t.host_id,
+        ),
+        (
             RefusalKind::WrongWorkload,
-            format!(
-                "the receipt is of variant {variant:?}, the plan asks for {:?}",
-                t.variant
-            ),
-        ));
+            "/workload/parameters/variant_id",
+            "variant",
+            &t.variant,
+        ),
+    ] {
+        let got = s(pointer);
+        if got != *want {
+            out.push(refusal(
+                kind,
+                format!("the receipt's {what} is {got:?}, the plan's is {want:?}"),
+            ));
+        }
     }
     let digest = s("/workload/sha256");
     match planned_workload_digest(root, plan, t) {

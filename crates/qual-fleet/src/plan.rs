@@ -233,15 +233,31 @@ fn array<'v>(out: &mut Violations, v: Option<&'v Value>, at: &str) -> &'v [Value
     }
 }
 
+/// The objects of the array at `at`, each with its pointer, their keys checked against
+/// `keys`; an entry that is not an object is a violation and left out.
+fn closed_objects<'v>(
+    out: &mut Violations,
+    v: Option<&'v Value>,
+    at: &str,
+    keys: &ClosedKeys<'_>,
+) -> Vec<(String, &'v Object)> {
+    let mut objects = Vec::new();
+    for (i, item) in array(out, v, at).iter().enumerate() {
+        let at = format!("{at}/{i}");
+        match item.as_object() {
+            Some(o) => {
+                out.keys(&at, &keys.check(o), &qual_json::keys::MISSING_UNKNOWN);
+                objects.push((at, o));
+            }
+            None => out.push(at, "must be an object"),
+        }
+    }
+    objects
+}
+
 fn hosts(out: &mut Violations, v: Option<&Value>) -> Vec<Host> {
     let mut hosts: Vec<Host> = Vec::new();
-    for (i, item) in array(out, v, "/hosts").iter().enumerate() {
-        let at = format!("/hosts/{i}");
-        let Some(o) = item.as_object() else {
-            out.push(at, "must be an object");
-            continue;
-        };
-        out.keys(&at, &HOST.check(o), &qual_json::keys::MISSING_UNKNOWN);
+    for (at, o) in closed_objects(out, v, "/hosts", &HOST) {
         let host_id = text(out, o, &at, "host_id");
         if !host_id.is_empty() && !qual_receipt::validate::is_host_id(&host_id) {
             out.push(
@@ -287,13 +303,7 @@ fn hosts(out: &mut Violations, v: Option<&Value>) -> Vec<Host> {
 
 fn targets(out: &mut Violations, v: Option<&Value>, known: &BTreeSet<&str>) -> Vec<Target> {
     let mut targets: Vec<Target> = Vec::new();
-    for (i, item) in array(out, v, "/targets").iter().enumerate() {
-        let at = format!("/targets/{i}");
-        let Some(o) = item.as_object() else {
-            out.push(at, "must be an object");
-            continue;
-        };
-        out.keys(&at, &TARGET.check(o), &qual_json::keys::MISSING_UNKNOWN);
+    for (at, o) in closed_objects(out, v, "/targets", &TARGET) {
         let id = id(out, o, &at, "id");
         if targets.iter().any(|t| !id.is_empty() && t.id == id) {
             out.push(format!("{at}/id"), format!("repeats {id:?}"));

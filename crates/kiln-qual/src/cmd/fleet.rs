@@ -30,7 +30,7 @@ pub enum FleetCommand {
     /// the publication gate. Anything refused is listed by name.
     Collect(CollectArgs),
     /// The fleet report over a collected evidence tree (Markdown on stdout).
-    Report(ReportArgs),
+    Report(TreeArgs),
     /// Generate the GitHub Actions workflow (`workflow_dispatch`, a matrix over the targets'
     /// `runs_on` labels).
     Workflow(WorkflowArgs),
@@ -50,17 +50,9 @@ pub struct PlanArgs {
 /// Arguments of `fleet dispatch`.
 #[derive(Args, Debug)]
 pub struct DispatchArgs {
-    /// The fleet plan.
-    #[arg(value_parser = super::args::Path, value_name = "PLAN")]
-    pub plan: PathBuf,
-    /// The evidence directory (reachable from every node: the tasks hand their evidence over
-    /// into `<DIR>/inbox/`).
-    #[arg(long, value_parser = super::args::Path, value_name = "DIR")]
-    pub evidence: PathBuf,
-    /// The repository whose upstream branch must contain the plan's commit (default: the git
-    /// top level of the current directory).
-    #[arg(long, value_parser = super::args::Path, value_name = "R")]
-    pub root: Option<PathBuf>,
+    /// The plan and the evidence tree (which every node must reach).
+    #[command(flatten)]
+    pub tree: TreeArgs,
     /// The kiln-qual program on the nodes.
     #[arg(long, default_value = "kiln-qual", value_name = "CMD")]
     pub kiln_qual: String,
@@ -86,41 +78,35 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-/// Arguments of `fleet collect`.
+/// The plan and evidence tree of `fleet collect` and `fleet report`.
 #[derive(Args, Debug)]
-pub struct CollectArgs {
+pub struct TreeArgs {
     /// The fleet plan.
     #[arg(value_parser = super::args::Path, value_name = "PLAN")]
     pub plan: PathBuf,
-    /// The evidence directory (collected evidence goes to `<DIR>/targets/`).
+    /// The evidence directory: Slurm tasks hand their evidence over into `<DIR>/inbox/`,
+    /// collected evidence lies in `<DIR>/targets/`.
     #[arg(long, value_parser = super::args::Path, value_name = "DIR")]
     pub evidence: PathBuf,
+    /// The repository that must have the plan's commit on its upstream branch (dispatch) and
+    /// that receipts are verified against (default: the git top level of the current directory).
+    #[arg(long, value_parser = super::args::Path, value_name = "R")]
+    pub root: Option<PathBuf>,
+}
+
+/// Arguments of `fleet collect`.
+#[derive(Args, Debug)]
+pub struct CollectArgs {
+    /// The plan and the evidence tree.
+    #[command(flatten)]
+    pub tree: TreeArgs,
     /// Where evidence arrived: a directory holding `<target>/` or artifact directories (`gh run
     /// download`), or an artifact zip; repeatable (default: `<DIR>/inbox` when it exists).
     #[arg(long = "from", value_parser = super::args::Path, value_name = "SRC")]
     pub from: Vec<PathBuf>,
-    /// The repository the receipts are verified against (it must have the plan's commit;
-    /// default: the git top level of the current directory).
-    #[arg(long, value_parser = super::args::Path, value_name = "R")]
-    pub root: Option<PathBuf>,
     /// Print the collection as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Arguments of `fleet report`.
-#[derive(Args, Debug)]
-pub struct ReportArgs {
-    /// The fleet plan.
-    #[arg(value_parser = super::args::Path, value_name = "PLAN")]
-    pub plan: PathBuf,
-    /// The evidence directory of a collection.
-    #[arg(long, value_parser = super::args::Path, value_name = "DIR")]
-    pub evidence: PathBuf,
-    /// The repository the receipts are verified against (default: the git top level of the
-    /// current directory).
-    #[arg(long, value_parser = super::args::Path, value_name = "R")]
-    pub root: Option<PathBuf>,
 }
 
 /// Arguments of `fleet workflow`.
@@ -149,31 +135,28 @@ pub fn run(c: FleetCommand) -> i32 {
     }
 }
 
-fn default_root() -> PathBuf {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    qual_probe::git::Repo::discover(&cwd)
-        .map(|repo| repo.root().to_path_buf())
-        .unwrap_or(cwd)
-}
+use super::receipt::default_root;
 
 fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// Loads the plan, printing every violation on failure.
-fn load_plan(path: &Path) -> Result<qual_fleet::Plan, i32> {
-    match qual_fleet::plan::load(path) {
-        Ok(p) => Ok(p),
-        Err(e) => {
-            errln!("kiln-qual: failed to {}", esc(&e.to_string()));
-            if let qual_fleet::PlanError::Invalid { violations, .. } = &e {
-                for v in violations {
-                    errln!("  {}", esc(&v.to_string()));
-                }
-            }
-            Err(exit::FAILED)
+/// Prints why a plan cannot be used: the error, then every violation.
+fn print_plan_error(e: &qual_fleet::PlanError) {
+    errln!("kiln-qual: failed to {}", esc(&e.to_string()));
+    if let qual_fleet::PlanError::Invalid { violations, .. } = e {
+        for v in violations {
+            errln!("  {}", esc(&v.to_string()));
         }
     }
+}
+
+/// Loads the plan, printing every violation on failure.
+fn load_plan(path: &Path) -> Result<qual_fleet::Plan, i32> {
+    qual_fleet::plan::load(path).map_err(|e| {
+        print_plan_error(&e);
+        exit::FAILED
+    })
 }
 
 fn plan(a: PlanArgs) -> i32 {
@@ -190,7 +173,8 @@ fn plan(a: PlanArgs) -> i32 {
                 );
                 return exit::FAILED;
             }
-            return load_plan(&a.plan).map(|_| exit::OK).unwrap_or(exit::FAILED);
+            print_plan_error(&e);
+            return exit::FAILED;
         }
     };
     if a.json {
@@ -247,14 +231,14 @@ fn require_pushed(plan: &qual_fleet::Plan, root: &Path) -> Result<(), String> {
 }
 
 fn dispatch(a: DispatchArgs) -> i32 {
-    let plan = match load_plan(&a.plan) {
+    let plan = match load_plan(&a.tree.plan) {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let root = a.root.clone().unwrap_or_else(default_root);
+    let root = a.tree.root.clone().unwrap_or_else(default_root);
     let opts = qual_fleet::slurm::TaskOptions {
         kiln_qual: a.kiln_qual.clone(),
-        evidence: absolute(&a.evidence),
+        evidence: absolute(&a.tree.evidence),
     };
     let refuse = |e: String| {
         errln!("kiln-qual: failed to {}", esc(&e));
@@ -372,17 +356,17 @@ fn collect_and_print(
 }
 
 fn collect(a: CollectArgs) -> i32 {
-    let plan = match load_plan(&a.plan) {
+    let plan = match load_plan(&a.tree.plan) {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let root = a.root.clone().unwrap_or_else(default_root);
+    let root = a.tree.root.clone().unwrap_or_else(default_root);
     let mut sources = a.from.clone();
-    let inbox = a.evidence.join(qual_fleet::slurm::INBOX);
+    let inbox = a.tree.evidence.join(qual_fleet::slurm::INBOX);
     if sources.is_empty() && inbox.is_dir() {
         sources.push(inbox);
     }
-    let c = match collect_and_print(&plan, &root, &a.evidence, &sources) {
+    let c = match collect_and_print(&plan, &root, &a.tree.evidence, &sources) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -414,6 +398,11 @@ fn collect(a: CollectArgs) -> i32 {
             c.targets.len()
         );
     }
+    verified_exit(&c)
+}
+
+/// 0 when every planned target verified, else 1.
+fn verified_exit(c: &qual_fleet::collect::Collection) -> i32 {
     if c.all_verified() {
         exit::OK
     } else {
@@ -421,7 +410,7 @@ fn collect(a: CollectArgs) -> i32 {
     }
 }
 
-fn report(a: ReportArgs) -> i32 {
+fn report(a: TreeArgs) -> i32 {
     let plan = match load_plan(&a.plan) {
         Ok(p) => p,
         Err(code) => return code,
@@ -435,11 +424,7 @@ fn report(a: ReportArgs) -> i32 {
         "{}",
         qual_fleet::report::markdown(&c, &scheduler_states(&a.evidence))
     );
-    if c.all_verified() {
-        exit::OK
-    } else {
-        exit::FAILED
-    }
+    verified_exit(&c)
 }
 
 fn workflow(a: WorkflowArgs) -> i32 {

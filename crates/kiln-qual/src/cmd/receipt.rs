@@ -146,7 +146,8 @@ pub fn run(c: ReceiptCommand) -> i32 {
     }
 }
 
-fn default_root() -> PathBuf {
+/// The git top level of the current directory, else the current directory.
+pub(crate) fn default_root() -> PathBuf {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     qual_probe::git::Repo::discover(&cwd)
         .map(|repo| repo.root().to_path_buf())
