@@ -410,7 +410,8 @@ fn verified_exit(c: &qual_fleet::collect::Collection) -> i32 {
     }
 }
 
-fn report(a: TreeArgs) -> i32 {
+/// `fleet report` (also `kiln-qual report --fleet PLAN DIR`).
+pub fn report(a: TreeArgs) -> i32 {
     let plan = match load_plan(&a.plan) {
         Ok(p) => p,
         Err(code) => return code,

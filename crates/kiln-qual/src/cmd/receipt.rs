@@ -273,11 +273,16 @@ fn check_outcome(path: &Path, strict: &StrictChecks<'_>) -> FileOutcome {
         Err(e) => return unloadable(e.into()),
     };
     if src.is(qual_documents::Kind::CampaignReceipt) {
+        // The gate reads a receipt v1's source binding; it is never skipped silently.
+        let gate = strict.publication.map(|_| {
+            "cannot be checked for publication: the publication gate applies to qualification receipts v1, not serving-campaign receipts".to_owned()
+        });
         return match qual_campaign::verify::check_receipt_bytes(path, &src.bytes) {
-            Ok(f) if f.is_empty() => FileOutcome::Valid,
+            Ok(f) if f.is_empty() && gate.is_none() => FileOutcome::Valid,
             Ok(f) => FileOutcome::Invalid {
                 violations: f
                     .into_iter()
+                    .chain(gate)
                     .map(|message| validate::Violation::new("receipt", message))
                     .collect(),
             },

@@ -191,7 +191,8 @@ fn collect_refuses_each_bad_target_by_name_and_recollects_idempotently() {
         .unwrap()
         .contains("already collected with other bytes"));
 
-    // The report: failures first, the missing target named, who signed.
+    // The report (`kiln-qual report --fleet`, the same as `fleet report`): failures first, the
+    // missing target named, who signed.
     let o = kq_env(
         &f.work,
         &[
@@ -203,6 +204,18 @@ fn collect_refuses_each_bad_target_by_name_and_recollects_idempotently() {
         ],
         &[],
     );
+    let same = kq_env(
+        &f.work,
+        &[
+            "report",
+            "--fleet",
+            plan.to_str().unwrap(),
+            evidence.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(same.stdout, o.stdout);
+    assert_eq!(same.status.code(), o.status.code());
     let md = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1));
     let row = |id: &str| {
