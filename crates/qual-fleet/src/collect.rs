@@ -423,9 +423,12 @@ pub fn verify_target(plan: &Plan, t: &Target, root: &Path, dir: &Path) -> Outcom
     };
     let mut reasons = identity(plan, t, root, &value);
     reasons.extend(receipt_rules(plan, root, &value));
-    let run_dir = run_dir(dir, &value);
-    for f in qual_receipt::verify::verify_run(&value, root, Some(&run_dir)) {
-        reasons.push(refusal(RefusalKind::Edited, f.to_string()));
+    // The run directory is named by the receipt id, read only when the id is well formed
+    // (an invalid id is already a reason).
+    if let Some(run_dir) = run_dir(dir, &value) {
+        for f in qual_receipt::verify::verify_run(&value, root, Some(&run_dir)) {
+            reasons.push(refusal(RefusalKind::Edited, f.to_string()));
+        }
     }
     let keyid = attestation(plan, t, &receipt_path, &bytes, &mut reasons);
     if !reasons.is_empty() {
@@ -522,10 +525,10 @@ fn receipt_rules(plan: &Plan, root: &Path, v: &Value) -> Vec<Refusal> {
         .collect()
 }
 
-/// The run directory of a collected receipt: `runs/<receipt id>/`.
-fn run_dir(dir: &Path, v: &Value) -> PathBuf {
-    let id = v.at_pointer("/receipt_id").as_str().unwrap_or_default();
-    dir.join("runs").join(id)
+/// The run directory of a collected receipt, `runs/<receipt id>/`, when the id is well formed.
+fn run_dir(dir: &Path, v: &Value) -> Option<PathBuf> {
+    let id = v.at_pointer("/receipt_id").as_str()?;
+    qual_receipt::validate::is_receipt_id(id).then(|| dir.join("runs").join(id))
 }
 
 /// The attestation against the planned host's key; the signer's key id when it verifies.

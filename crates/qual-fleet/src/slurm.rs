@@ -294,7 +294,7 @@ fn io<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error) -> 
 }
 
 /// Writes the scripts and submits every array; the record is written exclusively after the
-/// last submission (whatever was submitted before a refusal is in the error's record too).
+/// last submission, or after a refusal with the arrays submitted before it.
 pub fn dispatch(plan: &Plan, opts: &TaskOptions) -> Result<Record, SlurmError> {
     let d = plan_jobs(plan, opts)?;
     let record_path = opts.evidence.join(DISPATCH_RECORD);
@@ -312,26 +312,47 @@ pub fn dispatch(plan: &Plan, opts: &TaskOptions) -> Result<Record, SlurmError> {
         jobs: Vec::new(),
     };
     for job in &d.jobs {
-        let script = PathBuf::from(&job.script);
-        let text = task_script(plan, job, opts);
-        qual_json::publish::write_new(&script, text.as_bytes()).map_err(io("write", &script))?;
-        let out = run_slurm("sbatch", &job.sbatch)?;
-        let job_id = out.trim().split(';').next().unwrap_or("").to_owned();
-        if job_id.is_empty() || !job_id.bytes().all(|c| c.is_ascii_digit()) {
-            return Err(SlurmError::Refused {
-                command: "sbatch".into(),
-                detail: format!("printed {out:?}, not a job id"),
-            });
+        if let Err(e) = submit(plan, job, opts, &mut record) {
+            // What was submitted before the refusal stays findable by `status`.
+            if !record.jobs.is_empty() {
+                write_record(&record_path, &record)?;
+            }
+            return Err(e);
         }
-        record.jobs.push(Submitted {
-            job_id,
-            targets: job.targets.clone(),
-            script: job.script.clone(),
+    }
+    write_record(&record_path, &record)?;
+    Ok(record)
+}
+
+fn write_record(path: &Path, record: &Record) -> Result<(), SlurmError> {
+    let bytes = serde_json::to_vec_pretty(record).expect("a record serializes");
+    qual_json::publish::write_new(path, &bytes).map_err(io("write", path))
+}
+
+/// Writes one array's script and submits it; the job joins `record`.
+fn submit(
+    plan: &Plan,
+    job: &ArrayJob,
+    opts: &TaskOptions,
+    record: &mut Record,
+) -> Result<(), SlurmError> {
+    let script = PathBuf::from(&job.script);
+    let text = task_script(plan, job, opts);
+    qual_json::publish::write_new(&script, text.as_bytes()).map_err(io("write", &script))?;
+    let out = run_slurm("sbatch", &job.sbatch)?;
+    let job_id = out.trim().split(';').next().unwrap_or("").to_owned();
+    if job_id.is_empty() || !job_id.bytes().all(|c| c.is_ascii_digit()) {
+        return Err(SlurmError::Refused {
+            command: "sbatch".into(),
+            detail: format!("printed {out:?}, not a job id"),
         });
     }
-    let bytes = serde_json::to_vec_pretty(&record).expect("a record serializes");
-    qual_json::publish::write_new(&record_path, &bytes).map_err(io("write", &record_path))?;
-    Ok(record)
+    record.jobs.push(Submitted {
+        job_id,
+        targets: job.targets.clone(),
+        script: job.script.clone(),
+    });
+    Ok(())
 }
 
 /// Runs a Slurm program (resolved by `qual_trusted`) to completion: its stdout, or the refusal

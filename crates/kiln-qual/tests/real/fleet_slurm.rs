@@ -291,6 +291,36 @@ fn a_plan_runs_on_a_two_node_cluster_and_is_collected_verified_and_reported() {
     );
     assert!(!evidence.exists(), "a dry run writes nothing");
 
+    // A scheduler error is never hidden: an unknown partition is sbatch's refusal, verbatim.
+    let bad_plan = std::fs::read_to_string(plan).unwrap().replace(
+        "\"partition\": \"qual\"",
+        "\"partition\": \"no-such-partition\"",
+    );
+    let bad = base.join("bad-plan.json");
+    std::fs::write(&bad, bad_plan).unwrap();
+    let bad_evidence = base.join("bad-evidence");
+    let o = kq_env(
+        &f.work,
+        &[
+            "fleet",
+            "dispatch",
+            bad.to_str().unwrap(),
+            "--evidence",
+            bad_evidence.to_str().unwrap(),
+        ],
+        &env,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("kiln-qual: failed to run sbatch") && err.contains("invalid partition"),
+        "{err}"
+    );
+    assert!(
+        !bad_evidence.join("slurm/dispatch.json").exists(),
+        "nothing was submitted"
+    );
+
     let o = kq_env(&f.work, &dispatch, &env);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // A second dispatch into the same evidence directory is refused.
