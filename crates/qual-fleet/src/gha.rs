@@ -103,3 +103,31 @@ jobs:
         kiln_qual = q(kiln_qual),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_matrix_entry_per_labelled_target_and_values_only_through_env() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../qualification/fleets/cpu-smoke.json");
+        let plan = crate::plan::load(&path).unwrap();
+        let w = workflow(&plan, "kiln-qual").unwrap();
+        assert_eq!(w.matches("\n          - {target: ").count(), 3);
+        assert!(
+            w.contains(r#"runs_on: ["self-hosted", "linux", "ci-runner-2"]"#),
+            "{w}"
+        );
+        assert!(
+            w.contains("artifact: \"kiln-qual-cpu-smoke-smoke-ci-runner-2\""),
+            "{w}"
+        );
+        // Matrix values reach the shell only through the environment, never spliced into it.
+        let run = &w[w.find("run: |").unwrap()..w.find("- name: Upload").unwrap()];
+        assert!(!run.contains("${{"), "{run}");
+        let mut none = plan.clone();
+        none.targets.iter_mut().for_each(|t| t.runs_on = None);
+        assert!(workflow(&none, "kiln-qual").is_none());
+    }
+}
