@@ -94,6 +94,14 @@ pub struct TreeArgs {
     pub root: Option<PathBuf>,
 }
 
+impl TreeArgs {
+    /// The plan (every violation printed when it is refused) and the repository root.
+    fn load(&self) -> Result<(qual_fleet::Plan, PathBuf), i32> {
+        let plan = load_plan(&self.plan)?;
+        Ok((plan, self.root.clone().unwrap_or_else(default_root)))
+    }
+}
+
 /// Arguments of `fleet collect`.
 #[derive(Args, Debug)]
 pub struct CollectArgs {
@@ -231,11 +239,10 @@ fn require_pushed(plan: &qual_fleet::Plan, root: &Path) -> Result<(), String> {
 }
 
 fn dispatch(a: DispatchArgs) -> i32 {
-    let plan = match load_plan(&a.tree.plan) {
-        Ok(p) => p,
+    let (plan, root) = match a.tree.load() {
+        Ok(x) => x,
         Err(code) => return code,
     };
-    let root = a.tree.root.clone().unwrap_or_else(default_root);
     let opts = qual_fleet::slurm::TaskOptions {
         kiln_qual: a.kiln_qual.clone(),
         evidence: absolute(&a.tree.evidence),
@@ -356,11 +363,10 @@ fn collect_and_print(
 }
 
 fn collect(a: CollectArgs) -> i32 {
-    let plan = match load_plan(&a.tree.plan) {
-        Ok(p) => p,
+    let (plan, root) = match a.tree.load() {
+        Ok(x) => x,
         Err(code) => return code,
     };
-    let root = a.tree.root.clone().unwrap_or_else(default_root);
     let mut sources = a.from.clone();
     let inbox = a.tree.evidence.join(qual_fleet::slurm::INBOX);
     if sources.is_empty() && inbox.is_dir() {
@@ -412,11 +418,10 @@ fn verified_exit(c: &qual_fleet::collect::Collection) -> i32 {
 
 /// `fleet report` (also `kiln-qual report --fleet PLAN DIR`).
 pub fn report(a: TreeArgs) -> i32 {
-    let plan = match load_plan(&a.plan) {
-        Ok(p) => p,
+    let (plan, root) = match a.load() {
+        Ok(x) => x,
         Err(code) => return code,
     };
-    let root = a.root.clone().unwrap_or_else(default_root);
     let c = match collect_and_print(&plan, &root, &a.evidence, &[]) {
         Ok(c) => c,
         Err(code) => return code,
