@@ -90,6 +90,11 @@ enum Command {
     /// Legacy backend latency fixtures.
     #[command(subcommand)]
     Latency(cmd::latency::LatencyCommand),
+    /// Qualification on a fleet: a strict plan, dispatch through Slurm job arrays or a
+    /// generated GitHub Actions workflow, collection and verification of each host's signed
+    /// evidence, the fleet report.
+    #[command(subcommand)]
+    Fleet(cmd::fleet::FleetCommand),
     /// Scaffold serving qualification for a real engine: policy, workload, launch recipe,
     /// seeded corpus (never overwrites; --dry-run shows them).
     Init(cmd::init::InitArgs),
@@ -194,6 +199,7 @@ fn main() {
         Command::RuntimeManifest(a) => cmd::campaign::runtime_manifest(a),
         Command::Oracle(c) => cmd::oracle::run(c),
         Command::Latency(c) => cmd::latency::run(c),
+        Command::Fleet(c) => cmd::fleet::run(c),
         Command::Init(a) => cmd::init::run(a),
         Command::Doctor(a) => cmd::doctor::run(a),
         Command::Triage(a) => cmd::triage::run(a),

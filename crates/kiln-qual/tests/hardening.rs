@@ -255,6 +255,8 @@ fn a_closed_stdout_never_panics() {
     let receipt = d.path().join("receipt.json");
     std::fs::write(&receipt, "{}").unwrap();
     let receipt = receipt.to_str().unwrap();
+    let fleet_plan = root.join("qualification/fleets/cpu-smoke.json");
+    let fleet_plan = fleet_plan.to_str().unwrap();
     let subcommands: Vec<Vec<&str>> = vec![
         vec!["--help"],
         vec!["--version"],
@@ -276,6 +278,9 @@ fn a_closed_stdout_never_panics() {
         vec!["doctor", "--json"],
         vec!["triage", receipt],
         vec!["triage", "--json", receipt],
+        vec!["fleet", "plan", fleet_plan],
+        vec!["fleet", "plan", "--json", fleet_plan],
+        vec!["fleet", "workflow", fleet_plan],
     ];
     let mut all = subcommands;
     for sub in [
@@ -289,6 +294,7 @@ fn a_closed_stdout_never_panics() {
         "serve",
         "mock-server",
         "latency",
+        "fleet",
     ] {
         all.push(vec![sub, "--help"]);
     }

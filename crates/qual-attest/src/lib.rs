@@ -184,6 +184,23 @@ pub struct TrustedKey {
     key: ed25519_dalek::VerifyingKey,
 }
 
+/// Parses one OpenSSH public key line (`ssh-ed25519 AAAA… comment`); any other key type or an
+/// unparsable line is refused, the reason reading after "failed to load the key: ".
+pub fn parse_public_key(line: &str) -> Result<TrustedKey, String> {
+    let key = ssh_key::PublicKey::from_openssh(line.trim())
+        .map_err(|e| format!("not an OpenSSH public key line: {e}"))?;
+    let Some(ed) = key.key_data().ed25519() else {
+        return Err(format!("the key is {}, not ssh-ed25519", key.algorithm()));
+    };
+    let verifying = ed25519_dalek::VerifyingKey::from_bytes(&ed.0)
+        .map_err(|e| format!("not a valid Ed25519 public key: {e}"))?;
+    Ok(TrustedKey {
+        keyid: key.fingerprint(ssh_key::HashAlg::Sha256).to_string(),
+        comment: key.comment().to_owned(),
+        key: verifying,
+    })
+}
+
 /// Loads an allowed-keys file: one OpenSSH public key per line (`ssh-ed25519 AAAA… comment`,
 /// as in a `.pub` file); blank lines and lines starting with `#` are ignored. Any other key
 /// type, an unparsable line, a repeated key or an empty file is refused.
@@ -209,25 +226,11 @@ pub fn load_trusted_keys(path: &Path) -> Result<Vec<TrustedKey>, AttestError> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let key = ssh_key::PublicKey::from_openssh(line)
-            .map_err(|e| bad(format!("not an OpenSSH public key line: {e}")))?;
-        let Some(ed) = key.key_data().ed25519() else {
-            return Err(bad(format!(
-                "the key is {}, not ssh-ed25519",
-                key.algorithm()
-            )));
-        };
-        let verifying = ed25519_dalek::VerifyingKey::from_bytes(&ed.0)
-            .map_err(|e| bad(format!("not a valid Ed25519 public key: {e}")))?;
-        let keyid = key.fingerprint(ssh_key::HashAlg::Sha256).to_string();
-        if keys.iter().any(|k| k.keyid == keyid) {
-            return Err(bad(format!("the key {keyid} is listed twice")));
+        let key = parse_public_key(line).map_err(bad)?;
+        if keys.iter().any(|k| k.keyid == key.keyid) {
+            return Err(bad(format!("the key {} is listed twice", key.keyid)));
         }
-        keys.push(TrustedKey {
-            keyid,
-            comment: key.comment().to_owned(),
-            key: verifying,
-        });
+        keys.push(key);
     }
     if keys.is_empty() {
         return Err(AttestError::TrustedKey {

@@ -35,7 +35,8 @@
 //! Filter and diff drivers have free names, so no override can switch them off. The binding
 //! therefore only runs commands that never apply them: `rev-parse`, `ls-files`, `cat-file`
 //! (blob bytes as stored, no `--filters`/`--textconv`), `diff-index --cached --name-only`
-//! (tree against index, no worktree), `check-ignore`, `config --get`. In particular it never
+//! (tree against index, no worktree), `check-ignore`, `config --get`, `merge-base
+//! --is-ancestor` (the commit graph only). In particular it never
 //! runs `git status`, which applies clean filters (and fsmonitor) to stat-dirty files:
 //! [`Repo::status`] compares the index with the worktree in process instead (see below).
 //!
@@ -329,6 +330,38 @@ impl Repo {
             "-q",
             &format!("{commit}^{{commit}}"),
         ])
+    }
+
+    /// Whether `commit` (a full lowercase hex object id) is reachable from `rev` (a branch,
+    /// remote-tracking ref or commit): `git merge-base --is-ancestor`. A commit this
+    /// repository does not have is not reachable; a `rev` that does not resolve is an error.
+    pub fn is_ancestor(&self, commit: &str, rev: &str) -> Result<bool, GitError> {
+        check_argument(rev)?;
+        if !self.has_commit(commit)? {
+            return Ok(false);
+        }
+        let target = format!("{rev}^{{commit}}");
+        let resolved = self.yes_no(&["rev-parse", "--verify", "-q", &target])?;
+        if !resolved {
+            return Err(GitError::Unexpected {
+                args: format!("rev-parse --verify -q {target}"),
+                detail: format!("{rev} does not name a commit"),
+            });
+        }
+        self.yes_no(&["merge-base", "--is-ancestor", commit, &target])
+    }
+
+    /// The upstream branch of the current branch (`origin/main`), `None` when HEAD is
+    /// detached or its branch has no upstream (`git rev-parse --abbrev-ref @{upstream}`).
+    pub fn upstream_branch(&self) -> Result<Option<String>, GitError> {
+        let done = self.run(&[
+            "rev-parse",
+            "--abbrev-ref",
+            "--symbolic-full-name",
+            "@{upstream}",
+        ])?;
+        let text = String::from_utf8_lossy(&done.stdout).trim().to_owned();
+        Ok((done.status.success() && !text.is_empty()).then_some(text))
     }
 
     /// The stored bytes of the blob at `path` in `commit` (`HEAD` or a full hex object id),

@@ -335,7 +335,7 @@ enum Undo {
 }
 
 /// Whether two regular files have the same bytes (streamed; sizes first).
-fn same_bytes(a: &Path, b: &Path) -> std::io::Result<bool> {
+pub fn same_bytes(a: &Path, b: &Path) -> std::io::Result<bool> {
     use std::io::Read;
     let mut fa = qual_json::open_regular(a)?;
     let mut fb = qual_json::open_regular(b)?;

@@ -910,6 +910,7 @@ fn self_validate(mut receipt: Receipt, root: &Path) -> Result<Receipt, RunError>
         current_source: passed.then_some(&digest_fn as _),
         local_artifacts: true,
         known_commit: false,
+        publication: None,
     };
     let violations = qual_receipt::validate::validate_strict(&receipt.to_value(), &strict);
     if violations.is_empty() {
@@ -931,6 +932,7 @@ fn self_validate(mut receipt: Receipt, root: &Path) -> Result<Receipt, RunError>
         current_source: None,
         local_artifacts: true,
         known_commit: false,
+        publication: None,
     };
     let again = qual_receipt::validate::validate_strict(&receipt.to_value(), &strict);
     if !again.is_empty() {

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod campaign;
 pub mod cargo;
 pub mod doctor;
+pub mod fleet;
 pub mod init;
 pub mod latency;
 pub mod oracle;

@@ -93,6 +93,14 @@ pub struct CheckArgs {
     /// Require the receipt's commit to exist in the root's git repository.
     #[arg(long)]
     pub require_known_commit: bool,
+    /// The publication gate: refuse, with the reason, a receipt whose commit is not reachable
+    /// from the upstream branch (pushed) or whose run was not made from a clean worktree.
+    #[arg(long)]
+    pub publication: bool,
+    /// The upstream branch for --publication (default: the upstream of the root's current
+    /// branch, e.g. `origin/main`; fetch first, nothing is fetched).
+    #[arg(long, requires = "publication", value_name = "REF")]
+    pub upstream: Option<String>,
     /// Print a machine report on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -138,7 +146,8 @@ pub fn run(c: ReceiptCommand) -> i32 {
     }
 }
 
-fn default_root() -> PathBuf {
+/// The git top level of the current directory, else the current directory.
+pub(crate) fn default_root() -> PathBuf {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     qual_probe::git::Repo::discover(&cwd)
         .map(|repo| repo.root().to_path_buf())
@@ -170,8 +179,37 @@ struct CheckEntry {
     shown: String,
 }
 
+/// The upstream branch the publication gate checks against: `--upstream`, else the upstream
+/// of the root's current branch.
+fn publication_upstream(a: &CheckArgs, root: &Path) -> Result<Option<String>, String> {
+    if !a.publication {
+        return Ok(None);
+    }
+    if let Some(u) = &a.upstream {
+        return Ok(Some(u.clone()));
+    }
+    match qual_probe::git::Repo::new(root).upstream_branch() {
+        Ok(Some(u)) => Ok(Some(u)),
+        Ok(None) => Err(format!(
+            "find the upstream branch of {}: the current branch has none (pass --upstream REF)",
+            root.display()
+        )),
+        Err(e) => Err(format!(
+            "find the upstream branch of {}: {e}",
+            root.display()
+        )),
+    }
+}
+
 fn check(a: CheckArgs) -> i32 {
     let root = a.root.clone().unwrap_or_else(default_root);
+    let upstream = match publication_upstream(&a, &root) {
+        Ok(u) => u,
+        Err(e) => {
+            errln!("kiln-qual: failed to {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
     let cache: OnceCell<Result<String, String>> = OnceCell::new();
     let digest = |r: &Path| cache.get_or_init(|| current_source_digest(r)).clone();
     let strict = StrictChecks {
@@ -181,6 +219,7 @@ fn check(a: CheckArgs) -> i32 {
             .then_some(&digest as &dyn Fn(&Path) -> Result<String, String>),
         local_artifacts: a.require_local_artifacts,
         known_commit: a.require_known_commit,
+        publication: upstream.as_deref(),
     };
     let mut entries = Vec::with_capacity(a.receipts.len());
     for path in &a.receipts {
@@ -234,11 +273,16 @@ fn check_outcome(path: &Path, strict: &StrictChecks<'_>) -> FileOutcome {
         Err(e) => return unloadable(e.into()),
     };
     if src.is(qual_documents::Kind::CampaignReceipt) {
+        // The gate reads a receipt v1's source binding; it is never skipped silently.
+        let gate = strict.publication.map(|_| {
+            "cannot be checked for publication: the publication gate applies to qualification receipts v1, not serving-campaign receipts".to_owned()
+        });
         return match qual_campaign::verify::check_receipt_bytes(path, &src.bytes) {
-            Ok(f) if f.is_empty() => FileOutcome::Valid,
+            Ok(f) if f.is_empty() && gate.is_none() => FileOutcome::Valid,
             Ok(f) => FileOutcome::Invalid {
                 violations: f
                     .into_iter()
+                    .chain(gate)
                     .map(|message| validate::Violation::new("receipt", message))
                     .collect(),
             },

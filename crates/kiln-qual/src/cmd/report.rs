@@ -1,4 +1,5 @@
-//! `kiln-qual report PATH... [--markdown [OUT]] [--junit OUT] [--csv DIR] [--html OUT]`.
+//! `kiln-qual report PATH... [--markdown [OUT]] [--junit OUT] [--csv DIR] [--html OUT]`, and
+//! `kiln-qual report --fleet PLAN DIR` (the fleet report of `cmd::fleet`).
 //!
 //! Thin wiring: `qual_report` finds, reads and renders, `qual_campaign::report` reads and
 //! verifies the serving-campaign records found (summaries and per-profile receipts, recognized
@@ -41,10 +42,29 @@ pub struct ReportArgs {
     /// signed campaign shows its signer, a bad signature refuses it, an unsigned one is noted.
     #[arg(long, value_parser = super::args::Path, value_name = "FILE")]
     pub trusted_keys: Option<PathBuf>,
+    /// PATH is the evidence directory of this fleet plan: the fleet report (every planned
+    /// target verified again; host × workload/variant, failures first, the missing targets,
+    /// who signed) in Markdown on stdout, as `kiln-qual fleet report`.
+    #[arg(long, value_parser = super::args::Path, value_name = "PLAN",
+          conflicts_with_all = ["markdown", "junit", "csv", "html", "trusted_keys"])]
+    pub fleet: Option<PathBuf>,
 }
 
 /// Runs `kiln-qual report`.
 pub fn run(a: ReportArgs) -> i32 {
+    if let Some(plan) = a.fleet {
+        let mut paths = a.paths;
+        if paths.len() != 1 {
+            errln!("kiln-qual: failed to report a fleet: give exactly one evidence directory");
+            return exit::USAGE;
+        }
+        let evidence = paths.remove(0);
+        return super::fleet::report(super::fleet::TreeArgs {
+            plan,
+            evidence,
+            root: None,
+        });
+    }
     let trusted = match super::trusted_keys(a.trusted_keys.as_deref()) {
         Ok(t) => t,
         Err(code) => return code,

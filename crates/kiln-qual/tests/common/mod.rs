@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod fleet;
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -29,6 +29,7 @@ mod cli_triage;
 mod cli_workload;
 #[path = "../common/mod.rs"]
 mod common;
+mod fleet_collect;
 mod fresh_clone;
 mod run_examples;
 mod run_serving_example;

@@ -90,6 +90,7 @@ fn example_workloads_pass_and_print_the_receipt_path() {
                 current_source: None,
                 local_artifacts: true,
                 known_commit: true,
+                publication: None,
             },
         );
         assert!(errs.is_empty(), "{errs:?}");

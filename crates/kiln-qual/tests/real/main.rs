@@ -15,6 +15,8 @@ mod common;
 mod compat_legacy;
 mod compat_receipts;
 mod compat_workloads;
+mod fleet_gha;
+mod fleet_slurm;
 mod oracle_real;
 mod scaffold_real;
 mod serving_real;
@@ -28,6 +30,8 @@ fn main() {
         ("compat_legacy", compat_legacy::trials()),
         ("compat_receipts", compat_receipts::trials()),
         ("compat_workloads", compat_workloads::trials()),
+        ("fleet_gha", fleet_gha::trials()),
+        ("fleet_slurm", fleet_slurm::trials()),
         ("oracle_real", oracle_real::trials()),
         ("scaffold_real", scaffold_real::trials()),
         ("serving_real", serving_real::trials()),

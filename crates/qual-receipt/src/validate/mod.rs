@@ -69,6 +69,10 @@ pub struct StrictChecks<'a> {
     pub local_artifacts: bool,
     /// Require `git cat-file -e <commit>^{commit}` to succeed in `root`.
     pub known_commit: bool,
+    /// The publication gate: `Some(upstream)` requires the receipt's commit to be reachable
+    /// from `upstream` (a branch or remote-tracking ref of `root`, e.g. `origin/main`) and
+    /// the run to have been made from a clean worktree.
+    pub publication: Option<&'a str>,
 }
 
 impl fmt::Debug for StrictChecks<'_> {
@@ -78,6 +82,7 @@ impl fmt::Debug for StrictChecks<'_> {
             .field("current_source", &self.current_source.is_some())
             .field("local_artifacts", &self.local_artifacts)
             .field("known_commit", &self.known_commit)
+            .field("publication", &self.publication)
             .finish()
     }
 }

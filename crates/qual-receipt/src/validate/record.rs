@@ -87,6 +87,7 @@ impl Checker {
         self.verdict_rules(verdict_str, clean, required_failures);
         self.out.extend(crate::consistency::check(receipt));
         self.strict_source(tree_hash, commit, strict);
+        self.publication(commit, clean, strict);
     }
 
     /// `receipt.source`: keys, the tree-hash format and digest, the commit syntax, the clean

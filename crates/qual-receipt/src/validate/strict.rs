@@ -1,5 +1,6 @@
 //! The strict checks that read outside the document: a local artifact re-hashed under
-//! `.qualification`, and the helpers that stream a file's digest and ask git for a commit.
+//! `.qualification`, the publication gate (a pushed commit, a clean run), and the helpers
+//! that stream a file's digest and ask git for a commit.
 
 use super::*;
 
@@ -38,6 +39,42 @@ impl Checker {
                     );
                 }
             }
+        }
+    }
+
+    /// The publication gate (`receipt check --publication`): the commit is reachable from
+    /// the upstream branch and the run was made from a clean worktree. Each refusal says why.
+    pub(super) fn publication(
+        &mut self,
+        commit: &Value,
+        clean: Option<bool>,
+        strict: &StrictChecks<'_>,
+    ) {
+        let Some(upstream) = strict.publication else {
+            return;
+        };
+        if clean == Some(false) {
+            self.push(
+                "receipt.source.git_worktree_clean",
+                "is false: refused for publication, the run was not made from a clean worktree",
+            );
+        }
+        let Some(commit) = commit.as_str().filter(|c| is_commit(c)) else {
+            return;
+        };
+        let root = strict.root.unwrap_or(Path::new("."));
+        match qual_git::Repo::new(root).is_ancestor(commit, upstream) {
+            Ok(true) => {}
+            Ok(false) => self.push(
+                "receipt.source.git_commit",
+                format!(
+                    "is {commit}: refused for publication, the commit is not reachable from the upstream branch {upstream} (push it, then fetch)"
+                ),
+            ),
+            Err(e) => self.push(
+                "receipt.source.git_commit",
+                format!("cannot be checked for publication: failed to ask git: {e}"),
+            ),
         }
     }
 

@@ -204,6 +204,7 @@ pub fn validate(root: &Path, path: &Path) -> qual_json::Value {
         current_source: None,
         local_artifacts: true,
         known_commit: true,
+        publication: None,
     };
     let errs = qual_receipt::validate::validate_strict(&v, &strict);
     assert!(errs.is_empty(), "{errs:?}");
