@@ -6,11 +6,13 @@
 //! trace replay) built with a real tokenizer ([`tokenizer`]), the load points, sweeps and
 //! SLA search with repeats ([`run`]), the statistics ([`stats`]: configurable percentiles
 //! with sample support, t-intervals, time series), the outputs (result JSON, CSV, records
-//! JSONL) and the comparison of results ([`compare`]).
+//! JSONL), failed requests grouped by why ([`failures`]) and the comparison of results
+//! ([`compare`]).
 
 #![forbid(unsafe_code)]
 
 pub mod compare;
+pub mod failures;
 pub mod run;
 pub mod stats;
 pub mod tokenizer;

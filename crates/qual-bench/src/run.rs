@@ -13,6 +13,7 @@
 //! the result, marked `valid: false` with the gate's reasons; it never counts as passing a
 //! search.
 
+use crate::failures::{self, FailureGroup};
 use crate::stats::{self, Interval, Summary};
 use crate::workload::Workload;
 use qual_serve::client::{StreamRules, Target};
@@ -145,6 +146,9 @@ pub struct BenchConfig {
     pub percentiles: Vec<f64>,
     /// Runs per point.
     pub repeats: usize,
+    /// The largest fraction of a run's measured requests that may fail before the verdict
+    /// is `requests_failed` (0: any failed request fails it).
+    pub max_failure_rate: f64,
 }
 
 /// Per-turn statistics of a multi-turn run.
@@ -181,6 +185,9 @@ pub struct RunResult {
     pub distributions: BTreeMap<String, Summary>,
     /// Per-turn statistics (multi-turn workloads).
     pub turns: Vec<TurnStats>,
+    /// The failed measured requests grouped by kind, most frequent first (empty when none
+    /// failed).
+    pub failures: Vec<FailureGroup>,
     /// Per-second series.
     pub time_series: Vec<stats::Second>,
     /// Server-reported prompt tokens − the planned prompt tokens, over successful
@@ -457,6 +464,7 @@ fn summarize(
         undefined,
         distributions,
         turns,
+        failures: failures::group(&records),
         time_series: stats::time_series(&records),
         prompt_token_mismatches,
         metrics: m,
@@ -528,8 +536,73 @@ pub struct BenchResult {
     pub points: Vec<PointResult>,
     /// The SLA search, when asked.
     pub search: Option<SearchResult>,
+    /// What the runs add up to (the exit code follows it).
+    pub verdict: Verdict,
     /// Metric definitions.
     pub definitions: serde_json::Value,
+}
+
+/// The outcome of the whole invocation, judged over every run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Some run is valid, some measured request succeeded, and no run failed more of its
+    /// measured requests than allowed.
+    Passed,
+    /// Measured requests failed: in some run more than `max_failure_rate` of them, or none
+    /// succeeded in any run.
+    RequestsFailed {
+        /// Which runs, and by how much (reads after "failed: ").
+        reasons: Vec<String>,
+    },
+    /// The measurement was refused: every run by the validity gate, or nothing was measured.
+    MeasurementRefused {
+        /// Why (reads after "failed: ").
+        reason: String,
+    },
+}
+
+/// Judges the runs: failed requests first (a finding about the server), then the
+/// measurement's validity.
+pub fn verdict(points: &[PointResult], max_failure_rate: f64) -> Verdict {
+    let runs: Vec<(&str, &RunResult)> = points
+        .iter()
+        .flat_map(|p| p.runs.iter().map(move |r| (p.label.as_str(), r)))
+        .collect();
+    let mut reasons = Vec::new();
+    for (label, r) in &runs {
+        let (failed, measured) = (r.metrics.failed_requests, r.metrics.measured_requests);
+        if measured > 0 && failed as f64 > max_failure_rate * measured as f64 {
+            let kinds: Vec<String> = r
+                .failures
+                .iter()
+                .map(|g| format!("{} {}", g.count, g.kind))
+                .collect();
+            reasons.push(format!(
+                "{label} run {}: {failed} of {measured} measured requests failed ({}), more than the allowed failure rate {max_failure_rate}",
+                r.repeat,
+                kinds.join(", ")
+            ));
+        }
+    }
+    let measured: usize = runs.iter().map(|(_, r)| r.metrics.measured_requests).sum();
+    let succeeded: usize = runs.iter().map(|(_, r)| r.metrics.succeeded_requests).sum();
+    if reasons.is_empty() && measured > 0 && succeeded == 0 {
+        reasons.push("no measured request succeeded".into());
+    }
+    if !reasons.is_empty() {
+        Verdict::RequestsFailed { reasons }
+    } else if measured == 0 {
+        Verdict::MeasurementRefused {
+            reason: "no request was measured".into(),
+        }
+    } else if runs.iter().all(|(_, r)| !r.valid) {
+        Verdict::MeasurementRefused {
+            reason: "every run was refused by the measurement-validity gate".into(),
+        }
+    } else {
+        Verdict::Passed
+    }
 }
 
 /// Runs the whole invocation.
@@ -605,6 +678,7 @@ pub fn bench(
             "turns": wl.plan.turn_count(),
             "request_set_sha256": wl.digest(),
         }),
+        verdict: verdict(&points, cfg.max_failure_rate),
         points,
         search: search_result,
         definitions: definitions(),
@@ -631,6 +705,7 @@ fn config_json(cfg: &BenchConfig) -> serde_json::Value {
         "validity_limits": cfg.validity,
         "percentiles": cfg.percentiles.iter().map(|&p| stats::label(p)).collect::<Vec<_>>(),
         "repeats": cfg.repeats,
+        "max_failure_rate": cfg.max_failure_rate,
         "allow_missing_usage": cfg.rules.allow_missing_usage,
         "allow_missing_done": cfg.rules.allow_missing_done,
         "client_token_counter": cfg.engine.token_counter.is_some(),

@@ -2,11 +2,15 @@
 //! engine is qual-serve's; workloads, sweeps, search, statistics and outputs live in
 //! qual-bench.
 //!
-//! Exit codes: 0 when the benchmark ran and at least one run is valid; 1 when the workload,
-//! target or an output failed, no measured request succeeded, or every run was refused by the
-//! measurement-validity gate (the outputs are still written); 2 for usage errors (no
-//! tokenizer at all for a workload that needs one among them); 130 when SIGINT/SIGTERM
-//! stopped it (the points finished so far are summarised and written).
+//! Exit codes (the table in docs/bench.md; constants in `crate::exit`): 0 the benchmark ran,
+//! some run is valid and no run failed more requests than `--max-failure-rate`; 1 the
+//! workload, tokenizer file or target failed; 2 usage errors (no tokenizer at all for a
+//! workload that needs one among them); 5 measured requests failed (above the allowed rate,
+//! or none succeeded); 6 the measurement was refused (every run by the validity gate, or
+//! nothing measured); 7 an output could not be written (refused before anything ran, or its
+//! write failed); 130 when SIGINT/SIGTERM stopped it (the points finished so far are
+//! summarised and written). After a run the first of 7, 5, 6 that applies wins; the outputs
+//! are written in every case.
 //!
 //! Output files (`--output`, `--csv`, `--records`) are checked before anything else happens:
 //! each must not exist, its directory must, and no two may be the same path; `--json` prints
@@ -186,6 +190,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1, value_parser = count::<usize>(1..=1000))]
     #[arg(help_heading = "Statistics")]
     pub repeats: usize,
+    /// The largest fraction of a run's measured requests that may fail before the command
+    /// exits 5 (default 0: any failed request fails it).
+    #[arg(long, default_value = "0", value_parser = f64_in(0.0..=1.0), value_name = "F")]
+    #[arg(help_heading = "Statistics")]
+    pub max_failure_rate: f64,
     #[command(flatten)]
     #[command(next_help_heading = "Load engine and gates")]
     pub load: LoadArgs,
@@ -429,7 +438,7 @@ pub fn run(a: BenchArgs) -> i32 {
         Ok(o) => o,
         Err(e) => {
             errln!("kiln-qual: failed to start the benchmark: {e}");
-            return exit::FAILED;
+            return exit::OUTPUT_FAILED;
         }
     };
     let (addr, target, model) = match resolve(&a, &url) {
@@ -486,6 +495,7 @@ pub fn run(a: BenchArgs) -> i32 {
         validity: a.load.gate.limits(),
         percentiles: a.percentiles.0.clone(),
         repeats: a.repeats,
+        max_failure_rate: a.max_failure_rate,
     };
     if let Err(e) = qual_exec::signals::install_forwarding() {
         errln!("kiln-qual: failed to install signal forwarding: {e}");
@@ -510,14 +520,30 @@ pub fn run(a: BenchArgs) -> i32 {
     if !crate::output::quiet() {
         err!("{}", summary(&result, &cfg));
     }
-    let mut code = write_outputs(&outputs, &result, &cfg);
+    let written = write_outputs(&outputs, &result, &cfg);
     if a.json == Some(None) {
         output::print_json(&result);
     }
-    if !any_valid_success(&result) {
-        code = exit::FAILED;
+    let verdict = match &result.verdict {
+        run::Verdict::Passed => exit::OK,
+        run::Verdict::RequestsFailed { reasons } => {
+            for r in reasons {
+                errln!("kiln-qual: requests failed: {}", esc(r));
+            }
+            errln!("kiln-qual: a failed request fails the benchmark; --max-failure-rate F allows that fraction of a run's measured requests to fail");
+            exit::REQUESTS_FAILED
+        }
+        run::Verdict::MeasurementRefused { reason } => {
+            errln!("kiln-qual: measurement refused: {}", esc(reason));
+            exit::MEASUREMENT_REFUSED
+        }
+    };
+    // An output that could not be written outranks the verdict (docs/bench.md, "Exit codes").
+    if written != exit::OK {
+        written
+    } else {
+        verdict
     }
-    code
 }
 
 /// The load engine's options: streaming, ramp-up, duration, early stop, token counting.
@@ -670,7 +696,7 @@ fn tokenizer(
 }
 
 /// Writes the result, CSV and records files that were asked for (each created new);
-/// `exit::FAILED` when one could not be written.
+/// `exit::OUTPUT_FAILED` when one could not be written.
 fn write_outputs(o: &Outputs, result: &run::BenchResult, cfg: &BenchConfig) -> i32 {
     let mut code = exit::OK;
     let writes: [(&Option<PathBuf>, Vec<u8>); 3] = [
@@ -707,27 +733,12 @@ fn write_outputs(o: &Outputs, result: &run::BenchResult, cfg: &BenchConfig) -> i
                 Ok(()) => errln!("kiln-qual: wrote {}", esc_path(p)),
                 Err(e) => {
                     errln!("kiln-qual: failed to write {}: {e}", esc_path(p));
-                    code = exit::FAILED;
+                    code = exit::OUTPUT_FAILED;
                 }
             }
         }
     }
     code
-}
-
-/// Whether some run had a successful measured request and some run passed the validity gate
-/// (otherwise says which did not).
-fn any_valid_success(result: &run::BenchResult) -> bool {
-    let runs: Vec<&run::RunResult> = result.points.iter().flat_map(|p| &p.runs).collect();
-    if runs.iter().all(|r| r.metrics.succeeded_requests == 0) {
-        errln!("kiln-qual: no measured request succeeded");
-        false
-    } else if runs.iter().all(|r| !r.valid) {
-        errln!("kiln-qual: every run was refused by the measurement-validity gate");
-        false
-    } else {
-        true
-    }
 }
 
 fn fmt(v: Option<f64>) -> String {
@@ -736,6 +747,25 @@ fn fmt(v: Option<f64>) -> String {
         Some(x) => format!("{x:.3}"),
         None => "-".into(),
     }
+}
+
+/// A run's failed requests by kind: the count, then one example (its index in `--records`
+/// and its reason).
+fn failure_lines(label: &str, run: &run::RunResult) -> String {
+    let mut s = format!(
+        "{label} run {}: {} of {} measured requests failed:\n",
+        run.repeat, run.metrics.failed_requests, run.metrics.measured_requests
+    );
+    for g in &run.failures {
+        s.push_str(&format!(
+            "  {} {}, e.g. request {}: {}\n",
+            g.count,
+            g.kind,
+            g.example_index,
+            esc(&g.example)
+        ));
+    }
+    s
 }
 
 fn summary(r: &run::BenchResult, cfg: &BenchConfig) -> String {
@@ -791,6 +821,9 @@ fn summary(r: &run::BenchResult, cfg: &BenchConfig) -> String {
                     }
                 },
             ]);
+            if !run.failures.is_empty() {
+                s.push_str(&failure_lines(&p.label, run));
+            }
             for reason in &run.invalid_reasons {
                 s.push_str(&format!(
                     "{} run {}: {}\n",

@@ -1,8 +1,9 @@
 //! `kiln-qual campaign`, `kiln-qual campaign verify` and `kiln-qual runtime-manifest`:
 //! argument parsing and printing only; every rule lives in `qual-campaign`.
 //!
-//! Exit codes: `campaign` 0 when the summary passed, 1 when it failed (receipts and summary
-//! are written and say why) or nothing could be written, 2 for usage errors, 130 when
+//! Exit codes (the one table, `crate::exit`): `campaign` 0 when the summary passed, 1 when it
+//! failed (receipts and summary are written and say why), 2 for usage errors, 7 when a
+//! receipt, the summary or the case result could not be written, 130 when
 //! SIGINT/SIGTERM stopped it (the receipts and summary are still written and say so);
 //! `campaign verify` 0 when every hash, verdict and pairing recomputes, 1 otherwise;
 //! `runtime-manifest` 0 when two byte-identical captures were published, 1 otherwise.
@@ -407,7 +408,11 @@ fn run_campaign(a: RunArgs) -> i32 {
                 "kiln-qual: failed to run the campaign: {}",
                 esc(&e.to_string())
             );
-            return exit::FAILED;
+            // The one exit-code table (crate::exit): an unwritable output is 7, as in bench.
+            return match e {
+                campaign::CampaignError::Write { .. } => exit::OUTPUT_FAILED,
+                _ => exit::FAILED,
+            };
         }
     };
     for l in &out.summary.profiles {
@@ -450,7 +455,7 @@ fn run_campaign(a: RunArgs) -> i32 {
                 "kiln-qual: failed to write the case result {}: {e}",
                 esc_path(&path)
             );
-            return exit::FAILED;
+            return exit::OUTPUT_FAILED;
         }
         errln!("kiln-qual: case result: {}", esc_path(&path));
     }

@@ -1,8 +1,9 @@
 //! `kiln-qual serve` and `kiln-qual mock-server`: argument parsing, the progress bar and the
 //! final metrics table. Every rule lives in `qual-serve`.
 //!
-//! Exit codes: `serve` 0 when the case passed, 1 when it failed (the case result is written
-//! and says why) or no result could be written, 2 for usage errors. `mock-server` 0 after a
+//! Exit codes (the one table, `crate::exit`): `serve` 0 when the case passed, 1 when it failed
+//! (the case result is written and says why), 2 for usage errors, 7 when the case result or
+//! evidence could not be written. `mock-server` 0 after a
 //! clean SIGTERM/SIGINT shutdown, 1 when it cannot bind or serve.
 
 use crate::exit;
@@ -271,6 +272,14 @@ pub struct MockServerArgs {
     /// Injection: claim N completion tokens in every usage record, whatever was sent.
     #[arg(long, value_name = "N")]
     pub usage_completion_tokens: Option<u64>,
+    /// Injection: every N-th completion request (1: every one) sends no usage record, although
+    /// the stream asked for one (`stream_options.include_usage`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub omit_usage_every: Option<u64>,
+    /// Injection: every N-th completion request (1: every one) ends its stream without
+    /// `data: [DONE]`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub omit_done_every: Option<u64>,
 }
 
 fn fmt_value(v: Option<f64>, reason: Option<&str>) -> String {
@@ -429,7 +438,11 @@ pub fn serve(a: ServeArgs) -> i32 {
                 "kiln-qual: failed to run the serving case: {}",
                 esc(&e.to_string())
             );
-            return exit::FAILED;
+            // The one exit-code table (crate::exit): an unwritable result is 7, as in bench.
+            return match e {
+                case::ServeError::Write { .. } => exit::OUTPUT_FAILED,
+                case::ServeError::Input(_) => exit::FAILED,
+            };
         }
     };
     if out.rows.is_empty() || output::quiet() {
@@ -503,6 +516,8 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
         leave_escaped_sleeper: a.leave_escaped_sleeper,
         echo_authorization: a.echo_authorization,
         usage_completion_tokens: a.usage_completion_tokens,
+        omit_usage_every: a.omit_usage_every,
+        omit_done_every: a.omit_done_every,
         ..MockConfig::default()
     };
     let r = qual_serve::mock::run_blocking(cfg, |port| {

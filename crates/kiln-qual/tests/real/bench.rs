@@ -6,7 +6,7 @@
 //! multi-turn workload, a trace replay, a sweep and an SLA search, each writing JSON and CSV.
 //!
 //! Timing truth on a shared 2-core machine is unknown, so a run the measurement-validity
-//! gate refuses is accepted (the command then exits 1 saying so, and still writes its
+//! gate refuses is accepted (the command then exits 6 saying so, and still writes its
 //! outputs); any other failure fails the test. The real-server trials need what
 //! `scripts/setup-real-server` installs (loud skip; under CI=true missing = failure).
 
@@ -95,7 +95,7 @@ fn bench(dir: &Path, name: &str, args: &[&str]) -> Value {
     let stderr = String::from_utf8_lossy(&out.stderr);
     match out.status.code() {
         Some(0) => {}
-        Some(1) if stderr.contains("every run was refused by the measurement-validity gate") => {
+        Some(6) if stderr.contains("every run was refused by the measurement-validity gate") => {
             eprintln!("the product declared this run's timing invalid:\n{stderr}");
         }
         _ => panic!("bench {name} failed: {stderr}"),
@@ -482,6 +482,9 @@ fn mock_faults_stop_the_run_early() {
             "10",
             "--output-tokens",
             "4",
+            // The failures are the point here: allowed, so the exit code is the gate's.
+            "--max-failure-rate",
+            "1",
         ],
     );
     let run = runs(&doc)[0];
@@ -1005,7 +1008,9 @@ fn llama_server_attached_bench_workloads() {
             ])
             .output()
             .unwrap();
-        if ok.status.code() != Some(1) || String::from_utf8_lossy(&ok.stderr).contains("validity") {
+        // Ready once the requests are served: passed (0) or timed but refused (6); a
+        // loading server fails them (5) or is not reached (1).
+        if matches!(ok.status.code(), Some(0 | 6)) {
             break;
         }
         assert!(Instant::now() < deadline, "llama-server never became ready");
@@ -1118,6 +1123,251 @@ fn llama_server_attached_bench_workloads() {
     assert!(doc["search"]["conclusion"].is_string());
 }
 
+/// Runs `bench` against the mock at `port` with `--json` and `--records` in `dir`; returns
+/// (exit code, stderr, the printed result document, the records).
+fn bench_json(
+    dir: &Path,
+    port: u16,
+    name: &str,
+    args: &[&str],
+) -> (i32, String, Value, Vec<Value>) {
+    let tok = word_tokenizer(dir);
+    let records = dir.join(format!("{name}.jsonl"));
+    let out = Command::new(kq())
+        .args(["bench", "--url", &format!("http://127.0.0.1:{port}")])
+        .args(["--tokenizer", tok.to_str().unwrap()])
+        .args(["--warmup", "0", "--output-tokens", "4", "--json"])
+        .args(args)
+        .arg("--records")
+        .arg(&records)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bench {name} printed no result ({e}): {stderr}"));
+    let recs = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out.status.code().unwrap(), stderr, doc, recs)
+}
+
+/// The indices of the failed records.
+fn failed_indices(recs: &[Value]) -> Vec<u64> {
+    recs.iter()
+        .filter(|r| r["record"]["outcome"]["status"] == "failed")
+        .map(|r| r["record"]["index"].as_u64().unwrap())
+        .collect()
+}
+
+/// Each fault the mock injects (issue 29): its reason on the console (count and one example
+/// with its request) and in `--json` (`failures`, `verdict`), the request indices matching the
+/// records, and the exit-code table: 5 for failed requests (partial failures included,
+/// unless `--max-failure-rate` allows them), 6 for a refused measurement, 7 for an output
+/// that could not be written after the run.
+fn mock_each_fault_is_named_with_its_exit_code() {
+    let d = tempfile::tempdir().unwrap();
+    let faults: [(&[&str], &str, &str); 5] = [
+        (
+            &["--http-500-every", "1"],
+            "http_status_500",
+            "http status 500: ",
+        ),
+        (
+            &["--error-event-after", "1"],
+            "in_band_error",
+            "in-band error event: injected error event",
+        ),
+        (&["--drop-connection-after", "1"], "connection_broken", ""),
+        (
+            &["--omit-usage-every", "1"],
+            "missing_usage",
+            "stream carried no usage record although stream_options.include_usage was requested",
+        ),
+        (
+            &["--omit-done-every", "1"],
+            "missing_done",
+            "stream ended without data: [DONE]",
+        ),
+    ];
+    for (flags, kind, example) in faults {
+        let (_m, port) = mock(flags);
+        let (code, stderr, doc, recs) = bench_json(d.path(), port, kind, &["--requests", "4"]);
+        assert_eq!(code, 5, "{kind}: {stderr}");
+        assert!(
+            stderr.contains("c=1 run 0: 4 of 4 measured requests failed:"),
+            "{kind}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("  4 {kind}, e.g. request 0: {example}")),
+            "{kind}: {stderr}"
+        );
+        assert!(
+            stderr
+                .contains("kiln-qual: requests failed: c=1 run 0: 4 of 4 measured requests failed"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("--max-failure-rate"), "{stderr}");
+        let run = runs(&doc)[0];
+        let f = &run["failures"];
+        assert_eq!(f.as_array().unwrap().len(), 1, "{kind}: {f}");
+        assert_eq!(f[0]["kind"], kind);
+        assert_eq!(f[0]["count"], 4);
+        assert!(
+            f[0]["example"].as_str().unwrap().starts_with(example),
+            "{f}"
+        );
+        assert_eq!(f[0]["example_index"], 0);
+        assert_eq!(
+            f[0]["request_indices"],
+            serde_json::json!(failed_indices(&recs))
+        );
+        assert_eq!(failed_indices(&recs), [0, 1, 2, 3]);
+        assert_eq!(
+            doc["verdict"]["status"], "requests_failed",
+            "{}",
+            doc["verdict"]
+        );
+        let rec_reason = recs[0]["record"]["outcome"]["reason"].as_str().unwrap();
+        assert_eq!(f[0]["example"], rec_reason);
+    }
+
+    // Partial failures: every second stream lacks [DONE], and every third request of another
+    // mock answers 500 while every second of the rest lacks its usage record.
+    let (_m, port) = mock(&["--omit-done-every", "2"]);
+    let (code, stderr, doc, recs) = bench_json(d.path(), port, "half", &["--requests", "8"]);
+    assert_eq!(code, 5, "{stderr}");
+    assert!(
+        stderr.contains("c=1 run 0: 4 of 8 measured requests failed:"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("  4 missing_done, e.g. request 1: stream ended without data: [DONE]"),
+        "{stderr}"
+    );
+    assert_eq!(failed_indices(&recs), [1, 3, 5, 7]);
+    assert_eq!(
+        runs(&doc)[0]["failures"][0]["request_indices"],
+        serde_json::json!([1, 3, 5, 7])
+    );
+    assert_eq!(runs(&doc)[0]["metrics"]["succeeded_requests"], 4);
+    // Allowed: exactly the rate (0 unless the gate refused the timing: 6, said so).
+    let (code, stderr, doc, _) = bench_json(
+        d.path(),
+        port,
+        "half-allowed",
+        &["--requests", "8", "--max-failure-rate", "0.5"],
+    );
+    assert!(
+        code == 0 || (code == 6 && stderr.contains("validity gate")),
+        "{code}: {stderr}"
+    );
+    assert_eq!(doc["config"]["max_failure_rate"], 0.5);
+    assert!(
+        stderr.contains("4 missing_done"),
+        "the allowed failures are still shown: {stderr}"
+    );
+    let (code, stderr, _, _) = bench_json(
+        d.path(),
+        port,
+        "half-strict",
+        &["--requests", "8", "--max-failure-rate", "0.4"],
+    );
+    assert_eq!(code, 5, "{stderr}");
+    assert!(
+        stderr.contains("more than the allowed failure rate 0.4"),
+        "{stderr}"
+    );
+    let (_m, port) = mock(&["--http-500-every", "3", "--omit-usage-every", "2"]);
+    let (code, stderr, doc, recs) = bench_json(d.path(), port, "mixed", &["--requests", "12"]);
+    assert_eq!(code, 5, "{stderr}");
+    let f = &runs(&doc)[0]["failures"];
+    assert_eq!(f[0]["kind"], "http_status_500");
+    assert_eq!(f[0]["request_indices"], serde_json::json!([2, 5, 8, 11]));
+    assert_eq!(f[1]["kind"], "missing_usage");
+    assert_eq!(f[1]["request_indices"], serde_json::json!([1, 3, 7, 9]));
+    assert_eq!(failed_indices(&recs), [1, 2, 3, 5, 7, 8, 9, 11]);
+    assert!(
+        stderr.contains("8 of 12 measured requests failed"),
+        "{stderr}"
+    );
+    // The same faults allowed by the client's own rules are not failures.
+    let (_m, port) = mock(&["--omit-usage-every", "1", "--omit-done-every", "1"]);
+    let (code, stderr, doc, _) = bench_json(
+        d.path(),
+        port,
+        "allowed-rules",
+        &[
+            "--requests",
+            "4",
+            "--allow-missing-usage",
+            "--allow-missing-done",
+        ],
+    );
+    assert!(
+        code == 0 || (code == 6 && stderr.contains("validity gate")),
+        "{code}: {stderr}"
+    );
+    assert_eq!(runs(&doc)[0]["failures"], serde_json::json!([]));
+
+    // A refused measurement: a gate no timing can meet.
+    let (_m, port) = mock(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let (code, stderr, doc, _) = bench_json(
+        d.path(),
+        port,
+        "refused",
+        &[
+            "--requests",
+            "4",
+            "--tolerance-ms",
+            "0",
+            "--tolerance-fraction",
+            "0",
+            "--max-read-lag-ms",
+            "0.001",
+            "--max-run-queue-wait-ms",
+            "0.001",
+            "--max-involuntary-switches",
+            "0",
+            "--max-disturbed-fraction",
+            "0",
+        ],
+    );
+    assert_eq!(code, 6, "{stderr}");
+    assert!(stderr.contains("kiln-qual: measurement refused: every run was refused by the measurement-validity gate"), "{stderr}");
+    assert_eq!(doc["verdict"]["status"], "measurement_refused");
+
+    // An output whose directory vanished during the run: 7, though the run passed.
+    let (_m, port) = mock(&["--ttft-ms", "1500"]);
+    let gone = d.path().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let tok = word_tokenizer(d.path());
+    let child = Command::new(kq())
+        .args(["bench", "--url", &format!("http://127.0.0.1:{port}")])
+        .args(["--tokenizer", tok.to_str().unwrap()])
+        .args([
+            "--warmup",
+            "0",
+            "--requests",
+            "1",
+            "--output-tokens",
+            "1",
+            "--output",
+        ])
+        .arg(gone.join("r.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::remove_dir(&gone).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    assert!(stderr.contains("failed to write"), "{stderr}");
+}
+
 /// This module's trials (run by `main.rs`).
 /// `bench`'s conventions (issue 25): outputs checked before anything runs (an existing file
 /// or a missing directory is refused before the server is contacted: the URL here has no
@@ -1139,7 +1389,8 @@ fn bench_conventions_outputs_tokenizer_and_unreachable_server() {
     let text = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
     std::fs::write(d.path().join("taken.csv"), "keep").unwrap();
     let o = run(&["--url", &nobody, "--csv", "taken.csv"]);
-    assert_eq!(o.status.code(), Some(1));
+    // An output that cannot be written: exit 7 (docs/bench.md, "Failures and exit codes").
+    assert_eq!(o.status.code(), Some(7));
     assert!(
         text(&o).contains("--csv taken.csv already exists"),
         "{}",
@@ -1150,7 +1401,7 @@ fn bench_conventions_outputs_tokenizer_and_unreachable_server() {
         "keep"
     );
     let o = run(&["--url", &nobody, "--output", "no/such/dir/r.json"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(7));
     assert!(
         text(&o).contains("the directory no/such/dir does not exist"),
         "{}",
@@ -1165,6 +1416,7 @@ fn bench_conventions_outputs_tokenizer_and_unreachable_server() {
         "./a.json",
     ]);
     assert!(text(&o).contains("name the same file"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(7));
     // Nothing there: said as an unreachable server, with and without --model.
     for extra in [&[][..], &["--model", "m"][..]] {
         let mut args = vec!["--url", nobody.as_str()];
@@ -1191,7 +1443,7 @@ fn bench_conventions_outputs_tokenizer_and_unreachable_server() {
         "--json",
     ]);
     let err = text(&o);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    assert!(matches!(o.status.code(), Some(0 | 6)), "{err}");
     assert!(err.contains("tokenizer: the server's /tokenize"), "{err}");
     let printed: Value = serde_json::from_slice(&o.stdout).unwrap();
     let written: Value =
@@ -1256,6 +1508,10 @@ pub fn trials() -> Vec<Trial> {
         Trial::new(
             "mock_faults_stop_the_run_early",
             mock_faults_stop_the_run_early,
+        ),
+        Trial::new(
+            "mock_each_fault_is_named_with_its_exit_code",
+            mock_each_fault_is_named_with_its_exit_code,
         ),
         Trial::new(
             "mock_non_streamed_requests_define_only_e2e_and_throughput",
