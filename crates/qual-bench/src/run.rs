@@ -41,6 +41,9 @@ pub enum Point {
         rate_per_second: f64,
         /// Poisson gaps instead of constant.
         poisson: bool,
+        /// Gamma gaps of this shape instead (absent otherwise).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        gamma_shape: Option<f64>,
     },
     /// Trace replay.
     Trace {
@@ -55,7 +58,16 @@ impl Point {
             Point::Concurrency { concurrency } => Arrival::ClosedLoop { concurrency },
             Point::Rate {
                 rate_per_second,
+                gamma_shape: Some(shape),
+                ..
+            } => Arrival::Gamma {
+                rate_per_second,
+                shape,
+            },
+            Point::Rate {
+                rate_per_second,
                 poisson: false,
+                ..
             } => Arrival::Constant { rate_per_second },
             Point::Rate {
                 rate_per_second, ..
@@ -82,9 +94,14 @@ impl Point {
             Point::Concurrency { .. } => Point::Concurrency {
                 concurrency: x.round().max(1.0) as usize,
             },
-            Point::Rate { poisson, .. } => Point::Rate {
+            Point::Rate {
+                poisson,
+                gamma_shape,
+                ..
+            } => Point::Rate {
                 rate_per_second: x,
                 poisson,
+                gamma_shape,
             },
             t => t,
         }
@@ -690,6 +707,7 @@ fn config_json(cfg: &BenchConfig) -> serde_json::Value {
         "url": cfg.url,
         "tls": cfg.target.is_tls(),
         "api_key": if cfg.target.has_authorization() { "present (not recorded)" } else { "absent" },
+        "headers": cfg.target.header_names(),
         "model": cfg.model,
         "stream": cfg.engine.stream,
         "points": cfg.points,

@@ -98,6 +98,9 @@ pub struct MockConfig {
     /// Injection: every n-th completion request (1-based count; 1 = every one) ends its
     /// stream without `data: [DONE]`.
     pub omit_done_every: Option<u64>,
+    /// Answer a completion request that lacks this header (name, value) with HTTP 400 (a
+    /// gateway that needs a tenant or routing header).
+    pub require_header: Option<(String, String)>,
 }
 
 impl Default for MockConfig {
@@ -126,6 +129,7 @@ impl Default for MockConfig {
             echo_authorization: false,
             omit_usage_every: None,
             omit_done_every: None,
+            require_header: None,
         }
     }
 }
@@ -204,6 +208,13 @@ pub fn parse_flags(args: &[String]) -> Result<MockConfig, String> {
             "--echo-authorization" => c.echo_authorization = true,
             "--omit-usage-every" => c.omit_usage_every = Some(int(it.next(), a)?.max(1)),
             "--omit-done-every" => c.omit_done_every = Some(int(it.next(), a)?.max(1)),
+            "--require-header" => {
+                let v = it.next().ok_or("--require-header needs NAME:VALUE")?;
+                let (n, x) = v
+                    .split_once(':')
+                    .ok_or("--require-header needs NAME:VALUE")?;
+                c.require_header = Some((n.trim().to_string(), x.trim().to_string()));
+            }
             other => return Err(format!("unknown flag: {other}")),
         }
     }
@@ -488,6 +499,15 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
     }
     // The TTFT clock starts when the handler starts, before the body is read.
     let start = Instant::now();
+    if let Some((name, value)) = &st.cfg.require_header {
+        let got = req.headers().get(name.as_str()).map(|v| v.as_bytes());
+        if got != Some(value.as_bytes()) {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({"error": {"message": format!("missing required header {name}"), "type": "invalid_request_error"}}),
+            );
+        }
+    }
     let echo = st
         .cfg
         .echo_authorization

@@ -69,6 +69,10 @@ pub struct Usage {
     pub completion_tokens: u64,
     /// `usage.total_tokens`
     pub total_tokens: u64,
+    /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens the server took from its
+    /// prefix cache (llama.cpp, vLLM, SGLang report it; absent when the server does not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
 }
 
 /// What the client itself received for one response, and the bound that puts on the

@@ -64,6 +64,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "VAR")]
     #[arg(help_heading = "Target")]
     pub api_key_env: Option<String>,
+    /// An extra request header `NAME:VALUE`, sent on every request (repeatable; the names
+    /// are recorded, the values never: they may be credentials).
+    #[arg(long = "header", value_name = "NAME:VALUE", value_parser = super::args::header)]
+    #[arg(help_heading = "Target")]
+    pub headers: Vec<(String, String)>,
     /// Extra trusted CA certificates (PEM) for an https URL, beside the system's roots.
     #[arg(value_parser = super::args::Path, long, value_name = "PEM")]
     #[arg(help_heading = "Target")]
@@ -76,9 +81,10 @@ pub struct BenchArgs {
     #[arg(long)]
     #[arg(help_heading = "Target")]
     pub no_stream: bool,
-    /// Tokenizer for exact-length prompts and client-side counts: a `tokenizer.json` or the
-    /// GGUF tokenizer view `tools/gguf_sidecars.py` writes beside a GGUF (default: the
-    /// server's own `/tokenize`, as llama.cpp, vLLM and SGLang serve it).
+    /// Tokenizer for exact-length prompts and client-side counts: a `tokenizer.json`, a
+    /// Hugging Face model or tokenizer directory holding one, or the GGUF tokenizer view
+    /// `tools/gguf_sidecars.py` writes beside a GGUF (default: the server's own `/tokenize`,
+    /// as llama.cpp, vLLM and SGLang serve it).
     #[arg(value_parser = super::args::Path, long, value_name = "FILE")]
     #[arg(help_heading = "Workload")]
     pub tokenizer: Option<PathBuf>,
@@ -110,10 +116,15 @@ pub struct BenchArgs {
     #[arg(value_parser = super::args::Path, long, value_name = "FILE", conflicts_with = "trace")]
     #[arg(help_heading = "Workload")]
     pub lengths_file: Option<PathBuf>,
-    /// Trace to replay (JSONL `{"timestamp" (ms), "input_length", "output_length"}`).
+    /// Trace to replay (JSONL `{"timestamp" (ms), "input_length", "output_length",
+    /// "hash_ids"?}`; lines sharing a hash id share that prompt block).
     #[arg(value_parser = super::args::Path, long, value_name = "FILE")]
     #[arg(help_heading = "Workload")]
     pub trace: Option<PathBuf>,
+    /// Tokens per `hash_ids` block of a trace or length list (the Mooncake traces' 512).
+    #[arg(long, default_value_t = 512, value_parser = count::<u64>(1..=1 << 20))]
+    #[arg(help_heading = "Workload")]
+    pub trace_block_size: u64,
     /// Trace time scale (0.5 replays twice as fast).
     #[arg(long, default_value = "1", value_parser = f64_in(0.0..=1000.0), requires = "trace")]
     #[arg(help_heading = "Workload")]
@@ -321,7 +332,7 @@ fn load_workload(a: &BenchArgs, tok: Option<&Tok>) -> Result<Workload, String> {
         workload::sharegpt(p, tok, &body, a.turns.max(1), fallback)
     } else if let Some(p) = a.trace.as_ref().or(a.lengths_file.as_ref()) {
         let tok = tok.ok_or_else(|| need("a trace or length list"))?;
-        workload::lengths_file(p, a.trace.is_some(), tok, &body, a.seed)
+        workload::lengths_file(p, a.trace.is_some(), tok, &body, a.seed, a.trace_block_size)
     } else {
         let tok = tok.ok_or_else(|| need("a synthetic workload"))?;
         workload::synthetic(
@@ -353,6 +364,7 @@ fn points(a: &BenchArgs) -> Vec<Point> {
             .map(|&r| Point::Rate {
                 rate_per_second: r,
                 poisson: a.load.arrival == ArrivalKind::Poisson,
+                gamma_shape: (a.load.arrival == ArrivalKind::Gamma).then_some(a.load.gamma_shape),
             })
             .collect();
     }
@@ -391,6 +403,11 @@ fn resolve(a: &BenchArgs, url: &Url) -> Result<(std::net::SocketAddr, Target, St
         format!("{}:{}", url.host, url.port)
     };
     target.base_path = url.prefix.clone();
+    for (name, value) in &a.headers {
+        target = target
+            .with_header(name, value)
+            .map_err(|e| format!("use --header {}: {e}", esc(name)))?;
+    }
     if let Some(var) = &a.api_key_env {
         let key = std::env::var(var).map_err(|_| {
             format!(
@@ -647,7 +664,7 @@ fn tokenizer(
             Ok(t) => {
                 errln!(
                     "tokenizer: {} ({}, {})",
-                    esc_path(p),
+                    esc_path(t.file.as_deref().unwrap_or(p)),
                     t.kind,
                     t.sha256.as_deref().unwrap_or("")
                 );

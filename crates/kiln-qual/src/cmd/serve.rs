@@ -32,6 +32,8 @@ pub enum ArrivalKind {
     Constant,
     /// Exponentially distributed gaps.
     Poisson,
+    /// Gamma-distributed gaps (`--gamma-shape`: below 1 bursty, 1 Poisson).
+    Gamma,
 }
 
 /// Arguments of `kiln-qual serve`.
@@ -102,6 +104,10 @@ pub struct LoadArgs {
     /// Open-loop arrival process.
     #[arg(long, value_enum, default_value = "constant", requires = "rate")]
     pub arrival: ArrivalKind,
+    /// Shape of `--arrival gamma`'s gaps (mean 1/rate, coefficient of variation
+    /// 1/sqrt(shape)): 0.25 is bursty, 1 Poisson, 4 nearly even.
+    #[arg(long, default_value = "1", value_parser = f64_in(0.001..=1000.0))]
+    pub gamma_shape: f64,
     /// Open-loop bound on outstanding requests (bench: sessions); later sends lag, none is
     /// dropped (1..=65536).
     #[arg(long, default_value_t = 1024, value_parser = count::<usize>(1..=65_536))]
@@ -280,6 +286,10 @@ pub struct MockServerArgs {
     /// `data: [DONE]`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub omit_done_every: Option<u64>,
+    /// Answer completion requests without the header `NAME:VALUE` with HTTP 400 (a gateway
+    /// that needs a tenant or routing header).
+    #[arg(long, value_name = "NAME:VALUE", value_parser = super::args::header)]
+    pub require_header: Option<(String, String)>,
 }
 
 fn fmt_value(v: Option<f64>, reason: Option<&str>) -> String {
@@ -394,6 +404,10 @@ pub fn serve(a: ServeArgs) -> i32 {
     let arrival = match (a.rate, a.load.arrival) {
         (Some(r), ArrivalKind::Constant) => Arrival::Constant { rate_per_second: r },
         (Some(r), ArrivalKind::Poisson) => Arrival::Poisson { rate_per_second: r },
+        (Some(r), ArrivalKind::Gamma) => Arrival::Gamma {
+            rate_per_second: r,
+            shape: a.load.gamma_shape,
+        },
         (None, _) => Arrival::ClosedLoop {
             concurrency: a.concurrency.unwrap_or(1),
         },
@@ -518,6 +532,7 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
         usage_completion_tokens: a.usage_completion_tokens,
         omit_usage_every: a.omit_usage_every,
         omit_done_every: a.omit_done_every,
+        require_header: a.require_header,
         ..MockConfig::default()
     };
     let r = qual_serve::mock::run_blocking(cfg, |port| {

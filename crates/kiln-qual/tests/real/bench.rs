@@ -62,20 +62,7 @@ fn mock(extra: &[&str]) -> (Server, u16) {
 /// A word-level tokenizer.json over the bench word source: one token per word, the way the
 /// mock counts prompt tokens.
 pub(crate) fn word_tokenizer(dir: &Path) -> PathBuf {
-    let mut vocab = serde_json::Map::new();
-    vocab.insert("[UNK]".into(), 0.into());
-    for (i, w) in qual_bench::workload::WORDS.iter().enumerate() {
-        vocab.insert((*w).into(), (i + 1).into());
-    }
-    let doc = serde_json::json!({
-        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
-        "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"},
-        "post_processor": null, "decoder": null,
-        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
-    });
-    let p = dir.join("tokenizer.json");
-    std::fs::write(&p, doc.to_string()).unwrap();
-    p
+    qual_test_fixtures::word_level_tokenizer(dir, &qual_bench::workload::WORDS)
 }
 
 /// Runs `bench` with `args` plus `--output`/`--csv` in `dir`; returns the result document.
@@ -240,6 +227,8 @@ fn mock_trace_multi_turn_sweep_search_and_compare() {
             trace.to_str().unwrap(),
             "--trace-time-scale",
             "0.5",
+            "--trace-block-size",
+            "8",
             "--warmup",
             "0",
         ],
@@ -957,7 +946,10 @@ fn real_server_present() -> Result<(), String> {
     )
 }
 
-fn llama_server_attached_bench_workloads() {
+/// A llama-server over the tiny model on a free port (`parallel` slots, `extra` flags),
+/// attached as a user would run it, ready (a one-request bench passed or was only refused
+/// by the validity gate); returns it, its URL and the tokenizer view's path.
+fn start_llama(parallel: &str, extra: &[&str]) -> (Server, String, PathBuf) {
     let cache = repo_root().join(".cache/real-server");
     let model = cache.join("root/models/tiny");
     let port = free_port();
@@ -971,41 +963,32 @@ fn llama_server_attached_bench_workloads() {
             "127.0.0.1",
             "--port",
             &port.to_string(),
+        ])
+        .args([
             "--threads",
             "1",
             "--parallel",
-            "2",
+            parallel,
             "--ctx-size",
             "4096",
             "--seed",
             "17",
         ])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let _server = Server(child);
+    let server = Server(child);
     wait_port(port, "llama-server");
     let url = format!("http://127.0.0.1:{port}");
     let tok = model.join("tokenizer.json");
-    let t = tok.to_str().unwrap();
     // /v1/models answers once the model is loaded.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let ok = Command::new(kq())
-            .args([
-                "bench",
-                "--url",
-                &url,
-                "--tokenizer",
-                t,
-                "--requests",
-                "1",
-                "--warmup",
-                "0",
-                "--output-tokens",
-                "2",
-            ])
+            .args(["bench", "--url", &url, "--tokenizer", tok.to_str().unwrap()])
+            .args(["--requests", "1", "--warmup", "0", "--output-tokens", "2"])
             .output()
             .unwrap();
         // Ready once the requests are served: passed (0) or timed but refused (6); a
@@ -1016,6 +999,12 @@ fn llama_server_attached_bench_workloads() {
         assert!(Instant::now() < deadline, "llama-server never became ready");
         std::thread::sleep(Duration::from_millis(200));
     }
+    (server, url, tok)
+}
+
+fn llama_server_attached_bench_workloads() {
+    let (_server, url, tok) = start_llama("2", &[]);
+    let t = tok.to_str().unwrap();
     let d = tempfile::tempdir().unwrap();
     let common = [
         "--url",
@@ -1368,6 +1357,151 @@ fn mock_each_fault_is_named_with_its_exit_code() {
     assert!(stderr.contains("failed to write"), "{stderr}");
 }
 
+/// A trace with `hash_ids` (issue 29) against llama-server with one slot (its prefix cache
+/// is the previous prompt): each request shares one more 16-token block with the one before
+/// it, and the server's `usage.prompt_tokens_details.cached_tokens`, kept in the records,
+/// rises by one block each time, as the trace says.
+fn llama_server_trace_hash_ids_hit_the_prefix_cache() {
+    let (_server, url, tok) = start_llama("1", &[]);
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("blocks.jsonl");
+    let ids = [
+        [10, 11, 12, 13],
+        [10, 20, 21, 22],
+        [10, 20, 30, 31],
+        [10, 20, 30, 40],
+    ];
+    let lines: Vec<String> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            serde_json::json!({"timestamp": i * 300, "input_length": 64, "output_length": 2, "hash_ids": h})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&trace, lines.join("\n")).unwrap();
+    let records = d.path().join("blocks.records.jsonl");
+    let out = Command::new(kq())
+        .args(["bench", "--url", &url, "--tokenizer", tok.to_str().unwrap()])
+        .args(["--endpoint", "completions", "--trace-block-size", "16"])
+        .arg("--trace")
+        .arg(&trace)
+        .arg("--records")
+        .arg(&records)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0 | 6)), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["workload"]["description"]["hash_ids"]["lines"], 4);
+    assert_eq!(
+        doc["workload"]["description"]["hash_ids"]["distinct_blocks"],
+        10
+    );
+    let mut cached: Vec<(u64, u64)> = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            let rec = &r["record"];
+            assert_eq!(rec["outcome"]["status"], "succeeded", "{rec}");
+            (
+                rec["index"].as_u64().unwrap(),
+                rec["usage"]["cached_tokens"]
+                    .as_u64()
+                    .expect("llama-server reports cached_tokens"),
+            )
+        })
+        .collect();
+    cached.sort();
+    let cached: Vec<u64> = cached.into_iter().map(|(_, c)| c).collect();
+    eprintln!("cached_tokens per request: {cached:?}");
+    // Request k shares k blocks (16k tokens) with request k − 1, plus what the server adds
+    // in front of every prompt (a BOS token): the hits rise one block at a time.
+    let base = cached[1] - 16;
+    assert!(base <= 2, "{cached:?}");
+    assert!(
+        cached[0] < 16,
+        "the first prompt shares no block with the probe: {cached:?}"
+    );
+    for k in 1..4 {
+        assert_eq!(cached[k], base + 16 * k as u64, "{cached:?}");
+    }
+}
+
+/// `--header NAME:VALUE` reaches the server (the mock refuses requests without its required
+/// header: 400 by name, exit 5), `--arrival gamma --gamma-shape` is recorded with the point,
+/// and a tokenizer directory is read through its `tokenizer.json` (issue 29).
+fn mock_headers_gamma_arrivals_and_tokenizer_directories() {
+    let d = tempfile::tempdir().unwrap();
+    word_tokenizer(d.path());
+    let (_m, port) = mock(&["--require-header", "X-Tenant:blue"]);
+    let url = format!("http://127.0.0.1:{port}");
+    let run = |extra: &[&str]| {
+        Command::new(kq())
+            .args(["bench", "--url", &url])
+            .arg("--tokenizer")
+            .arg(d.path())
+            .args([
+                "--requests",
+                "6",
+                "--warmup",
+                "0",
+                "--output-tokens",
+                "2",
+                "--json",
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert!(
+        err.contains("6 http_status_400, e.g. request 0: http status 400: "),
+        "{err}"
+    );
+    assert!(err.contains("missing required header X-Tenant"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "tokenizer: {}",
+            d.path().join("tokenizer.json").display()
+        )),
+        "{err}"
+    );
+    let o = run(&[
+        "--header",
+        "X-Tenant: blue",
+        "--rate",
+        "200",
+        "--arrival",
+        "gamma",
+        "--gamma-shape",
+        "0.25",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0 | 6)), "{err}");
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(runs(&doc)[0]["metrics"]["succeeded_requests"], 6);
+    assert_eq!(doc["config"]["headers"], serde_json::json!(["x-tenant"]));
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("blue"),
+        "a header value is never recorded"
+    );
+    assert_eq!(doc["points"][0]["point"]["gamma_shape"], 0.25);
+    let o = run(&["--header", "Authorization: Bearer x"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(
+            "use --header authorization: the authorization header is sent by --api-key-env"
+        ) || String::from_utf8_lossy(&o.stderr).contains("--api-key-env"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// This module's trials (run by `main.rs`).
 /// `bench`'s conventions (issue 25): outputs checked before anything runs (an existing file
 /// or a missing directory is refused before the server is contacted: the URL here has no
@@ -1540,5 +1674,14 @@ pub fn trials() -> Vec<Trial> {
             llama_server_attached_bench_workloads,
         )
         .needs(real_server_present()),
+        Trial::new(
+            "llama_server_trace_hash_ids_hit_the_prefix_cache",
+            llama_server_trace_hash_ids_hit_the_prefix_cache,
+        )
+        .needs(real_server_present()),
+        Trial::new(
+            "mock_headers_gamma_arrivals_and_tokenizer_directories",
+            mock_headers_gamma_arrivals_and_tokenizer_directories,
+        ),
     ]
 }
