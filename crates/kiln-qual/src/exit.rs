@@ -12,8 +12,9 @@ pub const OK: i32 = 0;
 pub const FAILED: i32 = 1;
 /// The command line itself is wrong.
 pub const USAGE: i32 = 2;
-/// Measured requests failed: the server failed more of them than was allowed
-/// (`bench --max-failure-rate`, default none), or none succeeded. (`run` uses 3 and 4 for
+/// The server failed: it failed more measured requests than was allowed (`bench
+/// --max-failure-rate`, default none), none succeeded, or its own counters (`bench
+/// --metrics-path`) account for fewer requests or tokens than the client saw. (`run` uses 3 and 4 for
 /// its own refusal and abort; this table starts above them.)
 pub const REQUESTS_FAILED: i32 = 5;
 /// The measurement was refused: every run was refused by the measurement-validity gate, or

@@ -15,6 +15,7 @@
 
 use crate::failures::{self, FailureGroup};
 use crate::stats::{self, Interval, Summary};
+use crate::telemetry::{Memory, ServerMetrics, Telemetry};
 use crate::workload::Workload;
 use qual_serve::client::{StreamRules, Target};
 use qual_serve::load::{self, Arrival, EngineOptions, LoadSpec, ProgressSink, StopReason};
@@ -212,6 +213,12 @@ pub struct RunResult {
     pub prompt_token_mismatches: Option<usize>,
     /// The full serving metrics (definitions in `qual-serve`), validity included.
     pub metrics: ServingMetrics,
+    /// The server's Prometheus counters over the run (`--metrics-path`; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<ServerMetrics>,
+    /// The memory sampled during the run (`--memory-source`; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
     /// Per-request records (written to the records file, not the result).
     #[serde(skip)]
     pub records: Vec<RequestRecord>,
@@ -249,8 +256,7 @@ pub const HEADLINE: [&str; 12] = [
 ];
 
 fn run_once(
-    cfg: &BenchConfig,
-    wl: &Workload,
+    (cfg, wl, telemetry): (&BenchConfig, &Workload, &Telemetry),
     point: Point,
     repeat: usize,
     progress: Option<Arc<dyn ProgressSink>>,
@@ -281,10 +287,15 @@ fn run_once(
         Point::Trace { time_scale } => Some(time_scale),
         _ => None,
     };
+    let before = telemetry.begin();
     let out = load::run_plan(&wl.plan, &spec, &opts, Instant::now(), progress)
         .map_err(|e| format!("failed to {e}"))?;
+    let (server_metrics, memory) = telemetry.end(before, &out.records);
     let closed = matches!(spec.arrival, Arrival::ClosedLoop { .. });
-    Ok(summarize(cfg, wl, repeat, closed, out.stop, out.records))
+    let mut run = summarize(cfg, wl, repeat, closed, out.stop, out.records);
+    run.server_metrics = server_metrics;
+    run.memory = memory;
+    Ok(run)
 }
 
 /// What a non-streamed run's validity gate holds to the tolerance: E2E and throughput
@@ -485,19 +496,21 @@ fn summarize(
         time_series: stats::time_series(&records),
         prompt_token_mismatches,
         metrics: m,
+        server_metrics: None,
+        memory: None,
         records,
     }
 }
 
 fn run_point(
-    cfg: &BenchConfig,
-    wl: &Workload,
+    ctx: (&BenchConfig, &Workload, &Telemetry),
     point: Point,
     progress: &Option<Arc<dyn ProgressSink>>,
 ) -> Result<PointResult, String> {
+    let cfg = ctx.0;
     let mut runs = Vec::new();
     for rep in 0..cfg.repeats.max(1) {
-        runs.push(run_once(cfg, wl, point, rep, progress.clone())?);
+        runs.push(run_once(ctx, point, rep, progress.clone())?);
         if qual_exec::signals::interrupted().is_some() {
             break;
         }
@@ -566,8 +579,9 @@ pub enum Verdict {
     /// Some run is valid, some measured request succeeded, and no run failed more of its
     /// measured requests than allowed.
     Passed,
-    /// Measured requests failed: in some run more than `max_failure_rate` of them, or none
-    /// succeeded in any run.
+    /// The server failed: in some run more than `max_failure_rate` of the measured requests
+    /// failed, none succeeded in any run, or the server's counters (`--metrics-path`)
+    /// account for fewer requests or tokens than the client saw.
     RequestsFailed {
         /// Which runs, and by how much (reads after "failed: ").
         reasons: Vec<String>,
@@ -602,6 +616,21 @@ pub fn verdict(points: &[PointResult], max_failure_rate: f64) -> Verdict {
             ));
         }
     }
+    for (label, r) in &runs {
+        if let Some(ServerMetrics::Scraped {
+            path,
+            accounting: Some(a),
+            ..
+        }) = &r.server_metrics
+        {
+            if !a.passed {
+                reasons.push(format!(
+                    "{label} run {}: the server's {path} accounts for less than the client saw: {}",
+                    r.repeat, a.detail
+                ));
+            }
+        }
+    }
     let measured: usize = runs.iter().map(|(_, r)| r.metrics.measured_requests).sum();
     let succeeded: usize = runs.iter().map(|(_, r)| r.metrics.succeeded_requests).sum();
     if reasons.is_empty() && measured > 0 && succeeded == 0 {
@@ -622,12 +651,14 @@ pub fn verdict(points: &[PointResult], max_failure_rate: f64) -> Verdict {
     }
 }
 
-/// Runs the whole invocation.
+/// Runs the whole invocation, taking `telemetry` around each run.
 pub fn bench(
     cfg: &BenchConfig,
     wl: &Workload,
+    telemetry: &Telemetry,
     progress: Option<Arc<dyn ProgressSink>>,
 ) -> Result<BenchResult, String> {
+    let ctx = (cfg, wl, telemetry);
     let mut points = Vec::new();
     let mut search_result = None;
     if let Some(s) = cfg.search {
@@ -637,7 +668,7 @@ pub fn bench(
             _ => s.resolution,
         };
         let probe = |x: f64, points: &mut Vec<PointResult>| -> Result<bool, String> {
-            let p = run_point(cfg, wl, template.with_level(x), &progress)?;
+            let p = run_point(ctx, template.with_level(x), &progress)?;
             let pass = p.passes;
             points.push(p);
             Ok(pass)
@@ -679,7 +710,7 @@ pub fn bench(
         });
     } else {
         for &p in &cfg.points {
-            points.push(run_point(cfg, wl, p, &progress)?);
+            points.push(run_point(ctx, p, &progress)?);
             if qual_exec::signals::interrupted().is_some() {
                 break;
             }

@@ -5,8 +5,9 @@
 //! Exit codes (the table in docs/bench.md; constants in `crate::exit`): 0 the benchmark ran,
 //! some run is valid and no run failed more requests than `--max-failure-rate`; 1 the
 //! workload, tokenizer file or target failed; 2 usage errors (no tokenizer at all for a
-//! workload that needs one among them); 5 measured requests failed (above the allowed rate,
-//! or none succeeded); 6 the measurement was refused (every run by the validity gate, or
+//! workload that needs one among them); 5 the server failed (measured requests failed above
+//! the allowed rate, none succeeded, or its `--metrics-path` counters account for less than
+//! the client saw); 6 the measurement was refused (every run by the validity gate, or
 //! nothing measured); 7 an output could not be written (refused before anything ran, or its
 //! write failed); 130 when SIGINT/SIGTERM stopped it (the points finished so far are
 //! summarised and written). After a run the first of 7, 5, 6 that applies wins; the outputs
@@ -23,6 +24,7 @@ use crate::output::{self, err, errln, esc, esc_path, outln};
 use clap::{Args, Subcommand};
 use qual_bench::run::{self, BenchConfig, Point, Search, HEADLINE};
 use qual_bench::stats;
+use qual_bench::telemetry::{Memory, ServerMetrics, Telemetry};
 use qual_bench::tokenizer::Tok;
 use qual_bench::workload::{self, BodyOptions, Lengths, Synthetic, Workload};
 use qual_serve::client::{Target, Tls};
@@ -206,6 +208,32 @@ pub struct BenchArgs {
     #[arg(long, default_value = "0", value_parser = f64_in(0.0..=1.0), value_name = "F")]
     #[arg(help_heading = "Statistics")]
     pub max_failure_rate: f64,
+    /// Prometheus path scraped before and after every run (`/metrics` for llama.cpp
+    /// `--metrics`, vLLM, SGLang); the counters that overlap the client's counts are checked.
+    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Telemetry")]
+    pub metrics_path: Option<String>,
+    /// Sample memory during every run: auto, drm, nvml or process-tree (the campaign's
+    /// sources; process-tree needs --server-pid).
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    #[arg(help_heading = "Telemetry")]
+    pub memory_source: Option<super::campaign::MemorySourceArg>,
+    /// DRM counter file (with --memory-source drm or auto).
+    #[arg(long, value_parser = super::args::Path, value_name = "FILE", requires = "memory_source")]
+    #[arg(help_heading = "Telemetry")]
+    pub memory_path: Option<PathBuf>,
+    /// NVML device index (with --memory-source nvml or auto).
+    #[arg(long, conflicts_with = "memory_path", requires = "memory_source")]
+    #[arg(help_heading = "Telemetry")]
+    pub memory_device_index: Option<u32>,
+    /// Memory sampling interval, ms (1..=60000).
+    #[arg(long, default_value_t = 50, value_parser = count::<u64>(1..=60_000))]
+    #[arg(help_heading = "Telemetry")]
+    pub memory_sample_ms: u64,
+    /// The server's pid, for --memory-source process-tree (or auto without a device counter).
+    #[arg(long, value_name = "PID")]
+    #[arg(help_heading = "Telemetry")]
+    pub server_pid: Option<u32>,
     #[command(flatten)]
     #[command(next_help_heading = "Load engine and gates")]
     pub load: LoadArgs,
@@ -522,7 +550,14 @@ pub fn run(a: BenchArgs) -> i32 {
     let sink = bar
         .is_shown()
         .then(|| bar.clone() as Arc<dyn qual_serve::load::ProgressSink>);
-    let result = run::bench(&cfg, &wl, sink);
+    let telemetry = match telemetry(&a, &cfg) {
+        Ok(t) => t,
+        Err(e) => {
+            errln!("kiln-qual: failed to set up the telemetry: {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
+    let result = run::bench(&cfg, &wl, &telemetry, sink);
     bar.finish();
     let result = match result {
         Ok(r) => r,
@@ -547,7 +582,14 @@ pub fn run(a: BenchArgs) -> i32 {
             for r in reasons {
                 errln!("kiln-qual: requests failed: {}", esc(r));
             }
-            errln!("kiln-qual: a failed request fails the benchmark; --max-failure-rate F allows that fraction of a run's measured requests to fail");
+            if result
+                .points
+                .iter()
+                .flat_map(|p| &p.runs)
+                .any(|r| r.metrics.failed_requests > 0)
+            {
+                errln!("kiln-qual: a failed request fails the benchmark; --max-failure-rate F allows that fraction of a run's measured requests to fail");
+            }
             exit::REQUESTS_FAILED
         }
         run::Verdict::MeasurementRefused { reason } => {
@@ -561,6 +603,25 @@ pub fn run(a: BenchArgs) -> i32 {
     } else {
         verdict
     }
+}
+
+/// The scrapes and memory sampling asked for (`--metrics-path`, `--memory-source`).
+fn telemetry(a: &BenchArgs, cfg: &BenchConfig) -> Result<Telemetry, String> {
+    let mut t = Telemetry::none();
+    if let Some(path) = &a.metrics_path {
+        if !path.starts_with('/') {
+            return Err(format!("--metrics-path {} must start with /", esc(path)));
+        }
+        t = t.with_metrics(cfg.addr, cfg.target.clone(), path)?;
+    }
+    if let Some(src) = a.memory_source {
+        let req =
+            super::campaign::memory_request(src, a.memory_path.clone(), a.memory_device_index)?;
+        let source = qual_campaign::memory::resolve(&req, a.server_pid)
+            .map_err(|e| format!("use --memory-source: {e}"))?;
+        t = t.with_memory(source, Duration::from_millis(a.memory_sample_ms));
+    }
+    Ok(t)
 }
 
 /// The load engine's options: streaming, ramp-up, duration, early stop, token counting.
@@ -785,6 +846,52 @@ fn failure_lines(label: &str, run: &run::RunResult) -> String {
     s
 }
 
+/// A run's server counters and memory, when they were taken.
+fn telemetry_lines(label: &str, run: &run::RunResult) -> String {
+    let mut s = String::new();
+    match &run.server_metrics {
+        Some(ServerMetrics::Scraped {
+            path, accounting, ..
+        }) => {
+            let check = match accounting {
+                Some(a) if a.passed => format!("accounts for the client's counts: {}", a.detail),
+                Some(a) => format!("accounts for less than the client saw: {}", a.detail),
+                None => "no request or token counter known for this engine".into(),
+            };
+            s.push_str(&format!(
+                "{label} run {}: server {path}: {}\n",
+                run.repeat,
+                esc(&check)
+            ));
+        }
+        Some(ServerMetrics::Failed { path, reason }) => s.push_str(&format!(
+            "{label} run {}: server {path}: failed to scrape: {}\n",
+            run.repeat,
+            esc(reason)
+        )),
+        None => {}
+    }
+    match &run.memory {
+        Some(Memory::Sampled { source, snapshot }) => s.push_str(&format!(
+            "{label} run {}: memory ({}): baseline {} bytes, peak {} (+{}), {} samples\n",
+            run.repeat,
+            source.source,
+            snapshot.baseline_bytes,
+            snapshot.peak_bytes,
+            snapshot.peak_delta_bytes,
+            snapshot.samples
+        )),
+        Some(Memory::Failed { source, reason }) => s.push_str(&format!(
+            "{label} run {}: memory ({}): {}\n",
+            run.repeat,
+            source.source,
+            esc(reason)
+        )),
+        None => {}
+    }
+    s
+}
+
 fn summary(r: &run::BenchResult, cfg: &BenchConfig) -> String {
     let mut s = format!(
         "workload: {} sessions, {} requests, request set {}\n",
@@ -841,6 +948,7 @@ fn summary(r: &run::BenchResult, cfg: &BenchConfig) -> String {
             if !run.failures.is_empty() {
                 s.push_str(&failure_lines(&p.label, run));
             }
+            s.push_str(&telemetry_lines(&p.label, run));
             for reason in &run.invalid_reasons {
                 s.push_str(&format!(
                     "{} run {}: {}\n",

@@ -58,6 +58,31 @@ pub enum MemorySourceArg {
     ProcessTree,
 }
 
+/// The memory source the flags name (`campaign`, and `bench --memory-source`).
+pub fn memory_request(
+    source: MemorySourceArg,
+    path: Option<PathBuf>,
+    device_index: Option<u32>,
+) -> Result<SourceRequest, String> {
+    Ok(match (source, path, device_index) {
+        (MemorySourceArg::Auto, Some(p), _) | (MemorySourceArg::Drm, Some(p), _) => {
+            SourceRequest::Drm(Some(p))
+        }
+        (MemorySourceArg::Auto, None, Some(i)) | (MemorySourceArg::Nvml, None, Some(i)) => {
+            SourceRequest::Nvml(i)
+        }
+        (MemorySourceArg::Auto, None, None) => SourceRequest::Auto,
+        (MemorySourceArg::Drm, None, None) => SourceRequest::Drm(None),
+        (MemorySourceArg::Nvml, None, None) => SourceRequest::Nvml(0),
+        (MemorySourceArg::ProcessTree, None, None) => SourceRequest::ProcessTree,
+        _ => {
+            return Err(
+                "--memory-path and --memory-device-index do not fit that --memory-source".into(),
+            )
+        }
+    })
+}
+
 /// Output evidence.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EvidenceArg {
@@ -293,23 +318,7 @@ fn options(a: RunArgs) -> Result<CampaignOptions, String> {
         },
         (None, None) => return Err("pass --launch (owned server) or --base-url (attached)".into()),
     };
-    let memory = match (a.memory_source, a.memory_path, a.memory_device_index) {
-        (MemorySourceArg::Auto, Some(p), _) | (MemorySourceArg::Drm, Some(p), _) => {
-            SourceRequest::Drm(Some(p))
-        }
-        (MemorySourceArg::Auto, None, Some(i)) | (MemorySourceArg::Nvml, None, Some(i)) => {
-            SourceRequest::Nvml(i)
-        }
-        (MemorySourceArg::Auto, None, None) => SourceRequest::Auto,
-        (MemorySourceArg::Drm, None, None) => SourceRequest::Drm(None),
-        (MemorySourceArg::Nvml, None, None) => SourceRequest::Nvml(0),
-        (MemorySourceArg::ProcessTree, None, None) => SourceRequest::ProcessTree,
-        _ => {
-            return Err(
-                "--memory-path and --memory-device-index do not fit that --memory-source".into(),
-            )
-        }
-    };
+    let memory = memory_request(a.memory_source, a.memory_path, a.memory_device_index)?;
     Ok(CampaignOptions {
         engine: a.engine.unwrap_or_default(),
         server,

@@ -286,6 +286,13 @@ pub struct MockServerArgs {
     /// `data: [DONE]`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub omit_done_every: Option<u64>,
+    /// Serve `GET /metrics` (Prometheus text): `kiln_qual_mock_requests_completed_total` and
+    /// `kiln_qual_mock_completion_tokens_total`.
+    #[arg(long)]
+    pub metrics: bool,
+    /// Injection: `/metrics` reports N fewer completed requests than were served.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "metrics")]
+    pub metrics_undercount: u64,
     /// Answer completion requests without the header `NAME:VALUE` with HTTP 400 (a gateway
     /// that needs a tenant or routing header).
     #[arg(long, value_name = "NAME:VALUE", value_parser = super::args::header)]
@@ -533,6 +540,8 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
         omit_usage_every: a.omit_usage_every,
         omit_done_every: a.omit_done_every,
         require_header: a.require_header,
+        metrics: a.metrics,
+        metrics_undercount: a.metrics_undercount,
         ..MockConfig::default()
     };
     let r = qual_serve::mock::run_blocking(cfg, |port| {

@@ -1362,7 +1362,7 @@ fn mock_each_fault_is_named_with_its_exit_code() {
 /// it, and the server's `usage.prompt_tokens_details.cached_tokens`, kept in the records,
 /// rises by one block each time, as the trace says.
 fn llama_server_trace_hash_ids_hit_the_prefix_cache() {
-    let (_server, url, tok) = start_llama("1", &[]);
+    let (_server, url, tok) = start_llama("1", &["--metrics"]);
     let d = tempfile::tempdir().unwrap();
     let trace = d.path().join("blocks.jsonl");
     let ids = [
@@ -1428,6 +1428,131 @@ fn llama_server_trace_hash_ids_hit_the_prefix_cache() {
     for k in 1..4 {
         assert_eq!(cached[k], base + 16 * k as u64, "{cached:?}");
     }
+
+    // `--metrics-path /metrics` (the server runs with --metrics): per run of a two-point
+    // sweep, the counters' deltas, and llama.cpp's generated-token counter checked against
+    // the client's own count of the tokens it received.
+    let out = Command::new(kq())
+        .args(["bench", "--url", &url, "--tokenizer", tok.to_str().unwrap()])
+        .args([
+            "--endpoint",
+            "completions",
+            "--ignore-eos",
+            "--output-tokens",
+            "6",
+        ])
+        .args(["--concurrency", "1,2", "--requests", "4", "--warmup", "1"])
+        .args(["--metrics-path", "/metrics", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0 | 6)), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for run in runs(&doc) {
+        let m = &run["server_metrics"];
+        assert_eq!(m["status"], "scraped", "{m}");
+        assert_eq!(m["path"], "/metrics");
+        let tokens = &m["delta"]["completion_tokens"];
+        assert_eq!(tokens["metric"], "llamacpp:tokens_predicted_total", "{m}");
+        // Warmup and measured: 5 requests of 6 tokens, all within the scrapes.
+        assert_eq!(tokens["delta"], 30.0, "{m}");
+        assert_eq!(
+            m["delta"]["counter_deltas"]["llamacpp:prompt_tokens_total"]
+                .as_f64()
+                .map(|x| x > 0.0),
+            Some(true),
+            "{m}"
+        );
+        assert_eq!(m["accounting"]["passed"], true, "{m}");
+        assert!(
+            m["accounting"]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("(client: 30)"),
+            "{m}"
+        );
+    }
+    assert!(stderr.contains("c=2 run 0: server /metrics: accounts for the client's counts: llamacpp:tokens_predicted_total 30 (client: 30)"), "{stderr}");
+}
+
+/// `--metrics-path` and `--memory-source process-tree` per run against the mock (issue 29):
+/// the mock's request and token counters match the client's; a mock that undercounts fails
+/// the run by name with exit 5; the memory of the mock's process tree is sampled per run.
+fn mock_metrics_and_memory_per_run() {
+    let d = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(d.path());
+    let port = free_port();
+    let child = Command::new(kq())
+        .args(["mock-server", "--port", &port.to_string(), "--metrics"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let _m = Server(child);
+    wait_port(port, "mock server");
+    let run = |port: u16, extra: &[&str]| {
+        Command::new(kq())
+            .args(["bench", "--url", &format!("http://127.0.0.1:{port}")])
+            .args(["--tokenizer", tok.to_str().unwrap()])
+            .args(["--requests", "6", "--warmup", "2", "--output-tokens", "3"])
+            .args(["--metrics-path", "/metrics", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(
+        port,
+        &[
+            "--concurrency",
+            "1,2",
+            "--memory-source",
+            "process-tree",
+            "--server-pid",
+            &pid,
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0 | 6)), "{err}");
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(runs(&doc).len(), 2);
+    for r in runs(&doc) {
+        let m = &r["server_metrics"];
+        assert_eq!(m["delta"]["requests_completed"]["delta"], 8.0, "{m}");
+        assert_eq!(m["delta"]["completion_tokens"]["delta"], 24.0, "{m}");
+        assert_eq!(m["accounting"]["passed"], true, "{m}");
+        let mem = &r["memory"];
+        assert_eq!(mem["status"], "sampled", "{mem}");
+        assert_eq!(mem["source"]["source"], "process_tree_pss", "{mem}");
+        assert!(
+            mem["snapshot"]["baseline_bytes"].as_u64().unwrap() > 0,
+            "{mem}"
+        );
+        assert!(mem["snapshot"]["samples"].as_u64().unwrap() >= 2, "{mem}");
+    }
+    assert!(
+        err.contains("c=1 run 0: memory (process_tree_pss): baseline "),
+        "{err}"
+    );
+    // A server whose counters undercount by 3: named, exit 5.
+    let (_u, uport) = mock(&["--metrics", "--metrics-undercount", "3"]);
+    let o = run(uport, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert!(err.contains("kiln-qual: requests failed: c=1 run 0: the server's /metrics accounts for less than the client saw: the server reported 5 completed requests, the client saw 8"), "{err}");
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        runs(&doc)[0]["server_metrics"]["accounting"]["passed"],
+        false
+    );
+    // A path the server does not serve: the run is kept, the scrape's failure said.
+    let (_n, nport) = mock(&[]);
+    let o = run(nport, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("c=1 run 0: server /metrics: failed to scrape: /metrics answered http 404"),
+        "{err}"
+    );
 }
 
 /// `--header NAME:VALUE` reaches the server (the mock refuses requests without its required
@@ -1679,6 +1804,10 @@ pub fn trials() -> Vec<Trial> {
             llama_server_trace_hash_ids_hit_the_prefix_cache,
         )
         .needs(real_server_present()),
+        Trial::new(
+            "mock_metrics_and_memory_per_run",
+            mock_metrics_and_memory_per_run,
+        ),
         Trial::new(
             "mock_headers_gamma_arrivals_and_tokenizer_directories",
             mock_headers_gamma_arrivals_and_tokenizer_directories,
