@@ -165,7 +165,7 @@ pub struct BenchConfig {
     /// Runs per point.
     pub repeats: usize,
     /// The largest fraction of a run's measured requests that may fail before the verdict
-    /// is `requests_failed` (0: any failed request fails it).
+    /// is `server_failed` (0: any failed request fails it).
     pub max_failure_rate: f64,
 }
 
@@ -582,7 +582,7 @@ pub enum Verdict {
     /// The server failed: in some run more than `max_failure_rate` of the measured requests
     /// failed, none succeeded in any run, or the server's counters (`--metrics-path`)
     /// account for fewer requests or tokens than the client saw.
-    RequestsFailed {
+    ServerFailed {
         /// Which runs, and by how much (reads after "failed: ").
         reasons: Vec<String>,
     },
@@ -637,7 +637,7 @@ pub fn verdict(points: &[PointResult], max_failure_rate: f64) -> Verdict {
         reasons.push("no measured request succeeded".into());
     }
     if !reasons.is_empty() {
-        Verdict::RequestsFailed { reasons }
+        Verdict::ServerFailed { reasons }
     } else if measured == 0 {
         Verdict::MeasurementRefused {
             reason: "no request was measured".into(),

@@ -576,11 +576,22 @@ pub fn run(a: BenchArgs) -> i32 {
     if a.json == Some(None) {
         output::print_json(&result);
     }
-    let verdict = match &result.verdict {
+    let verdict = verdict_code(&result);
+    // An output that could not be written outranks the verdict (docs/bench.md, "Exit codes").
+    if written != exit::OK {
+        written
+    } else {
+        verdict
+    }
+}
+
+/// The exit code of the verdict (docs/bench.md, "Failures and exit codes"), said on stderr.
+fn verdict_code(result: &run::BenchResult) -> i32 {
+    match &result.verdict {
         run::Verdict::Passed => exit::OK,
-        run::Verdict::RequestsFailed { reasons } => {
+        run::Verdict::ServerFailed { reasons } => {
             for r in reasons {
-                errln!("kiln-qual: requests failed: {}", esc(r));
+                errln!("kiln-qual: the server failed: {}", esc(r));
             }
             if result
                 .points
@@ -590,18 +601,12 @@ pub fn run(a: BenchArgs) -> i32 {
             {
                 errln!("kiln-qual: a failed request fails the benchmark; --max-failure-rate F allows that fraction of a run's measured requests to fail");
             }
-            exit::REQUESTS_FAILED
+            exit::SERVER_FAILED
         }
         run::Verdict::MeasurementRefused { reason } => {
             errln!("kiln-qual: measurement refused: {}", esc(reason));
             exit::MEASUREMENT_REFUSED
         }
-    };
-    // An output that could not be written outranks the verdict (docs/bench.md, "Exit codes").
-    if written != exit::OK {
-        written
-    } else {
-        verdict
     }
 }
 

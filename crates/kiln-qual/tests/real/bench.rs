@@ -1193,8 +1193,9 @@ fn mock_each_fault_is_named_with_its_exit_code() {
             "{kind}: {stderr}"
         );
         assert!(
-            stderr
-                .contains("kiln-qual: requests failed: c=1 run 0: 4 of 4 measured requests failed"),
+            stderr.contains(
+                "kiln-qual: the server failed: c=1 run 0: 4 of 4 measured requests failed"
+            ),
             "{stderr}"
         );
         assert!(stderr.contains("--max-failure-rate"), "{stderr}");
@@ -1214,7 +1215,7 @@ fn mock_each_fault_is_named_with_its_exit_code() {
         );
         assert_eq!(failed_indices(&recs), [0, 1, 2, 3]);
         assert_eq!(
-            doc["verdict"]["status"], "requests_failed",
+            doc["verdict"]["status"], "server_failed",
             "{}",
             doc["verdict"]
         );
@@ -1539,7 +1540,7 @@ fn mock_metrics_and_memory_per_run() {
     let o = run(uport, &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(5), "{err}");
-    assert!(err.contains("kiln-qual: requests failed: c=1 run 0: the server's /metrics accounts for less than the client saw: the server reported 5 completed requests, the client saw 8"), "{err}");
+    assert!(err.contains("kiln-qual: the server failed: c=1 run 0: the server's /metrics accounts for less than the client saw: the server reported 5 completed requests, the client saw 8"), "{err}");
     let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
         runs(&doc)[0]["server_metrics"]["accounting"]["passed"],
