@@ -28,6 +28,10 @@ struct Doc {
     points: Vec<DocPoint>,
     #[allow(dead_code)]
     search: serde_json::Value,
+    /// Absent from documents written before the verdict was recorded.
+    #[allow(dead_code)]
+    #[serde(default)]
+    verdict: Option<serde_json::Value>,
     #[allow(dead_code)]
     definitions: serde_json::Value,
 }

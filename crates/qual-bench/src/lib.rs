@@ -6,12 +6,15 @@
 //! trace replay) built with a real tokenizer ([`tokenizer`]), the load points, sweeps and
 //! SLA search with repeats ([`run`]), the statistics ([`stats`]: configurable percentiles
 //! with sample support, t-intervals, time series), the outputs (result JSON, CSV, records
-//! JSONL) and the comparison of results ([`compare`]).
+//! JSONL), failed requests grouped by why ([`failures`]), the server's counters and memory
+//! around each run ([`telemetry`]) and the comparison of results ([`compare`]).
 
 #![forbid(unsafe_code)]
 
 pub mod compare;
+pub mod failures;
 pub mod run;
 pub mod stats;
+pub mod telemetry;
 pub mod tokenizer;
 pub mod workload;

@@ -13,7 +13,9 @@
 //! the result, marked `valid: false` with the gate's reasons; it never counts as passing a
 //! search.
 
+use crate::failures::{self, FailureGroup};
 use crate::stats::{self, Interval, Summary};
+use crate::telemetry::{Memory, ServerMetrics, Telemetry};
 use crate::workload::Workload;
 use qual_serve::client::{StreamRules, Target};
 use qual_serve::load::{self, Arrival, EngineOptions, LoadSpec, ProgressSink, StopReason};
@@ -40,6 +42,9 @@ pub enum Point {
         rate_per_second: f64,
         /// Poisson gaps instead of constant.
         poisson: bool,
+        /// Gamma gaps of this shape instead (absent otherwise).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        gamma_shape: Option<f64>,
     },
     /// Trace replay.
     Trace {
@@ -54,7 +59,16 @@ impl Point {
             Point::Concurrency { concurrency } => Arrival::ClosedLoop { concurrency },
             Point::Rate {
                 rate_per_second,
+                gamma_shape: Some(shape),
+                ..
+            } => Arrival::Gamma {
+                rate_per_second,
+                shape,
+            },
+            Point::Rate {
+                rate_per_second,
                 poisson: false,
+                ..
             } => Arrival::Constant { rate_per_second },
             Point::Rate {
                 rate_per_second, ..
@@ -81,9 +95,14 @@ impl Point {
             Point::Concurrency { .. } => Point::Concurrency {
                 concurrency: x.round().max(1.0) as usize,
             },
-            Point::Rate { poisson, .. } => Point::Rate {
+            Point::Rate {
+                poisson,
+                gamma_shape,
+                ..
+            } => Point::Rate {
                 rate_per_second: x,
                 poisson,
+                gamma_shape,
             },
             t => t,
         }
@@ -145,6 +164,9 @@ pub struct BenchConfig {
     pub percentiles: Vec<f64>,
     /// Runs per point.
     pub repeats: usize,
+    /// The largest fraction of a run's measured requests that may fail before the verdict
+    /// is `server_failed` (0: any failed request fails it).
+    pub max_failure_rate: f64,
 }
 
 /// Per-turn statistics of a multi-turn run.
@@ -181,6 +203,9 @@ pub struct RunResult {
     pub distributions: BTreeMap<String, Summary>,
     /// Per-turn statistics (multi-turn workloads).
     pub turns: Vec<TurnStats>,
+    /// The failed measured requests grouped by kind, most frequent first (empty when none
+    /// failed).
+    pub failures: Vec<FailureGroup>,
     /// Per-second series.
     pub time_series: Vec<stats::Second>,
     /// Server-reported prompt tokens − the planned prompt tokens, over successful
@@ -188,6 +213,12 @@ pub struct RunResult {
     pub prompt_token_mismatches: Option<usize>,
     /// The full serving metrics (definitions in `qual-serve`), validity included.
     pub metrics: ServingMetrics,
+    /// The server's Prometheus counters over the run (`--metrics-path`; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<ServerMetrics>,
+    /// The memory sampled during the run (`--memory-source`; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
     /// Per-request records (written to the records file, not the result).
     #[serde(skip)]
     pub records: Vec<RequestRecord>,
@@ -225,8 +256,7 @@ pub const HEADLINE: [&str; 12] = [
 ];
 
 fn run_once(
-    cfg: &BenchConfig,
-    wl: &Workload,
+    (cfg, wl, telemetry): (&BenchConfig, &Workload, &Telemetry),
     point: Point,
     repeat: usize,
     progress: Option<Arc<dyn ProgressSink>>,
@@ -257,10 +287,15 @@ fn run_once(
         Point::Trace { time_scale } => Some(time_scale),
         _ => None,
     };
+    let before = telemetry.begin();
     let out = load::run_plan(&wl.plan, &spec, &opts, Instant::now(), progress)
         .map_err(|e| format!("failed to {e}"))?;
+    let (server_metrics, memory) = telemetry.end(before, &out.records);
     let closed = matches!(spec.arrival, Arrival::ClosedLoop { .. });
-    Ok(summarize(cfg, wl, repeat, closed, out.stop, out.records))
+    let mut run = summarize(cfg, wl, repeat, closed, out.stop, out.records);
+    run.server_metrics = server_metrics;
+    run.memory = memory;
+    Ok(run)
 }
 
 /// What a non-streamed run's validity gate holds to the tolerance: E2E and throughput
@@ -457,22 +492,25 @@ fn summarize(
         undefined,
         distributions,
         turns,
+        failures: failures::group(&records),
         time_series: stats::time_series(&records),
         prompt_token_mismatches,
         metrics: m,
+        server_metrics: None,
+        memory: None,
         records,
     }
 }
 
 fn run_point(
-    cfg: &BenchConfig,
-    wl: &Workload,
+    ctx: (&BenchConfig, &Workload, &Telemetry),
     point: Point,
     progress: &Option<Arc<dyn ProgressSink>>,
 ) -> Result<PointResult, String> {
+    let cfg = ctx.0;
     let mut runs = Vec::new();
     for rep in 0..cfg.repeats.max(1) {
-        runs.push(run_once(cfg, wl, point, rep, progress.clone())?);
+        runs.push(run_once(ctx, point, rep, progress.clone())?);
         if qual_exec::signals::interrupted().is_some() {
             break;
         }
@@ -528,16 +566,99 @@ pub struct BenchResult {
     pub points: Vec<PointResult>,
     /// The SLA search, when asked.
     pub search: Option<SearchResult>,
+    /// What the runs add up to (the exit code follows it).
+    pub verdict: Verdict,
     /// Metric definitions.
     pub definitions: serde_json::Value,
 }
 
-/// Runs the whole invocation.
+/// The outcome of the whole invocation, judged over every run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Some run is valid, some measured request succeeded, and no run failed more of its
+    /// measured requests than allowed.
+    Passed,
+    /// The server failed: in some run more than `max_failure_rate` of the measured requests
+    /// failed, none succeeded in any run, or the server's counters (`--metrics-path`)
+    /// account for fewer requests or tokens than the client saw.
+    ServerFailed {
+        /// Which runs, and by how much (reads after "failed: ").
+        reasons: Vec<String>,
+    },
+    /// The measurement was refused: every run by the validity gate, or nothing was measured.
+    MeasurementRefused {
+        /// Why (reads after "failed: ").
+        reason: String,
+    },
+}
+
+/// Judges the runs: failed requests first (a finding about the server), then the
+/// measurement's validity.
+pub fn verdict(points: &[PointResult], max_failure_rate: f64) -> Verdict {
+    let runs: Vec<(&str, &RunResult)> = points
+        .iter()
+        .flat_map(|p| p.runs.iter().map(move |r| (p.label.as_str(), r)))
+        .collect();
+    let mut reasons = Vec::new();
+    for (label, r) in &runs {
+        let (failed, measured) = (r.metrics.failed_requests, r.metrics.measured_requests);
+        if measured > 0 && failed as f64 > max_failure_rate * measured as f64 {
+            let kinds: Vec<String> = r
+                .failures
+                .iter()
+                .map(|g| format!("{} {}", g.count, g.kind))
+                .collect();
+            reasons.push(format!(
+                "{label} run {}: {failed} of {measured} measured requests failed ({}), more than the allowed failure rate {max_failure_rate}",
+                r.repeat,
+                kinds.join(", ")
+            ));
+        }
+    }
+    for (label, r) in &runs {
+        if let Some(ServerMetrics::Scraped {
+            path,
+            accounting: Some(a),
+            ..
+        }) = &r.server_metrics
+        {
+            if !a.passed {
+                reasons.push(format!(
+                    "{label} run {}: the server's {path} accounts for less than the client saw: {}",
+                    r.repeat, a.detail
+                ));
+            }
+        }
+    }
+    let measured: usize = runs.iter().map(|(_, r)| r.metrics.measured_requests).sum();
+    let succeeded: usize = runs.iter().map(|(_, r)| r.metrics.succeeded_requests).sum();
+    if reasons.is_empty() && measured > 0 && succeeded == 0 {
+        reasons.push("no measured request succeeded".into());
+    }
+    if !reasons.is_empty() {
+        Verdict::ServerFailed { reasons }
+    } else if measured == 0 {
+        Verdict::MeasurementRefused {
+            reason: "no request was measured".into(),
+        }
+    } else if runs.iter().all(|(_, r)| !r.valid) {
+        Verdict::MeasurementRefused {
+            reason: "every run was refused by the measurement-validity gate".into(),
+        }
+    } else {
+        Verdict::Passed
+    }
+}
+
+/// Runs the whole invocation, taking `telemetry` around each run.
 pub fn bench(
     cfg: &BenchConfig,
     wl: &Workload,
+    telemetry: &Telemetry,
     progress: Option<Arc<dyn ProgressSink>>,
 ) -> Result<BenchResult, String> {
+    let ctx = (cfg, wl, telemetry);
     let mut points = Vec::new();
     let mut search_result = None;
     if let Some(s) = cfg.search {
@@ -547,7 +668,7 @@ pub fn bench(
             _ => s.resolution,
         };
         let probe = |x: f64, points: &mut Vec<PointResult>| -> Result<bool, String> {
-            let p = run_point(cfg, wl, template.with_level(x), &progress)?;
+            let p = run_point(ctx, template.with_level(x), &progress)?;
             let pass = p.passes;
             points.push(p);
             Ok(pass)
@@ -589,7 +710,7 @@ pub fn bench(
         });
     } else {
         for &p in &cfg.points {
-            points.push(run_point(cfg, wl, p, &progress)?);
+            points.push(run_point(ctx, p, &progress)?);
             if qual_exec::signals::interrupted().is_some() {
                 break;
             }
@@ -605,6 +726,7 @@ pub fn bench(
             "turns": wl.plan.turn_count(),
             "request_set_sha256": wl.digest(),
         }),
+        verdict: verdict(&points, cfg.max_failure_rate),
         points,
         search: search_result,
         definitions: definitions(),
@@ -616,6 +738,7 @@ fn config_json(cfg: &BenchConfig) -> serde_json::Value {
         "url": cfg.url,
         "tls": cfg.target.is_tls(),
         "api_key": if cfg.target.has_authorization() { "present (not recorded)" } else { "absent" },
+        "headers": cfg.target.header_names(),
         "model": cfg.model,
         "stream": cfg.engine.stream,
         "points": cfg.points,
@@ -631,6 +754,7 @@ fn config_json(cfg: &BenchConfig) -> serde_json::Value {
         "validity_limits": cfg.validity,
         "percentiles": cfg.percentiles.iter().map(|&p| stats::label(p)).collect::<Vec<_>>(),
         "repeats": cfg.repeats,
+        "max_failure_rate": cfg.max_failure_rate,
         "allow_missing_usage": cfg.rules.allow_missing_usage,
         "allow_missing_done": cfg.rules.allow_missing_done,
         "client_token_counter": cfg.engine.token_counter.is_some(),

@@ -97,6 +97,9 @@ pub struct Tok {
     pub sha256: Option<String>,
     /// `huggingface_tokenizer_json`, `gguf_tokenizer_view` or `server_tokenize`.
     pub kind: &'static str,
+    /// The file read (inside the directory when a directory was given; `None` for the
+    /// server's tokenizer).
+    pub file: Option<std::path::PathBuf>,
 }
 
 enum Inner {
@@ -162,8 +165,15 @@ impl std::fmt::Debug for Tok {
 }
 
 impl Tok {
-    /// Loads `path` (at most 64 MiB).
+    /// Loads `path` (at most 64 MiB): a `tokenizer.json` (Hugging Face's, or the GGUF view
+    /// `tools/gguf_sidecars.py` writes), or a directory holding one (a Hugging Face model or
+    /// tokenizer directory; a directory with only a slow tokenizer's files is refused, naming
+    /// them).
     pub fn load(path: &Path) -> Result<Tok, TokError> {
+        if path.is_dir() {
+            let file = tokenizer_in(path)?;
+            return Tok::load(&file);
+        }
         let bytes = qual_json::read_file_limited(path, 64 * 1024 * 1024).map_err(|source| {
             TokError::Read {
                 path: path.display().to_string(),
@@ -184,6 +194,7 @@ impl Tok {
                 inner: Inner::File(Box::new(inner)),
                 sha256,
                 kind: "huggingface_tokenizer_json",
+                file: Some(path.to_path_buf()),
             });
         }
         let inner = from_gguf_view(&doc).map_err(invalid)?;
@@ -191,6 +202,7 @@ impl Tok {
             inner: Inner::File(Box::new(inner)),
             sha256,
             kind: "gguf_tokenizer_view",
+            file: Some(path.to_path_buf()),
         })
     }
 
@@ -217,6 +229,7 @@ impl Tok {
                 inner: Inner::Server(Box::new(s)),
                 sha256: None,
                 kind: "server_tokenize",
+                file: None,
             }),
             Ok(_) => Err(TokError::NoServerTokenizer(format!(
                 "{TOKENIZE_PATH} answered no token for a non-empty text"
@@ -281,21 +294,7 @@ impl Tok {
         if n == 0 {
             return Ok(String::new());
         }
-        if cache.single.is_empty() {
-            for w in words {
-                let c = self.count(&format!(" {w}"));
-                cache.counts.insert((*w).to_string(), c);
-                cache.leading.insert((*w).to_string(), self.count(w));
-                if c == 1 {
-                    cache.single.push(format!(" {w}"));
-                }
-            }
-            if cache.single.is_empty() {
-                return Err(TokError::Encode(
-                    "no word of the word source is a single token under this tokenizer".into(),
-                ));
-            }
-        }
+        self.fill_cache(words, cache)?;
         let leading = |w: &str| cache.leading.get(w).copied().filter(|&c| c > 0 && c <= n);
         let first = (0..8)
             .map(|_| words[next(words.len())])
@@ -344,6 +343,73 @@ impl Tok {
             "could not build a prompt of exactly {n} tokens with this tokenizer"
         )))
     }
+}
+
+impl Tok {
+    /// Counts every word of `words` once (after a space and at the start of a text) into
+    /// `cache`; `Err` when no word is a single token after a space.
+    fn fill_cache(&self, words: &[&str], cache: &mut WordCache) -> Result<(), TokError> {
+        if !cache.single.is_empty() {
+            return Ok(());
+        }
+        for w in words {
+            let c = self.count(&format!(" {w}"));
+            cache.counts.insert((*w).to_string(), c);
+            cache.leading.insert((*w).to_string(), self.count(w));
+            if c == 1 {
+                cache.single.push(format!(" {w}"));
+            }
+        }
+        if cache.single.is_empty() {
+            return Err(TokError::Encode(
+                "no word of the word source is a single token under this tokenizer".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The words of `words` that are one token after a space, each with its space
+    /// (`" w"`): a run of them is exactly as many tokens wherever it follows a text that ends
+    /// before a space (the pre-tokenizers split there), so blocks built of them concatenate
+    /// into prompts that share exactly their common blocks' tokens.
+    pub fn single_token_words<'c>(
+        &self,
+        words: &[&str],
+        cache: &'c mut WordCache,
+    ) -> Result<&'c [String], TokError> {
+        self.fill_cache(words, cache)?;
+        Ok(&cache.single)
+    }
+}
+
+/// The `tokenizer.json` of a tokenizer directory, or why there is none.
+fn tokenizer_in(dir: &Path) -> Result<std::path::PathBuf, TokError> {
+    let file = dir.join("tokenizer.json");
+    if file.is_file() {
+        return Ok(file);
+    }
+    let slow: Vec<&str> = [
+        "tokenizer.model",
+        "vocab.json",
+        "merges.txt",
+        "vocab.txt",
+        "spiece.model",
+    ]
+    .into_iter()
+    .filter(|f| dir.join(f).is_file())
+    .collect();
+    let reason = if slow.is_empty() {
+        "the directory holds no tokenizer.json".to_string()
+    } else {
+        format!(
+            "the directory holds no tokenizer.json, only a slow tokenizer's files ({}); save the fast tokenizer with transformers' AutoTokenizer.from_pretrained(dir).save_pretrained(dir), or pass the GGUF view tools/gguf_sidecars.py writes",
+            slow.join(", ")
+        )
+    };
+    Err(TokError::Invalid {
+        path: dir.display().to_string(),
+        reason,
+    })
 }
 
 /// Per-tokenizer memo of word token counts (after a space, and at the start of a text) and
@@ -434,7 +500,33 @@ mod tests {
             inner: Inner::File(Box::new(from_gguf_view(&doc).unwrap())),
             sha256: None,
             kind: "gguf_tokenizer_view",
+            file: None,
         }
+    }
+
+    #[test]
+    fn a_tokenizer_directory_is_read_through_its_tokenizer_json() {
+        let d = tempfile::tempdir().unwrap();
+        let err = Tok::load(d.path()).unwrap_err().to_string();
+        assert!(
+            err.ends_with("the directory holds no tokenizer.json"),
+            "{err}"
+        );
+        std::fs::write(d.path().join("vocab.json"), "{}").unwrap();
+        std::fs::write(d.path().join("merges.txt"), "").unwrap();
+        let err = Tok::load(d.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("only a slow tokenizer's files (vocab.json, merges.txt)"),
+            "{err}"
+        );
+        qual_test_fixtures::word_level_tokenizer(d.path(), &["a", "b"]);
+        let t = Tok::load(d.path()).unwrap();
+        assert_eq!(t.kind, "huggingface_tokenizer_json");
+        assert_eq!(
+            t.file.as_deref(),
+            Some(d.path().join("tokenizer.json").as_path())
+        );
+        assert_eq!(t.count("a b a"), 3);
     }
 
     #[test]

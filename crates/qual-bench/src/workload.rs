@@ -6,7 +6,8 @@
 //! suffix), multi-turn conversations (each turn carries the earlier turns and the server's
 //! replies; the engine builds the history), dataset replay (ShareGPT-style conversations and
 //! prompt/output-length lists, JSONL) and trace replay (JSONL lines with a `timestamp` in ms,
-//! `input_length`, `output_length`, as the Mooncake traces; `hash_ids` accepted and unused).
+//! `input_length`, `output_length`, as the Mooncake traces; `hash_ids` honoured: a line's
+//! prompt is its blocks, one text per hash id, shared by every line that names it).
 //!
 //! Input files are read strictly: each line is strict JSON (`qual-json`: duplicate keys,
 //! NaN…) and then a closed schema (`deny_unknown_fields`), with every bad line reported as
@@ -402,22 +403,91 @@ struct LengthLine {
     timestamp: Option<f64>,
     input_length: u64,
     output_length: u64,
+    /// The prompt's blocks of `block_size` tokens, each named by a hash id (the last may be
+    /// shorter): lines that share a hash id share that block's text.
     #[serde(default)]
-    #[allow(dead_code)]
     hash_ids: Option<Vec<u64>>,
+}
+
+/// The prompts of a trace with `hash_ids`: one text per block (hash id, position 0 or
+/// not, length), built once and reused by every line that names it.
+struct Blocks<'a> {
+    tok: &'a Tok,
+    size: u64,
+    seed: u64,
+    cache: WordCache,
+    texts: std::collections::HashMap<(u64, bool, u64), String>,
+}
+
+impl Blocks<'_> {
+    /// The prompt of `ids` for `input_length` tokens: full blocks, the last one the rest.
+    /// The first block is an exact-length text (its first word without a leading space),
+    /// every later one single-token words after spaces, so a block's tokens are the same in
+    /// every prompt that holds it. `Err` names the line's problem.
+    fn prompt(&mut self, ids: &[u64], input_length: u64) -> Result<String, String> {
+        let n = ids.len() as u64;
+        let need = input_length.div_ceil(self.size);
+        if n != need {
+            return Err(format!(
+                "/hash_ids: {n} blocks of {} tokens do not hold input_length {input_length} (it takes {need}; is the trace's block size {}? set --trace-block-size)",
+                self.size,
+                if n > 0 { input_length.div_ceil(n) } else { 0 }
+            ));
+        }
+        let mut text = String::new();
+        for (j, &h) in ids.iter().enumerate() {
+            let len = if j + 1 == ids.len() {
+                input_length - self.size * (n - 1)
+            } else {
+                self.size
+            };
+            let key = (h, j == 0, len);
+            if !self.texts.contains_key(&key) {
+                let mut rng = SplitMix64::new(self.seed ^ h.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                let mut pick = |k: usize| below(&mut rng, k as u64) as usize;
+                let block = if j == 0 {
+                    self.tok.exact_prompt(len, &WORDS, &mut self.cache, pick)
+                } else {
+                    self.tok
+                        .single_token_words(&WORDS, &mut self.cache)
+                        .map(|single| {
+                            (0..len)
+                                .map(|_| single[pick(single.len())].as_str())
+                                .collect()
+                        })
+                }
+                .map_err(|e| e.to_string())?;
+                self.texts.insert(key, block);
+            }
+            text.push_str(&self.texts[&key]);
+        }
+        Ok(text)
+    }
 }
 
 /// A prompt/output-length list (`{"input_length", "output_length"}` per line) or a trace
 /// (the same plus `timestamp` in ms): exact-length synthetic prompts at those lengths; for
-/// a trace each session's offset is its timestamp (seconds, relative to the first).
+/// a trace each session's offset is its timestamp (seconds, relative to the first). A line
+/// with `hash_ids` gets its prompt from blocks of `block_size` tokens, one per hash id,
+/// shared with every line naming the same id (the Mooncake traces' prefix reuse); its input
+/// tokens are then counted on the whole prompt.
 pub fn lengths_file(
     path: &Path,
     trace: bool,
     tok: &Tok,
     o: &BodyOptions,
     seed: u64,
+    block_size: u64,
 ) -> Result<Workload, WorkloadError> {
     let lines: Vec<LengthLine> = jsonl(path)?;
+    let mut blocks = Blocks {
+        tok,
+        size: block_size.max(1),
+        seed,
+        cache: WordCache::default(),
+        texts: std::collections::HashMap::new(),
+    };
+    let mut with_ids = 0;
     let mut cache = WordCache::default();
     let mut words = SplitMix64::new(seed ^ 0x776f_7264_7300_0000);
     let mut pick = |n: usize| below(&mut words, n as u64) as usize;
@@ -446,13 +516,26 @@ pub fn lengths_file(
             }
             (false, _) => None,
         };
-        let text = tok.exact_prompt(l.input_length, &WORDS, &mut cache, &mut pick)?;
+        let (text, input_tokens) = match l.hash_ids.as_deref() {
+            Some(ids) if !ids.is_empty() => {
+                with_ids += 1;
+                let text = blocks
+                    .prompt(ids, l.input_length)
+                    .map_err(|e| WorkloadError::Invalid(format!("line {}: {e}", i + 1)))?;
+                let n = tok.count(&text);
+                (text, n)
+            }
+            _ => (
+                tok.exact_prompt(l.input_length, &WORDS, &mut cache, &mut pick)?,
+                l.input_length,
+            ),
+        };
         let id = format!("r{i}");
         info.insert(
             id.clone(),
             TurnInfo {
                 turn: 0,
-                input_tokens: Some(l.input_length),
+                input_tokens: Some(input_tokens),
                 max_tokens: l.output_length,
             },
         );
@@ -480,6 +563,9 @@ pub fn lengths_file(
             "kind": if trace { "trace" } else { "length_list" },
             "file": path.display().to_string(),
             "lines": lines.len(), "seed": seed, "tokenizer_sha256": tok.sha256, "tokenizer": tok.source(),
+            "hash_ids": serde_json::json!({
+                "lines": with_ids, "block_size": blocks.size, "distinct_blocks": blocks.texts.len(),
+            }),
         }),
     })
 }
@@ -588,5 +674,74 @@ mod tests {
         let n = Lengths::parse("normal:100:10").unwrap();
         let mean = (0..2000).map(|_| n.draw(&mut rng) as f64).sum::<f64>() / 2000.0;
         assert!((mean - 100.0).abs() < 2.0, "{mean}");
+    }
+
+    /// A word-level tokenizer over [`WORDS`] (one token per word) in `dir`.
+    fn word_tok(dir: &Path) -> Tok {
+        Tok::load(&qual_test_fixtures::word_level_tokenizer(dir, &WORDS)).unwrap()
+    }
+
+    #[test]
+    fn trace_hash_ids_share_exactly_their_blocks() {
+        let d = tempfile::tempdir().unwrap();
+        let tok = word_tok(d.path());
+        let trace = d.path().join("trace.jsonl");
+        std::fs::write(
+            &trace,
+            [
+                r#"{"timestamp": 0, "input_length": 12, "output_length": 2, "hash_ids": [1, 2, 3]}"#,
+                r#"{"timestamp": 10, "input_length": 10, "output_length": 2, "hash_ids": [1, 2, 5]}"#,
+                r#"{"timestamp": 20, "input_length": 8, "output_length": 2, "hash_ids": [1, 9]}"#,
+                r#"{"timestamp": 30, "input_length": 12, "output_length": 2, "hash_ids": [1, 2, 3]}"#,
+                r#"{"timestamp": 40, "input_length": 7, "output_length": 2}"#,
+            ]
+            .join("\n"),
+        )
+        .unwrap();
+        let o = BodyOptions {
+            endpoint: Endpoint::Completions,
+            ignore_eos: false,
+            temperature: None,
+        };
+        let wl = lengths_file(&trace, true, &tok, &o, 7, 4).unwrap();
+        let words: Vec<Vec<String>> = wl
+            .plan
+            .sessions
+            .iter()
+            .map(|s| {
+                let p = s.turns[0].body["prompt"].as_str().unwrap();
+                p.split_whitespace().map(String::from).collect()
+            })
+            .collect();
+        let lens: Vec<usize> = words.iter().map(Vec::len).collect();
+        assert_eq!(lens, [12, 10, 8, 12, 7]);
+        let common =
+            |a: &[String], b: &[String]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        // Same ids, same prompt; [1, 2, 3] and [1, 2, 5] share exactly two blocks; [1, 9]
+        // exactly one with each.
+        assert_eq!(words[0], words[3]);
+        assert_eq!(common(&words[0], &words[1]), 8);
+        assert_eq!(common(&words[0], &words[2]), 4);
+        assert_eq!(common(&words[1], &words[2]), 4);
+        for (i, n) in [12, 10, 8, 12, 7].into_iter().enumerate() {
+            assert_eq!(wl.info[&format!("r{i}")].input_tokens, Some(n));
+        }
+        assert_eq!(wl.description["hash_ids"]["lines"], 4);
+        assert_eq!(wl.description["hash_ids"]["distinct_blocks"], 5);
+        // A line whose blocks cannot hold its length is refused by line and pointer.
+        std::fs::write(
+            &trace,
+            r#"{"timestamp": 0, "input_length": 12, "output_length": 2, "hash_ids": [1, 2]}"#,
+        )
+        .unwrap();
+        let err = lengths_file(&trace, true, &tok, &o, 7, 4)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "line 1: /hash_ids: 2 blocks of 4 tokens do not hold input_length 12 (it takes 3"
+            ),
+            "{err}"
+        );
     }
 }

@@ -71,8 +71,27 @@ pub fn scrape(
     path: &str,
     timeout: Duration,
 ) -> Result<BTreeMap<String, f64>, String> {
-    let (status, body) = rt.block_on(qual_serve::client::fetch(
+    scrape_at(
+        rt,
         addr,
+        &qual_serve::client::Target::plain(addr),
+        path,
+        timeout,
+    )
+}
+
+/// [`scrape`] on `target` (its Host header, path prefix, credential, headers and TLS:
+/// `bench` against the URL it was given).
+pub fn scrape_at(
+    rt: &tokio::runtime::Runtime,
+    addr: SocketAddr,
+    target: &qual_serve::client::Target,
+    path: &str,
+    timeout: Duration,
+) -> Result<BTreeMap<String, f64>, String> {
+    let (status, body) = rt.block_on(qual_serve::client::fetch_at(
+        addr,
+        target,
         path,
         None,
         timeout,
@@ -105,6 +124,56 @@ pub fn delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> S
         completion_tokens: pick(&TOKEN_COUNTERS),
         counter_deltas,
     }
+}
+
+/// The engine's counters checked against the client's own counts over the same window.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Accounting {
+    /// The counters account for at least what the client saw.
+    pub passed: bool,
+    /// Each counter against the client's count, or what fell short.
+    pub detail: String,
+}
+
+/// Checks the counters of `d` that overlap the client's counts (`successes` completed
+/// requests, `client_tokens` completion tokens): the engine must account for at least what
+/// the client saw (other clients may add to the counters; none may take away). `None` when
+/// the engine has neither counter.
+pub fn account(d: &ServerMetricsDelta, successes: u64, client_tokens: u64) -> Option<Accounting> {
+    if d.requests_completed.is_none() && d.completion_tokens.is_none() {
+        return None;
+    }
+    let mut bad = Vec::new();
+    let mut parts = Vec::new();
+    if let Some(r) = &d.requests_completed {
+        parts.push(format!("{} {} (client: {successes})", r.metric, r.delta));
+        if r.delta < successes as f64 {
+            bad.push(format!(
+                "the server reported {} completed requests, the client saw {successes}",
+                r.delta
+            ));
+        }
+    }
+    if let Some(t) = &d.completion_tokens {
+        parts.push(format!(
+            "{} {} (client: {client_tokens})",
+            t.metric, t.delta
+        ));
+        if t.delta < client_tokens as f64 {
+            bad.push(format!(
+                "the server reported {} generated tokens, the client counted {client_tokens}",
+                t.delta
+            ));
+        }
+    }
+    Some(Accounting {
+        passed: bad.is_empty(),
+        detail: if bad.is_empty() {
+            parts.join("; ")
+        } else {
+            bad.join("; ")
+        },
+    })
 }
 
 #[cfg(test)]

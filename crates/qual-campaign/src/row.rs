@@ -578,43 +578,11 @@ pub(crate) fn server_gates(
 }
 
 /// `server_request_accounting`: the engine's own counters must account for at least what the
-/// client saw (a server that reports fewer completed requests or tokens fails).
+/// client saw (a server that reports fewer completed requests or tokens fails;
+/// [`crate::prom::account`]).
 fn accounting(d: &ServerMetricsDelta, successes: u64, client_tokens: u64) -> Option<Gate> {
-    if d.requests_completed.is_none() && d.completion_tokens.is_none() {
-        return None;
-    }
-    let mut bad = Vec::new();
-    let mut parts = Vec::new();
-    if let Some(r) = &d.requests_completed {
-        parts.push(format!("{} {} (client: {successes})", r.metric, r.delta));
-        if r.delta < successes as f64 {
-            bad.push(format!(
-                "the server reported {} completed requests, the client saw {successes}",
-                r.delta
-            ));
-        }
-    }
-    if let Some(t) = &d.completion_tokens {
-        parts.push(format!(
-            "{} {} (client: {client_tokens})",
-            t.metric, t.delta
-        ));
-        if t.delta < client_tokens as f64 {
-            bad.push(format!(
-                "the server reported {} generated tokens, the client counted {client_tokens}",
-                t.delta
-            ));
-        }
-    }
-    Some(gate(
-        "server_request_accounting",
-        bad.is_empty(),
-        if bad.is_empty() {
-            parts.join("; ")
-        } else {
-            bad.join("; ")
-        },
-    ))
+    crate::prom::account(d, successes, client_tokens)
+        .map(|a| gate("server_request_accounting", a.passed, a.detail))
 }
 
 #[cfg(test)]

@@ -203,11 +203,10 @@ pub async fn probe_models_at(addr: SocketAddr, target: &Target, timeout: Duratio
         let mut conn = connect_to(addr, target)
             .await
             .map_err(|e| format!("connect: {}", qual_json::show::io_error(&e)))?;
-        let mut builder = hyper::Request::get(format!("{}/v1/models", target.base_path))
-            .header(hyper::header::HOST, target.host.as_str());
-        if let Some(auth) = &target.authorization {
-            builder = builder.header(hyper::header::AUTHORIZATION, auth.clone());
-        }
+        let builder = target.decorate(
+            hyper::Request::get(format!("{}/v1/models", target.base_path))
+                .header(hyper::header::HOST, target.host.as_str()),
+        );
         let req = builder
             .body(FullBody::default())
             .map_err(|e| e.to_string())?;
@@ -477,6 +476,10 @@ fn parse_usage(u: &serde_json::Value) -> Result<Usage, String> {
         prompt_tokens: f("prompt_tokens")?,
         completion_tokens: f("completion_tokens")?,
         total_tokens: f("total_tokens")?,
+        cached_tokens: u
+            .get("prompt_tokens_details")
+            .and_then(|d| d.get("cached_tokens"))
+            .and_then(|c| c.as_u64()),
     };
     if usage.prompt_tokens.checked_add(usage.completion_tokens) != Some(usage.total_tokens) {
         return Err("usage record has total_tokens != prompt_tokens + completion_tokens".into());
@@ -518,6 +521,8 @@ pub struct Target {
     /// Prepended to every request path (`""` or `/prefix`, no trailing slash).
     pub base_path: String,
     authorization: Option<hyper::header::HeaderValue>,
+    /// Extra request headers (`bench --header NAME:VALUE`), sent on every request.
+    headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
     /// The bare key, kept only to redact it from what the server sends back ([`Target::redact`]).
     secret: Option<Arc<str>>,
     tls: Option<Tls>,
@@ -532,6 +537,14 @@ impl std::fmt::Debug for Target {
                 "authorization",
                 &self.authorization.as_ref().map(|_| "<redacted>"),
             )
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>(),
+            )
             .field("tls", &self.tls.is_some())
             .finish()
     }
@@ -544,9 +557,66 @@ impl Target {
             host: addr.to_string(),
             base_path: String::new(),
             authorization: None,
+            headers: Vec::new(),
             secret: None,
             tls: None,
         }
+    }
+
+    /// Adds the header `name: value` to every request (marked sensitive: a value may be a
+    /// credential). Refused: the headers the client sets itself (`host`, `content-type`,
+    /// `content-length`, `transfer-encoding`, `connection`, `accept`, `user-agent`) and
+    /// `authorization` (`--api-key-env` sends it and keeps it out of every record); an
+    /// invalid name or value. The message never contains the value.
+    pub fn with_header(mut self, name: &str, value: &str) -> Result<Target, String> {
+        let n = hyper::header::HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| format!("{name:?} is not a valid http header name"))?;
+        const OWN: [&str; 7] = [
+            "host",
+            "content-type",
+            "content-length",
+            "transfer-encoding",
+            "connection",
+            "accept",
+            "user-agent",
+        ];
+        if n == hyper::header::AUTHORIZATION {
+            return Err("the authorization header is sent by --api-key-env, which keeps the key out of every record; use that".into());
+        }
+        if OWN.contains(&n.as_str()) {
+            return Err(format!("the client sets the {} header itself", n.as_str()));
+        }
+        let mut v = hyper::header::HeaderValue::from_str(value.trim_start()).map_err(|_| {
+            format!(
+                "the value of header {} is not a valid http header value",
+                n.as_str()
+            )
+        })?;
+        v.set_sensitive(true);
+        self.headers.push((n, v));
+        Ok(self)
+    }
+
+    /// The extra headers' names, in order (their values are never shown).
+    pub fn header_names(&self) -> Vec<String> {
+        self.headers
+            .iter()
+            .map(|(n, _)| n.as_str().to_string())
+            .collect()
+    }
+
+    /// `builder` with the credential and the extra headers.
+    fn decorate(
+        &self,
+        mut builder: hyper::http::request::Builder,
+    ) -> hyper::http::request::Builder {
+        if let Some(auth) = &self.authorization {
+            builder = builder.header(hyper::header::AUTHORIZATION, auth.clone());
+        }
+        for (n, v) in &self.headers {
+            builder = builder.header(n, v.clone());
+        }
+        builder
     }
 
     /// Speaks TLS to the server.
@@ -747,9 +817,7 @@ async fn send(
             hyper::header::USER_AGENT,
             concat!("kiln-qual/", env!("CARGO_PKG_VERSION")),
         );
-    if let Some(auth) = &call.target.authorization {
-        builder = builder.header(hyper::header::AUTHORIZATION, auth.clone());
-    }
+    builder = call.target.decorate(builder);
     let req = match builder.body(FullBody::new(call.body.clone())) {
         Ok(r) => r,
         Err(e) => {
@@ -1209,10 +1277,7 @@ pub async fn fetch_at(
             Some(_) => hyper::Request::post(uri.as_str())
                 .header(hyper::header::CONTENT_TYPE, "application/json"),
         };
-        builder = builder.header(hyper::header::HOST, target.host.as_str());
-        if let Some(auth) = &target.authorization {
-            builder = builder.header(hyper::header::AUTHORIZATION, auth.clone());
-        }
+        builder = target.decorate(builder.header(hyper::header::HOST, target.host.as_str()));
         let req = builder
             .body(
                 json_body

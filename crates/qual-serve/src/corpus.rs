@@ -272,6 +272,34 @@ impl SplitMix64 {
     pub fn unit_open0(&mut self) -> f64 {
         ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
     }
+
+    /// Standard normal (Box–Muller, one of the pair).
+    pub fn normal(&mut self) -> f64 {
+        let (u1, u2) = (self.unit_open0(), self.unit_open0());
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+
+    /// Gamma(`shape`, 1) (`shape > 0`): Marsaglia and Tsang's method (2000), with
+    /// `Gamma(k) = Gamma(k + 1) · U^(1/k)` for `k < 1`.
+    pub fn gamma(&mut self, shape: f64) -> f64 {
+        if shape < 1.0 {
+            let u = self.unit_open0();
+            return self.gamma(shape + 1.0) * u.powf(1.0 / shape);
+        }
+        let d = shape - 1.0 / 3.0;
+        let c = 1.0 / (9.0 * d).sqrt();
+        loop {
+            let x = self.normal();
+            let v = (1.0 + c * x).powi(3);
+            if v <= 0.0 {
+                continue;
+            }
+            let u = self.unit_open0();
+            if u.ln() < 0.5 * x * x + d - d * v + d * v.ln() {
+                return d * v;
+            }
+        }
+    }
 }
 
 /// The seeded permutation of `0..n`.

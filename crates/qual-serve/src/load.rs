@@ -65,6 +65,14 @@ pub enum Arrival {
         /// Mean requests per second.
         rate_per_second: f64,
     },
+    /// Gamma-distributed gaps with mean `1 / rate_per_second`: `shape` 1 is Poisson, below
+    /// 1 burstier (coefficient of variation `1 / √shape`), above 1 more regular.
+    Gamma {
+        /// Mean requests per second.
+        rate_per_second: f64,
+        /// The gaps' shape parameter (> 0).
+        shape: f64,
+    },
 }
 
 /// Everything the generator needs besides the corpus.
@@ -766,6 +774,15 @@ impl Iterator for Offsets {
                 }
                 self.t
             }
+            Arrival::Gamma {
+                rate_per_second,
+                shape,
+            } => {
+                if self.i > 0 {
+                    self.t += self.rng.gamma(shape) / (shape * rate_per_second);
+                }
+                self.t
+            }
         };
         self.i += 1;
         Some(self.ramped(u))
@@ -905,10 +922,17 @@ fn check_plan(plan: &RequestPlan, spec: &LoadSpec, opts: &EngineOptions) -> Resu
         Arrival::ClosedLoop { concurrency: 0 } => {
             return Err(LoadError::Plan("concurrency must be at least 1".into()))
         }
-        Arrival::Constant { rate_per_second } | Arrival::Poisson { rate_per_second }
-            if !(rate_per_second.is_finite() && rate_per_second > 0.0) =>
-        {
+        Arrival::Constant { rate_per_second }
+        | Arrival::Poisson { rate_per_second }
+        | Arrival::Gamma {
+            rate_per_second, ..
+        } if !(rate_per_second.is_finite() && rate_per_second > 0.0) => {
             return Err(LoadError::Plan("rate must be a finite number > 0".into()))
+        }
+        Arrival::Gamma { shape, .. } if !(shape.is_finite() && shape > 0.0) => {
+            return Err(LoadError::Plan(
+                "the gamma shape must be a finite number > 0".into(),
+            ))
         }
         _ => {}
     }
@@ -1343,5 +1367,33 @@ mod tests {
         // Mean gap 1/100 s; with 20000 gaps the sample mean is within 3% (sd of mean 0.7%).
         let mean_gap = p[20000] / 20000.0;
         assert!((mean_gap - 0.01).abs() < 0.0003, "mean gap {mean_gap}");
+    }
+
+    #[test]
+    fn gamma_gaps_keep_the_rate_and_set_the_burstiness() {
+        for shape in [0.25, 1.0, 4.0] {
+            let a = Arrival::Gamma {
+                rate_per_second: 100.0,
+                shape,
+            };
+            let g = open_loop_offsets(a, 40001, 3);
+            assert_eq!(g, open_loop_offsets(a, 40001, 3));
+            let gaps: Vec<f64> = g.windows(2).map(|w| w[1] - w[0]).collect();
+            assert!(gaps.iter().all(|&x| x >= 0.0));
+            let n = gaps.len() as f64;
+            let mean = gaps.iter().sum::<f64>() / n;
+            let var = gaps.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+            // Mean 1/rate (sd of the mean cv/√n: under 1.5% here); cv 1/√shape.
+            assert!(
+                (mean - 0.01).abs() < 0.0005,
+                "shape {shape}: mean gap {mean}"
+            );
+            let cv = var.sqrt() / mean;
+            let want = 1.0 / shape.sqrt();
+            assert!(
+                (cv - want).abs() < 0.06 * want,
+                "shape {shape}: cv {cv}, want {want}"
+            );
+        }
     }
 }

@@ -92,6 +92,15 @@ pub struct MockConfig {
     /// Injection: echo the request's `Authorization` header back as the first content
     /// event's text and as the finish reason (and in an injected error event's message).
     pub echo_authorization: bool,
+    /// Injection: every n-th completion request (1-based count; 1 = every one) streams no
+    /// usage record although `stream_options.include_usage` asked for one.
+    pub omit_usage_every: Option<u64>,
+    /// Injection: every n-th completion request (1-based count; 1 = every one) ends its
+    /// stream without `data: [DONE]`.
+    pub omit_done_every: Option<u64>,
+    /// Answer a completion request that lacks this header (name, value) with HTTP 400 (a
+    /// gateway that needs a tenant or routing header).
+    pub require_header: Option<(String, String)>,
 }
 
 impl Default for MockConfig {
@@ -118,6 +127,9 @@ impl Default for MockConfig {
             metrics: false,
             metrics_undercount: 0,
             echo_authorization: false,
+            omit_usage_every: None,
+            omit_done_every: None,
+            require_header: None,
         }
     }
 }
@@ -194,6 +206,15 @@ pub fn parse_flags(args: &[String]) -> Result<MockConfig, String> {
             "--metrics" => c.metrics = true,
             "--metrics-undercount" => c.metrics_undercount = int(it.next(), a)?,
             "--echo-authorization" => c.echo_authorization = true,
+            "--omit-usage-every" => c.omit_usage_every = Some(int(it.next(), a)?.max(1)),
+            "--omit-done-every" => c.omit_done_every = Some(int(it.next(), a)?.max(1)),
+            "--require-header" => {
+                let v = it.next().ok_or("--require-header needs NAME:VALUE")?;
+                let (n, x) = v
+                    .split_once(':')
+                    .ok_or("--require-header needs NAME:VALUE")?;
+                c.require_header = Some((n.trim().to_string(), x.trim().to_string()));
+            }
             other => return Err(format!("unknown flag: {other}")),
         }
     }
@@ -478,6 +499,15 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
     }
     // The TTFT clock starts when the handler starts, before the body is read.
     let start = Instant::now();
+    if let Some((name, value)) = &st.cfg.require_header {
+        let got = req.headers().get(name.as_str()).map(|v| v.as_bytes());
+        if got != Some(value.as_bytes()) {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({"error": {"message": format!("missing required header {name}"), "type": "invalid_request_error"}}),
+            );
+        }
+    }
     let echo = st
         .cfg
         .echo_authorization
@@ -551,6 +581,8 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
         finish,
         prompt_tokens,
         include_usage,
+        omit_usage: hits(st.cfg.omit_usage_every, n),
+        send_done: !hits(st.cfg.omit_done_every, n),
         usage_completion_tokens: st.cfg.usage_completion_tokens,
         echo,
     };
@@ -596,6 +628,11 @@ async fn completion(st: Arc<State>, req: Request<Incoming>, ep: Endpoint) -> Res
         hyper::header::HeaderValue::from_static("no-cache"),
     );
     r
+}
+
+/// Whether request `n` (1-based) is one of every `every`-th.
+fn hits(every: Option<u64>, n: u64) -> bool {
+    every.is_some_and(|e| n.is_multiple_of(e))
 }
 
 async fn stream_paced(
@@ -707,6 +744,10 @@ struct Plan {
     finish: String,
     prompt_tokens: u64,
     include_usage: bool,
+    /// Send no usage record at all, streamed or not (the missing-usage injection).
+    omit_usage: bool,
+    /// End the stream with `data: [DONE]` (false: the missing-`[DONE]` injection).
+    send_done: bool,
     usage_completion_tokens: Option<u64>,
     /// The echoed `Authorization` header (injection), the first event's text.
     echo: Option<String>,
@@ -796,11 +837,13 @@ impl Plan {
         };
         let mut out = Vec::new();
         out.extend_from_slice(&sse(&self.chunk(choice)));
-        if self.include_usage {
+        if self.include_usage && !self.omit_usage {
             let u = serde_json::json!({"id": self.id, "object": self.object(), "created": 0, "model": self.model, "choices": [], "usage": self.usage()});
             out.extend_from_slice(&sse(&u));
         }
-        out.extend_from_slice(b"data: [DONE]\n\n");
+        if self.send_done {
+            out.extend_from_slice(b"data: [DONE]\n\n");
+        }
         Bytes::from(out)
     }
 
@@ -818,7 +861,11 @@ impl Plan {
             Endpoint::Chat => "chat.completion",
             Endpoint::Completions => "text_completion",
         };
-        serde_json::json!({"id": self.id, "object": object, "created": 0, "model": self.model, "choices": [choice], "usage": self.usage()})
+        let mut whole = serde_json::json!({"id": self.id, "object": object, "created": 0, "model": self.model, "choices": [choice]});
+        if !self.omit_usage {
+            whole["usage"] = self.usage();
+        }
+        whole
     }
 }
 
@@ -837,6 +884,8 @@ mod tests {
                 finish: "length".into(),
                 prompt_tokens: 1,
                 include_usage: true,
+                omit_usage: false,
+                send_done: true,
                 usage_completion_tokens: None,
                 echo: None,
             };

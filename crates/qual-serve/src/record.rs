@@ -69,6 +69,10 @@ pub struct Usage {
     pub completion_tokens: u64,
     /// `usage.total_tokens`
     pub total_tokens: u64,
+    /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens the server took from its
+    /// prefix cache (llama.cpp, vLLM, SGLang report it; absent when the server does not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
 }
 
 /// What the client itself received for one response, and the bound that puts on the
@@ -107,6 +111,64 @@ impl Outcome {
     pub fn is_success(&self) -> bool {
         matches!(self, Outcome::Succeeded)
     }
+}
+
+/// Each failure reason's stable kind, by the prefix the client's reasons start with (the
+/// reasons themselves carry per-request detail: a status body, a count, an address).
+const FAILURE_KINDS: [(&str, &str); 25] = [
+    ("in-band error event", "in_band_error"),
+    ("error response", "error_response"),
+    ("stream carried no usage record", "missing_usage"),
+    (
+        "non-streamed response carried no usage record",
+        "missing_usage",
+    ),
+    ("stream ended without data: [DONE]", "missing_done"),
+    (
+        "stream carried an event after data: [DONE]",
+        "event_after_done",
+    ),
+    ("stream ended inside an event", "truncated_event"),
+    ("stream carried no content event", "no_content"),
+    ("expected exactly one finish reason", "finish_reason_count"),
+    ("stream event is not a JSON object", "malformed_event"),
+    (
+        "response body is not a JSON completion object",
+        "malformed_response",
+    ),
+    ("response is not", "wrong_content_type"),
+    ("usage record", "malformed_usage"),
+    ("usage reports zero completion tokens", "usage_zero_tokens"),
+    ("usage claims", "usage_claim_above_bound"),
+    ("stream exceeded", "stream_over_limit"),
+    ("stream broke", "connection_broken"),
+    ("response body broke", "connection_broken"),
+    ("connection not ready", "connect"),
+    ("connect to", "connect"),
+    ("send request", "send"),
+    ("build request", "build_request"),
+    ("request timed out", "timeout"),
+    ("not completed: interrupted", "interrupted"),
+    ("request was never completed", "never_completed"),
+];
+
+/// The stable kind of a failure reason (`http_status_500`, `missing_usage`,
+/// `missing_done`, `in_band_error`, `timeout`, …; `other` for a reason no rule names), so
+/// failures can be counted by kind. Read from the reason text after a run, never on the
+/// request path.
+pub fn failure_kind(reason: &str) -> String {
+    if let Some(rest) = reason.strip_prefix("http status ") {
+        let code: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        return format!("http_status_{code}");
+    }
+    if reason.starts_with("stream carried ") && reason.ends_with(" usage records") {
+        return "duplicate_usage".into();
+    }
+    FAILURE_KINDS
+        .iter()
+        .find(|(prefix, _)| reason.starts_with(prefix))
+        .map_or("other", |(_, kind)| kind)
+        .to_string()
 }
 
 /// Everything observed for one request.
@@ -254,6 +316,32 @@ impl RequestRecord {
                 reason: "request was never completed".into(),
             },
             output_text: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failure_kind;
+
+    #[test]
+    fn failure_kinds_name_the_client_reasons() {
+        for (reason, kind) in [
+            ("http status 500: {\"error\":1}", "http_status_500"),
+            ("in-band error event: injected error event", "in_band_error"),
+            (
+                "stream carried no usage record although stream_options.include_usage was requested",
+                "missing_usage",
+            ),
+            ("stream ended without data: [DONE]", "missing_done"),
+            ("stream carried 2 usage records", "duplicate_usage"),
+            ("usage record lacks a non-negative integer total_tokens", "malformed_usage"),
+            ("usage claims 9 completion tokens, more than …", "usage_claim_above_bound"),
+            ("request timed out after 1 s", "timeout"),
+            ("stream broke: connection reset", "connection_broken"),
+            ("something new", "other"),
+        ] {
+            assert_eq!(failure_kind(reason), kind, "{reason}");
         }
     }
 }

@@ -26,7 +26,8 @@
 //!
 //! [`harness`] is the loud-skip test runner for targets whose tests need something real;
 //! [`synth`] writes generated receipt sets (with run and serving evidence) for the report's
-//! tests and benchmarks.
+//! tests and benchmarks; [`word_level_tokenizer`] the word-level `tokenizer.json` the bench
+//! tests count with.
 //!
 //! Invariant: fixtures only ever address 127.0.0.1.
 //!
@@ -184,4 +185,24 @@ impl Drop for DelegatedCgroup {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
     }
+}
+
+/// Writes `dir/tokenizer.json`, a Hugging Face word-level tokenizer over `words` (whitespace
+/// split, one token per word, `[UNK]` 0 for the rest: the way the mock server counts prompt
+/// tokens), and returns its path.
+pub fn word_level_tokenizer(dir: &std::path::Path, words: &[&str]) -> PathBuf {
+    let mut vocab = serde_json::Map::new();
+    vocab.insert("[UNK]".into(), 0.into());
+    for (i, w) in words.iter().enumerate() {
+        vocab.insert((*w).into(), (i + 1).into());
+    }
+    let doc = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
+    });
+    let p = dir.join("tokenizer.json");
+    std::fs::write(&p, doc.to_string()).expect("write tokenizer.json");
+    p
 }

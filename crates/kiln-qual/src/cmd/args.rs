@@ -70,6 +70,15 @@ where
     RangedU64ValueParser::<T>::new().range(range)
 }
 
+/// An http header `NAME:VALUE` (name and value trimmed; the name non-empty).
+pub fn header(s: &str) -> Result<(String, String), String> {
+    let (n, v) = s.split_once(':').ok_or("expected NAME:VALUE")?;
+    if n.trim().is_empty() {
+        return Err("the header name is empty".into());
+    }
+    Ok((n.trim().to_string(), v.trim().to_string()))
+}
+
 /// A CPU this process may run on: below the affinity-mask size and present on this host.
 pub fn cpu(s: &str) -> Result<usize, String> {
     let n: usize = s

@@ -2,11 +2,16 @@
 //! engine is qual-serve's; workloads, sweeps, search, statistics and outputs live in
 //! qual-bench.
 //!
-//! Exit codes: 0 when the benchmark ran and at least one run is valid; 1 when the workload,
-//! target or an output failed, no measured request succeeded, or every run was refused by the
-//! measurement-validity gate (the outputs are still written); 2 for usage errors (no
-//! tokenizer at all for a workload that needs one among them); 130 when SIGINT/SIGTERM
-//! stopped it (the points finished so far are summarised and written).
+//! Exit codes (the table in docs/bench.md; constants in `crate::exit`): 0 the benchmark ran,
+//! some run is valid and no run failed more requests than `--max-failure-rate`; 1 the
+//! workload, tokenizer file or target failed; 2 usage errors (no tokenizer at all for a
+//! workload that needs one among them); 5 the server failed (measured requests failed above
+//! the allowed rate, none succeeded, or its `--metrics-path` counters account for less than
+//! the client saw); 6 the measurement was refused (every run by the validity gate, or
+//! nothing measured); 7 an output could not be written (refused before anything ran, or its
+//! write failed); 130 when SIGINT/SIGTERM stopped it (the points finished so far are
+//! summarised and written). After a run the first of 7, 5, 6 that applies wins; the outputs
+//! are written in every case.
 //!
 //! Output files (`--output`, `--csv`, `--records`) are checked before anything else happens:
 //! each must not exist, its directory must, and no two may be the same path; `--json` prints
@@ -19,6 +24,7 @@ use crate::output::{self, err, errln, esc, esc_path, outln};
 use clap::{Args, Subcommand};
 use qual_bench::run::{self, BenchConfig, Point, Search, HEADLINE};
 use qual_bench::stats;
+use qual_bench::telemetry::{Memory, ServerMetrics, Telemetry};
 use qual_bench::tokenizer::Tok;
 use qual_bench::workload::{self, BodyOptions, Lengths, Synthetic, Workload};
 use qual_serve::client::{Target, Tls};
@@ -60,6 +66,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "VAR")]
     #[arg(help_heading = "Target")]
     pub api_key_env: Option<String>,
+    /// An extra request header `NAME:VALUE`, sent on every request (repeatable; the names
+    /// are recorded, the values never: they may be credentials).
+    #[arg(long = "header", value_name = "NAME:VALUE", value_parser = super::args::header)]
+    #[arg(help_heading = "Target")]
+    pub headers: Vec<(String, String)>,
     /// Extra trusted CA certificates (PEM) for an https URL, beside the system's roots.
     #[arg(value_parser = super::args::Path, long, value_name = "PEM")]
     #[arg(help_heading = "Target")]
@@ -72,9 +83,10 @@ pub struct BenchArgs {
     #[arg(long)]
     #[arg(help_heading = "Target")]
     pub no_stream: bool,
-    /// Tokenizer for exact-length prompts and client-side counts: a `tokenizer.json` or the
-    /// GGUF tokenizer view `tools/gguf_sidecars.py` writes beside a GGUF (default: the
-    /// server's own `/tokenize`, as llama.cpp, vLLM and SGLang serve it).
+    /// Tokenizer for exact-length prompts and client-side counts: a `tokenizer.json`, a
+    /// Hugging Face model or tokenizer directory holding one, or the GGUF tokenizer view
+    /// `tools/gguf_sidecars.py` writes beside a GGUF (default: the server's own `/tokenize`,
+    /// as llama.cpp, vLLM and SGLang serve it).
     #[arg(value_parser = super::args::Path, long, value_name = "FILE")]
     #[arg(help_heading = "Workload")]
     pub tokenizer: Option<PathBuf>,
@@ -106,10 +118,15 @@ pub struct BenchArgs {
     #[arg(value_parser = super::args::Path, long, value_name = "FILE", conflicts_with = "trace")]
     #[arg(help_heading = "Workload")]
     pub lengths_file: Option<PathBuf>,
-    /// Trace to replay (JSONL `{"timestamp" (ms), "input_length", "output_length"}`).
+    /// Trace to replay (JSONL `{"timestamp" (ms), "input_length", "output_length",
+    /// "hash_ids"?}`; lines sharing a hash id share that prompt block).
     #[arg(value_parser = super::args::Path, long, value_name = "FILE")]
     #[arg(help_heading = "Workload")]
     pub trace: Option<PathBuf>,
+    /// Tokens per `hash_ids` block of a trace or length list (the Mooncake traces' 512).
+    #[arg(long, default_value_t = 512, value_parser = count::<u64>(1..=1 << 20))]
+    #[arg(help_heading = "Workload")]
+    pub trace_block_size: u64,
     /// Trace time scale (0.5 replays twice as fast).
     #[arg(long, default_value = "1", value_parser = f64_in(0.0..=1000.0), requires = "trace")]
     #[arg(help_heading = "Workload")]
@@ -186,6 +203,37 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1, value_parser = count::<usize>(1..=1000))]
     #[arg(help_heading = "Statistics")]
     pub repeats: usize,
+    /// The largest fraction of a run's measured requests that may fail before the command
+    /// exits 5 (default 0: any failed request fails it).
+    #[arg(long, default_value = "0", value_parser = f64_in(0.0..=1.0), value_name = "F")]
+    #[arg(help_heading = "Statistics")]
+    pub max_failure_rate: f64,
+    /// Prometheus path scraped before and after every run (`/metrics` for llama.cpp
+    /// `--metrics`, vLLM, SGLang); the counters that overlap the client's counts are checked.
+    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Telemetry")]
+    pub metrics_path: Option<String>,
+    /// Sample memory during every run: auto, drm, nvml or process-tree (the campaign's
+    /// sources; process-tree needs --server-pid).
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    #[arg(help_heading = "Telemetry")]
+    pub memory_source: Option<super::campaign::MemorySourceArg>,
+    /// DRM counter file (with --memory-source drm or auto).
+    #[arg(long, value_parser = super::args::Path, value_name = "FILE", requires = "memory_source")]
+    #[arg(help_heading = "Telemetry")]
+    pub memory_path: Option<PathBuf>,
+    /// NVML device index (with --memory-source nvml or auto).
+    #[arg(long, conflicts_with = "memory_path", requires = "memory_source")]
+    #[arg(help_heading = "Telemetry")]
+    pub memory_device_index: Option<u32>,
+    /// Memory sampling interval, ms (1..=60000).
+    #[arg(long, default_value_t = 50, value_parser = count::<u64>(1..=60_000))]
+    #[arg(help_heading = "Telemetry")]
+    pub memory_sample_ms: u64,
+    /// The server's pid, for --memory-source process-tree (or auto without a device counter).
+    #[arg(long, value_name = "PID")]
+    #[arg(help_heading = "Telemetry")]
+    pub server_pid: Option<u32>,
     #[command(flatten)]
     #[command(next_help_heading = "Load engine and gates")]
     pub load: LoadArgs,
@@ -312,7 +360,7 @@ fn load_workload(a: &BenchArgs, tok: Option<&Tok>) -> Result<Workload, String> {
         workload::sharegpt(p, tok, &body, a.turns.max(1), fallback)
     } else if let Some(p) = a.trace.as_ref().or(a.lengths_file.as_ref()) {
         let tok = tok.ok_or_else(|| need("a trace or length list"))?;
-        workload::lengths_file(p, a.trace.is_some(), tok, &body, a.seed)
+        workload::lengths_file(p, a.trace.is_some(), tok, &body, a.seed, a.trace_block_size)
     } else {
         let tok = tok.ok_or_else(|| need("a synthetic workload"))?;
         workload::synthetic(
@@ -344,6 +392,7 @@ fn points(a: &BenchArgs) -> Vec<Point> {
             .map(|&r| Point::Rate {
                 rate_per_second: r,
                 poisson: a.load.arrival == ArrivalKind::Poisson,
+                gamma_shape: (a.load.arrival == ArrivalKind::Gamma).then_some(a.load.gamma_shape),
             })
             .collect();
     }
@@ -382,6 +431,11 @@ fn resolve(a: &BenchArgs, url: &Url) -> Result<(std::net::SocketAddr, Target, St
         format!("{}:{}", url.host, url.port)
     };
     target.base_path = url.prefix.clone();
+    for (name, value) in &a.headers {
+        target = target
+            .with_header(name, value)
+            .map_err(|e| format!("use --header {}: {e}", esc(name)))?;
+    }
     if let Some(var) = &a.api_key_env {
         let key = std::env::var(var).map_err(|_| {
             format!(
@@ -429,7 +483,7 @@ pub fn run(a: BenchArgs) -> i32 {
         Ok(o) => o,
         Err(e) => {
             errln!("kiln-qual: failed to start the benchmark: {e}");
-            return exit::FAILED;
+            return exit::OUTPUT_FAILED;
         }
     };
     let (addr, target, model) = match resolve(&a, &url) {
@@ -486,6 +540,7 @@ pub fn run(a: BenchArgs) -> i32 {
         validity: a.load.gate.limits(),
         percentiles: a.percentiles.0.clone(),
         repeats: a.repeats,
+        max_failure_rate: a.max_failure_rate,
     };
     if let Err(e) = qual_exec::signals::install_forwarding() {
         errln!("kiln-qual: failed to install signal forwarding: {e}");
@@ -495,7 +550,14 @@ pub fn run(a: BenchArgs) -> i32 {
     let sink = bar
         .is_shown()
         .then(|| bar.clone() as Arc<dyn qual_serve::load::ProgressSink>);
-    let result = run::bench(&cfg, &wl, sink);
+    let telemetry = match telemetry(&a, &cfg) {
+        Ok(t) => t,
+        Err(e) => {
+            errln!("kiln-qual: failed to set up the telemetry: {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
+    let result = run::bench(&cfg, &wl, &telemetry, sink);
     bar.finish();
     let result = match result {
         Ok(r) => r,
@@ -510,14 +572,61 @@ pub fn run(a: BenchArgs) -> i32 {
     if !crate::output::quiet() {
         err!("{}", summary(&result, &cfg));
     }
-    let mut code = write_outputs(&outputs, &result, &cfg);
+    let written = write_outputs(&outputs, &result, &cfg);
     if a.json == Some(None) {
         output::print_json(&result);
     }
-    if !any_valid_success(&result) {
-        code = exit::FAILED;
+    let verdict = verdict_code(&result);
+    // An output that could not be written outranks the verdict (docs/bench.md, "Exit codes").
+    if written != exit::OK {
+        written
+    } else {
+        verdict
     }
-    code
+}
+
+/// The exit code of the verdict (docs/bench.md, "Failures and exit codes"), said on stderr.
+fn verdict_code(result: &run::BenchResult) -> i32 {
+    match &result.verdict {
+        run::Verdict::Passed => exit::OK,
+        run::Verdict::ServerFailed { reasons } => {
+            for r in reasons {
+                errln!("kiln-qual: the server failed: {}", esc(r));
+            }
+            if result
+                .points
+                .iter()
+                .flat_map(|p| &p.runs)
+                .any(|r| r.metrics.failed_requests > 0)
+            {
+                errln!("kiln-qual: a failed request fails the benchmark; --max-failure-rate F allows that fraction of a run's measured requests to fail");
+            }
+            exit::SERVER_FAILED
+        }
+        run::Verdict::MeasurementRefused { reason } => {
+            errln!("kiln-qual: measurement refused: {}", esc(reason));
+            exit::MEASUREMENT_REFUSED
+        }
+    }
+}
+
+/// The scrapes and memory sampling asked for (`--metrics-path`, `--memory-source`).
+fn telemetry(a: &BenchArgs, cfg: &BenchConfig) -> Result<Telemetry, String> {
+    let mut t = Telemetry::none();
+    if let Some(path) = &a.metrics_path {
+        if !path.starts_with('/') {
+            return Err(format!("--metrics-path {} must start with /", esc(path)));
+        }
+        t = t.with_metrics(cfg.addr, cfg.target.clone(), path)?;
+    }
+    if let Some(src) = a.memory_source {
+        let req =
+            super::campaign::memory_request(src, a.memory_path.clone(), a.memory_device_index)?;
+        let source = qual_campaign::memory::resolve(&req, a.server_pid)
+            .map_err(|e| format!("use --memory-source: {e}"))?;
+        t = t.with_memory(source, Duration::from_millis(a.memory_sample_ms));
+    }
+    Ok(t)
 }
 
 /// The load engine's options: streaming, ramp-up, duration, early stop, token counting.
@@ -621,7 +730,7 @@ fn tokenizer(
             Ok(t) => {
                 errln!(
                     "tokenizer: {} ({}, {})",
-                    esc_path(p),
+                    esc_path(t.file.as_deref().unwrap_or(p)),
                     t.kind,
                     t.sha256.as_deref().unwrap_or("")
                 );
@@ -670,7 +779,7 @@ fn tokenizer(
 }
 
 /// Writes the result, CSV and records files that were asked for (each created new);
-/// `exit::FAILED` when one could not be written.
+/// `exit::OUTPUT_FAILED` when one could not be written.
 fn write_outputs(o: &Outputs, result: &run::BenchResult, cfg: &BenchConfig) -> i32 {
     let mut code = exit::OK;
     let writes: [(&Option<PathBuf>, Vec<u8>); 3] = [
@@ -707,27 +816,12 @@ fn write_outputs(o: &Outputs, result: &run::BenchResult, cfg: &BenchConfig) -> i
                 Ok(()) => errln!("kiln-qual: wrote {}", esc_path(p)),
                 Err(e) => {
                     errln!("kiln-qual: failed to write {}: {e}", esc_path(p));
-                    code = exit::FAILED;
+                    code = exit::OUTPUT_FAILED;
                 }
             }
         }
     }
     code
-}
-
-/// Whether some run had a successful measured request and some run passed the validity gate
-/// (otherwise says which did not).
-fn any_valid_success(result: &run::BenchResult) -> bool {
-    let runs: Vec<&run::RunResult> = result.points.iter().flat_map(|p| &p.runs).collect();
-    if runs.iter().all(|r| r.metrics.succeeded_requests == 0) {
-        errln!("kiln-qual: no measured request succeeded");
-        false
-    } else if runs.iter().all(|r| !r.valid) {
-        errln!("kiln-qual: every run was refused by the measurement-validity gate");
-        false
-    } else {
-        true
-    }
 }
 
 fn fmt(v: Option<f64>) -> String {
@@ -736,6 +830,71 @@ fn fmt(v: Option<f64>) -> String {
         Some(x) => format!("{x:.3}"),
         None => "-".into(),
     }
+}
+
+/// A run's failed requests by kind: the count, then one example (its index in `--records`
+/// and its reason).
+fn failure_lines(label: &str, run: &run::RunResult) -> String {
+    let mut s = format!(
+        "{label} run {}: {} of {} measured requests failed:\n",
+        run.repeat, run.metrics.failed_requests, run.metrics.measured_requests
+    );
+    for g in &run.failures {
+        s.push_str(&format!(
+            "  {} {}, e.g. request {}: {}\n",
+            g.count,
+            g.kind,
+            g.example_index,
+            esc(&g.example)
+        ));
+    }
+    s
+}
+
+/// A run's server counters and memory, when they were taken.
+fn telemetry_lines(label: &str, run: &run::RunResult) -> String {
+    let mut s = String::new();
+    match &run.server_metrics {
+        Some(ServerMetrics::Scraped {
+            path, accounting, ..
+        }) => {
+            let check = match accounting {
+                Some(a) if a.passed => format!("accounts for the client's counts: {}", a.detail),
+                Some(a) => format!("accounts for less than the client saw: {}", a.detail),
+                None => "no request or token counter known for this engine".into(),
+            };
+            s.push_str(&format!(
+                "{label} run {}: server {path}: {}\n",
+                run.repeat,
+                esc(&check)
+            ));
+        }
+        Some(ServerMetrics::Failed { path, reason }) => s.push_str(&format!(
+            "{label} run {}: server {path}: failed to scrape: {}\n",
+            run.repeat,
+            esc(reason)
+        )),
+        None => {}
+    }
+    match &run.memory {
+        Some(Memory::Sampled { source, snapshot }) => s.push_str(&format!(
+            "{label} run {}: memory ({}): baseline {} bytes, peak {} (+{}), {} samples\n",
+            run.repeat,
+            source.source,
+            snapshot.baseline_bytes,
+            snapshot.peak_bytes,
+            snapshot.peak_delta_bytes,
+            snapshot.samples
+        )),
+        Some(Memory::Failed { source, reason }) => s.push_str(&format!(
+            "{label} run {}: memory ({}): {}\n",
+            run.repeat,
+            source.source,
+            esc(reason)
+        )),
+        None => {}
+    }
+    s
 }
 
 fn summary(r: &run::BenchResult, cfg: &BenchConfig) -> String {
@@ -791,6 +950,10 @@ fn summary(r: &run::BenchResult, cfg: &BenchConfig) -> String {
                     }
                 },
             ]);
+            if !run.failures.is_empty() {
+                s.push_str(&failure_lines(&p.label, run));
+            }
+            s.push_str(&telemetry_lines(&p.label, run));
             for reason in &run.invalid_reasons {
                 s.push_str(&format!(
                     "{} run {}: {}\n",

@@ -1,8 +1,9 @@
 //! `kiln-qual campaign`, `kiln-qual campaign verify` and `kiln-qual runtime-manifest`:
 //! argument parsing and printing only; every rule lives in `qual-campaign`.
 //!
-//! Exit codes: `campaign` 0 when the summary passed, 1 when it failed (receipts and summary
-//! are written and say why) or nothing could be written, 2 for usage errors, 130 when
+//! Exit codes (the one table, `crate::exit`): `campaign` 0 when the summary passed, 1 when it
+//! failed (receipts and summary are written and say why), 2 for usage errors, 7 when a
+//! receipt, the summary or the case result could not be written, 130 when
 //! SIGINT/SIGTERM stopped it (the receipts and summary are still written and say so);
 //! `campaign verify` 0 when every hash, verdict and pairing recomputes, 1 otherwise;
 //! `runtime-manifest` 0 when two byte-identical captures were published, 1 otherwise.
@@ -55,6 +56,31 @@ pub enum MemorySourceArg {
     Nvml,
     /// Summed PSS of the server's process tree.
     ProcessTree,
+}
+
+/// The memory source the flags name (`campaign`, and `bench --memory-source`).
+pub fn memory_request(
+    source: MemorySourceArg,
+    path: Option<PathBuf>,
+    device_index: Option<u32>,
+) -> Result<SourceRequest, String> {
+    Ok(match (source, path, device_index) {
+        (MemorySourceArg::Auto, Some(p), _) | (MemorySourceArg::Drm, Some(p), _) => {
+            SourceRequest::Drm(Some(p))
+        }
+        (MemorySourceArg::Auto, None, Some(i)) | (MemorySourceArg::Nvml, None, Some(i)) => {
+            SourceRequest::Nvml(i)
+        }
+        (MemorySourceArg::Auto, None, None) => SourceRequest::Auto,
+        (MemorySourceArg::Drm, None, None) => SourceRequest::Drm(None),
+        (MemorySourceArg::Nvml, None, None) => SourceRequest::Nvml(0),
+        (MemorySourceArg::ProcessTree, None, None) => SourceRequest::ProcessTree,
+        _ => {
+            return Err(
+                "--memory-path and --memory-device-index do not fit that --memory-source".into(),
+            )
+        }
+    })
 }
 
 /// Output evidence.
@@ -292,23 +318,7 @@ fn options(a: RunArgs) -> Result<CampaignOptions, String> {
         },
         (None, None) => return Err("pass --launch (owned server) or --base-url (attached)".into()),
     };
-    let memory = match (a.memory_source, a.memory_path, a.memory_device_index) {
-        (MemorySourceArg::Auto, Some(p), _) | (MemorySourceArg::Drm, Some(p), _) => {
-            SourceRequest::Drm(Some(p))
-        }
-        (MemorySourceArg::Auto, None, Some(i)) | (MemorySourceArg::Nvml, None, Some(i)) => {
-            SourceRequest::Nvml(i)
-        }
-        (MemorySourceArg::Auto, None, None) => SourceRequest::Auto,
-        (MemorySourceArg::Drm, None, None) => SourceRequest::Drm(None),
-        (MemorySourceArg::Nvml, None, None) => SourceRequest::Nvml(0),
-        (MemorySourceArg::ProcessTree, None, None) => SourceRequest::ProcessTree,
-        _ => {
-            return Err(
-                "--memory-path and --memory-device-index do not fit that --memory-source".into(),
-            )
-        }
-    };
+    let memory = memory_request(a.memory_source, a.memory_path, a.memory_device_index)?;
     Ok(CampaignOptions {
         engine: a.engine.unwrap_or_default(),
         server,
@@ -407,7 +417,11 @@ fn run_campaign(a: RunArgs) -> i32 {
                 "kiln-qual: failed to run the campaign: {}",
                 esc(&e.to_string())
             );
-            return exit::FAILED;
+            // The one exit-code table (crate::exit): an unwritable output is 7, as in bench.
+            return match e {
+                campaign::CampaignError::Write { .. } => exit::OUTPUT_FAILED,
+                _ => exit::FAILED,
+            };
         }
     };
     for l in &out.summary.profiles {
@@ -450,7 +464,7 @@ fn run_campaign(a: RunArgs) -> i32 {
                 "kiln-qual: failed to write the case result {}: {e}",
                 esc_path(&path)
             );
-            return exit::FAILED;
+            return exit::OUTPUT_FAILED;
         }
         errln!("kiln-qual: case result: {}", esc_path(&path));
     }

@@ -1,8 +1,9 @@
 //! `kiln-qual serve` and `kiln-qual mock-server`: argument parsing, the progress bar and the
 //! final metrics table. Every rule lives in `qual-serve`.
 //!
-//! Exit codes: `serve` 0 when the case passed, 1 when it failed (the case result is written
-//! and says why) or no result could be written, 2 for usage errors. `mock-server` 0 after a
+//! Exit codes (the one table, `crate::exit`): `serve` 0 when the case passed, 1 when it failed
+//! (the case result is written and says why), 2 for usage errors, 7 when the case result or
+//! evidence could not be written. `mock-server` 0 after a
 //! clean SIGTERM/SIGINT shutdown, 1 when it cannot bind or serve.
 
 use crate::exit;
@@ -31,6 +32,8 @@ pub enum ArrivalKind {
     Constant,
     /// Exponentially distributed gaps.
     Poisson,
+    /// Gamma-distributed gaps (`--gamma-shape`: below 1 bursty, 1 Poisson).
+    Gamma,
 }
 
 /// Arguments of `kiln-qual serve`.
@@ -101,6 +104,10 @@ pub struct LoadArgs {
     /// Open-loop arrival process.
     #[arg(long, value_enum, default_value = "constant", requires = "rate")]
     pub arrival: ArrivalKind,
+    /// Shape of `--arrival gamma`'s gaps (mean 1/rate, coefficient of variation
+    /// 1/sqrt(shape)): 0.25 is bursty, 1 Poisson, 4 nearly even.
+    #[arg(long, default_value = "1", value_parser = f64_in(0.001..=1000.0))]
+    pub gamma_shape: f64,
     /// Open-loop bound on outstanding requests (bench: sessions); later sends lag, none is
     /// dropped (1..=65536).
     #[arg(long, default_value_t = 1024, value_parser = count::<usize>(1..=65_536))]
@@ -271,6 +278,25 @@ pub struct MockServerArgs {
     /// Injection: claim N completion tokens in every usage record, whatever was sent.
     #[arg(long, value_name = "N")]
     pub usage_completion_tokens: Option<u64>,
+    /// Injection: every N-th completion request (1: every one) sends no usage record, although
+    /// the stream asked for one (`stream_options.include_usage`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub omit_usage_every: Option<u64>,
+    /// Injection: every N-th completion request (1: every one) ends its stream without
+    /// `data: [DONE]`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub omit_done_every: Option<u64>,
+    /// Serve `GET /metrics` (Prometheus text): `kiln_qual_mock_requests_completed_total` and
+    /// `kiln_qual_mock_completion_tokens_total`.
+    #[arg(long)]
+    pub metrics: bool,
+    /// Injection: `/metrics` reports N fewer completed requests than were served.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "metrics")]
+    pub metrics_undercount: u64,
+    /// Answer completion requests without the header `NAME:VALUE` with HTTP 400 (a gateway
+    /// that needs a tenant or routing header).
+    #[arg(long, value_name = "NAME:VALUE", value_parser = super::args::header)]
+    pub require_header: Option<(String, String)>,
 }
 
 fn fmt_value(v: Option<f64>, reason: Option<&str>) -> String {
@@ -385,6 +411,10 @@ pub fn serve(a: ServeArgs) -> i32 {
     let arrival = match (a.rate, a.load.arrival) {
         (Some(r), ArrivalKind::Constant) => Arrival::Constant { rate_per_second: r },
         (Some(r), ArrivalKind::Poisson) => Arrival::Poisson { rate_per_second: r },
+        (Some(r), ArrivalKind::Gamma) => Arrival::Gamma {
+            rate_per_second: r,
+            shape: a.load.gamma_shape,
+        },
         (None, _) => Arrival::ClosedLoop {
             concurrency: a.concurrency.unwrap_or(1),
         },
@@ -429,7 +459,11 @@ pub fn serve(a: ServeArgs) -> i32 {
                 "kiln-qual: failed to run the serving case: {}",
                 esc(&e.to_string())
             );
-            return exit::FAILED;
+            // The one exit-code table (crate::exit): an unwritable result is 7, as in bench.
+            return match e {
+                case::ServeError::Write { .. } => exit::OUTPUT_FAILED,
+                case::ServeError::Input(_) => exit::FAILED,
+            };
         }
     };
     if out.rows.is_empty() || output::quiet() {
@@ -503,6 +537,11 @@ pub fn mock_server(a: MockServerArgs) -> i32 {
         leave_escaped_sleeper: a.leave_escaped_sleeper,
         echo_authorization: a.echo_authorization,
         usage_completion_tokens: a.usage_completion_tokens,
+        omit_usage_every: a.omit_usage_every,
+        omit_done_every: a.omit_done_every,
+        require_header: a.require_header,
+        metrics: a.metrics,
+        metrics_undercount: a.metrics_undercount,
         ..MockConfig::default()
     };
     let r = qual_serve::mock::run_blocking(cfg, |port| {

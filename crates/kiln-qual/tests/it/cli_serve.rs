@@ -94,7 +94,8 @@ fn serve_writes_a_case_result_the_runner_accepts() {
         .join("case")
         .join("command-result.serve-evidence.json")
         .is_file());
-    // A second run refuses to replace the result.
+    // A second run refuses to replace the result: an output that cannot be written, 7
+    // (the one exit-code table, docs/bench.md).
     Command::new(BIN)
         .current_dir(dir.path())
         .args([
@@ -109,7 +110,7 @@ fn serve_writes_a_case_result_the_runner_accepts() {
         ])
         .arg(&result)
         .assert()
-        .code(1)
+        .code(7)
         .stderr(predicates::str::contains("refusing to replace"));
 }
 

@@ -6,7 +6,7 @@
 //! multi-turn workload, a trace replay, a sweep and an SLA search, each writing JSON and CSV.
 //!
 //! Timing truth on a shared 2-core machine is unknown, so a run the measurement-validity
-//! gate refuses is accepted (the command then exits 1 saying so, and still writes its
+//! gate refuses is accepted (the command then exits 6 saying so, and still writes its
 //! outputs); any other failure fails the test. The real-server trials need what
 //! `scripts/setup-real-server` installs (loud skip; under CI=true missing = failure).
 
@@ -62,20 +62,7 @@ fn mock(extra: &[&str]) -> (Server, u16) {
 /// A word-level tokenizer.json over the bench word source: one token per word, the way the
 /// mock counts prompt tokens.
 pub(crate) fn word_tokenizer(dir: &Path) -> PathBuf {
-    let mut vocab = serde_json::Map::new();
-    vocab.insert("[UNK]".into(), 0.into());
-    for (i, w) in qual_bench::workload::WORDS.iter().enumerate() {
-        vocab.insert((*w).into(), (i + 1).into());
-    }
-    let doc = serde_json::json!({
-        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
-        "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"},
-        "post_processor": null, "decoder": null,
-        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
-    });
-    let p = dir.join("tokenizer.json");
-    std::fs::write(&p, doc.to_string()).unwrap();
-    p
+    qual_test_fixtures::word_level_tokenizer(dir, &qual_bench::workload::WORDS)
 }
 
 /// Runs `bench` with `args` plus `--output`/`--csv` in `dir`; returns the result document.
@@ -95,7 +82,7 @@ fn bench(dir: &Path, name: &str, args: &[&str]) -> Value {
     let stderr = String::from_utf8_lossy(&out.stderr);
     match out.status.code() {
         Some(0) => {}
-        Some(1) if stderr.contains("every run was refused by the measurement-validity gate") => {
+        Some(6) if stderr.contains("every run was refused by the measurement-validity gate") => {
             eprintln!("the product declared this run's timing invalid:\n{stderr}");
         }
         _ => panic!("bench {name} failed: {stderr}"),
@@ -240,6 +227,8 @@ fn mock_trace_multi_turn_sweep_search_and_compare() {
             trace.to_str().unwrap(),
             "--trace-time-scale",
             "0.5",
+            "--trace-block-size",
+            "8",
             "--warmup",
             "0",
         ],
@@ -482,6 +471,9 @@ fn mock_faults_stop_the_run_early() {
             "10",
             "--output-tokens",
             "4",
+            // The failures are the point here: allowed, so the exit code is the gate's.
+            "--max-failure-rate",
+            "1",
         ],
     );
     let run = runs(&doc)[0];
@@ -954,7 +946,10 @@ fn real_server_present() -> Result<(), String> {
     )
 }
 
-fn llama_server_attached_bench_workloads() {
+/// A llama-server over the tiny model on a free port (`parallel` slots, `extra` flags),
+/// attached as a user would run it, ready (a one-request bench passed or was only refused
+/// by the validity gate); returns it, its URL and the tokenizer view's path.
+fn start_llama(parallel: &str, extra: &[&str]) -> (Server, String, PathBuf) {
     let cache = repo_root().join(".cache/real-server");
     let model = cache.join("root/models/tiny");
     let port = free_port();
@@ -968,49 +963,48 @@ fn llama_server_attached_bench_workloads() {
             "127.0.0.1",
             "--port",
             &port.to_string(),
+        ])
+        .args([
             "--threads",
             "1",
             "--parallel",
-            "2",
+            parallel,
             "--ctx-size",
             "4096",
             "--seed",
             "17",
         ])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let _server = Server(child);
+    let server = Server(child);
     wait_port(port, "llama-server");
     let url = format!("http://127.0.0.1:{port}");
     let tok = model.join("tokenizer.json");
-    let t = tok.to_str().unwrap();
     // /v1/models answers once the model is loaded.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let ok = Command::new(kq())
-            .args([
-                "bench",
-                "--url",
-                &url,
-                "--tokenizer",
-                t,
-                "--requests",
-                "1",
-                "--warmup",
-                "0",
-                "--output-tokens",
-                "2",
-            ])
+            .args(["bench", "--url", &url, "--tokenizer", tok.to_str().unwrap()])
+            .args(["--requests", "1", "--warmup", "0", "--output-tokens", "2"])
             .output()
             .unwrap();
-        if ok.status.code() != Some(1) || String::from_utf8_lossy(&ok.stderr).contains("validity") {
+        // Ready once the requests are served: passed (0) or timed but refused (6); a
+        // loading server fails them (5) or is not reached (1).
+        if matches!(ok.status.code(), Some(0 | 6)) {
             break;
         }
         assert!(Instant::now() < deadline, "llama-server never became ready");
         std::thread::sleep(Duration::from_millis(200));
     }
+    (server, url, tok)
+}
+
+fn llama_server_attached_bench_workloads() {
+    let (_server, url, tok) = start_llama("2", &[]);
+    let t = tok.to_str().unwrap();
     let d = tempfile::tempdir().unwrap();
     let common = [
         "--url",
@@ -1118,6 +1112,522 @@ fn llama_server_attached_bench_workloads() {
     assert!(doc["search"]["conclusion"].is_string());
 }
 
+/// Runs `bench` against the mock at `port` with `--json` and `--records` in `dir`; returns
+/// (exit code, stderr, the printed result document, the records).
+fn bench_json(
+    dir: &Path,
+    port: u16,
+    name: &str,
+    args: &[&str],
+) -> (i32, String, Value, Vec<Value>) {
+    let tok = word_tokenizer(dir);
+    let records = dir.join(format!("{name}.jsonl"));
+    let out = Command::new(kq())
+        .args(["bench", "--url", &format!("http://127.0.0.1:{port}")])
+        .args(["--tokenizer", tok.to_str().unwrap()])
+        .args(["--warmup", "0", "--output-tokens", "4", "--json"])
+        .args(args)
+        .arg("--records")
+        .arg(&records)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bench {name} printed no result ({e}): {stderr}"));
+    let recs = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out.status.code().unwrap(), stderr, doc, recs)
+}
+
+/// The indices of the failed records.
+fn failed_indices(recs: &[Value]) -> Vec<u64> {
+    recs.iter()
+        .filter(|r| r["record"]["outcome"]["status"] == "failed")
+        .map(|r| r["record"]["index"].as_u64().unwrap())
+        .collect()
+}
+
+/// Each fault the mock injects (issue 29): its reason on the console (count and one example
+/// with its request) and in `--json` (`failures`, `verdict`), the request indices matching the
+/// records, and the exit-code table: 5 for failed requests (partial failures included,
+/// unless `--max-failure-rate` allows them), 6 for a refused measurement, 7 for an output
+/// that could not be written after the run.
+fn mock_each_fault_is_named_with_its_exit_code() {
+    let d = tempfile::tempdir().unwrap();
+    let faults: [(&[&str], &str, &str); 5] = [
+        (
+            &["--http-500-every", "1"],
+            "http_status_500",
+            "http status 500: ",
+        ),
+        (
+            &["--error-event-after", "1"],
+            "in_band_error",
+            "in-band error event: injected error event",
+        ),
+        (&["--drop-connection-after", "1"], "connection_broken", ""),
+        (
+            &["--omit-usage-every", "1"],
+            "missing_usage",
+            "stream carried no usage record although stream_options.include_usage was requested",
+        ),
+        (
+            &["--omit-done-every", "1"],
+            "missing_done",
+            "stream ended without data: [DONE]",
+        ),
+    ];
+    for (flags, kind, example) in faults {
+        let (_m, port) = mock(flags);
+        let (code, stderr, doc, recs) = bench_json(d.path(), port, kind, &["--requests", "4"]);
+        assert_eq!(code, 5, "{kind}: {stderr}");
+        assert!(
+            stderr.contains("c=1 run 0: 4 of 4 measured requests failed:"),
+            "{kind}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("  4 {kind}, e.g. request 0: {example}")),
+            "{kind}: {stderr}"
+        );
+        assert!(
+            stderr.contains(
+                "kiln-qual: the server failed: c=1 run 0: 4 of 4 measured requests failed"
+            ),
+            "{stderr}"
+        );
+        assert!(stderr.contains("--max-failure-rate"), "{stderr}");
+        let run = runs(&doc)[0];
+        let f = &run["failures"];
+        assert_eq!(f.as_array().unwrap().len(), 1, "{kind}: {f}");
+        assert_eq!(f[0]["kind"], kind);
+        assert_eq!(f[0]["count"], 4);
+        assert!(
+            f[0]["example"].as_str().unwrap().starts_with(example),
+            "{f}"
+        );
+        assert_eq!(f[0]["example_index"], 0);
+        assert_eq!(
+            f[0]["request_indices"],
+            serde_json::json!(failed_indices(&recs))
+        );
+        assert_eq!(failed_indices(&recs), [0, 1, 2, 3]);
+        assert_eq!(
+            doc["verdict"]["status"], "server_failed",
+            "{}",
+            doc["verdict"]
+        );
+        let rec_reason = recs[0]["record"]["outcome"]["reason"].as_str().unwrap();
+        assert_eq!(f[0]["example"], rec_reason);
+    }
+
+    // Partial failures: every second stream lacks [DONE], and every third request of another
+    // mock answers 500 while every second of the rest lacks its usage record.
+    let (_m, port) = mock(&["--omit-done-every", "2"]);
+    let (code, stderr, doc, recs) = bench_json(d.path(), port, "half", &["--requests", "8"]);
+    assert_eq!(code, 5, "{stderr}");
+    assert!(
+        stderr.contains("c=1 run 0: 4 of 8 measured requests failed:"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("  4 missing_done, e.g. request 1: stream ended without data: [DONE]"),
+        "{stderr}"
+    );
+    assert_eq!(failed_indices(&recs), [1, 3, 5, 7]);
+    assert_eq!(
+        runs(&doc)[0]["failures"][0]["request_indices"],
+        serde_json::json!([1, 3, 5, 7])
+    );
+    assert_eq!(runs(&doc)[0]["metrics"]["succeeded_requests"], 4);
+    // Allowed: exactly the rate (0 unless the gate refused the timing: 6, said so).
+    let (code, stderr, doc, _) = bench_json(
+        d.path(),
+        port,
+        "half-allowed",
+        &["--requests", "8", "--max-failure-rate", "0.5"],
+    );
+    assert!(
+        code == 0 || (code == 6 && stderr.contains("validity gate")),
+        "{code}: {stderr}"
+    );
+    assert_eq!(doc["config"]["max_failure_rate"], 0.5);
+    assert!(
+        stderr.contains("4 missing_done"),
+        "the allowed failures are still shown: {stderr}"
+    );
+    let (code, stderr, _, _) = bench_json(
+        d.path(),
+        port,
+        "half-strict",
+        &["--requests", "8", "--max-failure-rate", "0.4"],
+    );
+    assert_eq!(code, 5, "{stderr}");
+    assert!(
+        stderr.contains("more than the allowed failure rate 0.4"),
+        "{stderr}"
+    );
+    let (_m, port) = mock(&["--http-500-every", "3", "--omit-usage-every", "2"]);
+    let (code, stderr, doc, recs) = bench_json(d.path(), port, "mixed", &["--requests", "12"]);
+    assert_eq!(code, 5, "{stderr}");
+    let f = &runs(&doc)[0]["failures"];
+    assert_eq!(f[0]["kind"], "http_status_500");
+    assert_eq!(f[0]["request_indices"], serde_json::json!([2, 5, 8, 11]));
+    assert_eq!(f[1]["kind"], "missing_usage");
+    assert_eq!(f[1]["request_indices"], serde_json::json!([1, 3, 7, 9]));
+    assert_eq!(failed_indices(&recs), [1, 2, 3, 5, 7, 8, 9, 11]);
+    assert!(
+        stderr.contains("8 of 12 measured requests failed"),
+        "{stderr}"
+    );
+    // The same faults allowed by the client's own rules are not failures.
+    let (_m, port) = mock(&["--omit-usage-every", "1", "--omit-done-every", "1"]);
+    let (code, stderr, doc, _) = bench_json(
+        d.path(),
+        port,
+        "allowed-rules",
+        &[
+            "--requests",
+            "4",
+            "--allow-missing-usage",
+            "--allow-missing-done",
+        ],
+    );
+    assert!(
+        code == 0 || (code == 6 && stderr.contains("validity gate")),
+        "{code}: {stderr}"
+    );
+    assert_eq!(runs(&doc)[0]["failures"], serde_json::json!([]));
+
+    // A refused measurement: a gate no timing can meet.
+    let (_m, port) = mock(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let (code, stderr, doc, _) = bench_json(
+        d.path(),
+        port,
+        "refused",
+        &[
+            "--requests",
+            "4",
+            "--tolerance-ms",
+            "0",
+            "--tolerance-fraction",
+            "0",
+            "--max-read-lag-ms",
+            "0.001",
+            "--max-run-queue-wait-ms",
+            "0.001",
+            "--max-involuntary-switches",
+            "0",
+            "--max-disturbed-fraction",
+            "0",
+        ],
+    );
+    assert_eq!(code, 6, "{stderr}");
+    assert!(stderr.contains("kiln-qual: measurement refused: every run was refused by the measurement-validity gate"), "{stderr}");
+    assert_eq!(doc["verdict"]["status"], "measurement_refused");
+
+    // An output whose directory vanished during the run: 7, though the run passed.
+    let (_m, port) = mock(&["--ttft-ms", "1500"]);
+    let gone = d.path().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let tok = word_tokenizer(d.path());
+    let child = Command::new(kq())
+        .args(["bench", "--url", &format!("http://127.0.0.1:{port}")])
+        .args(["--tokenizer", tok.to_str().unwrap()])
+        .args([
+            "--warmup",
+            "0",
+            "--requests",
+            "1",
+            "--output-tokens",
+            "1",
+            "--output",
+        ])
+        .arg(gone.join("r.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::remove_dir(&gone).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{stderr}");
+    assert!(stderr.contains("failed to write"), "{stderr}");
+}
+
+/// A trace with `hash_ids` (issue 29) against llama-server with one slot (its prefix cache
+/// is the previous prompt): each request shares one more 16-token block with the one before
+/// it, and the server's `usage.prompt_tokens_details.cached_tokens`, kept in the records,
+/// rises by one block each time, as the trace says.
+fn llama_server_trace_hash_ids_hit_the_prefix_cache() {
+    let (_server, url, tok) = start_llama("1", &["--metrics"]);
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("blocks.jsonl");
+    let ids = [
+        [10, 11, 12, 13],
+        [10, 20, 21, 22],
+        [10, 20, 30, 31],
+        [10, 20, 30, 40],
+    ];
+    let lines: Vec<String> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            serde_json::json!({"timestamp": i * 300, "input_length": 64, "output_length": 2, "hash_ids": h})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&trace, lines.join("\n")).unwrap();
+    let records = d.path().join("blocks.records.jsonl");
+    let out = Command::new(kq())
+        .args(["bench", "--url", &url, "--tokenizer", tok.to_str().unwrap()])
+        .args(["--endpoint", "completions", "--trace-block-size", "16"])
+        .arg("--trace")
+        .arg(&trace)
+        .arg("--records")
+        .arg(&records)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0 | 6)), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["workload"]["description"]["hash_ids"]["lines"], 4);
+    assert_eq!(
+        doc["workload"]["description"]["hash_ids"]["distinct_blocks"],
+        10
+    );
+    let mut cached: Vec<(u64, u64)> = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            let rec = &r["record"];
+            assert_eq!(rec["outcome"]["status"], "succeeded", "{rec}");
+            (
+                rec["index"].as_u64().unwrap(),
+                rec["usage"]["cached_tokens"]
+                    .as_u64()
+                    .expect("llama-server reports cached_tokens"),
+            )
+        })
+        .collect();
+    cached.sort();
+    let cached: Vec<u64> = cached.into_iter().map(|(_, c)| c).collect();
+    eprintln!("cached_tokens per request: {cached:?}");
+    // Request k shares k blocks (16k tokens) with request k − 1, plus what the server adds
+    // in front of every prompt (a BOS token): the hits rise one block at a time.
+    let base = cached[1] - 16;
+    assert!(base <= 2, "{cached:?}");
+    assert!(
+        cached[0] < 16,
+        "the first prompt shares no block with the probe: {cached:?}"
+    );
+    for k in 1..4 {
+        assert_eq!(cached[k], base + 16 * k as u64, "{cached:?}");
+    }
+
+    // `--metrics-path /metrics` (the server runs with --metrics): per run of a two-point
+    // sweep, the counters' deltas, and llama.cpp's generated-token counter checked against
+    // the client's own count of the tokens it received.
+    let out = Command::new(kq())
+        .args(["bench", "--url", &url, "--tokenizer", tok.to_str().unwrap()])
+        .args([
+            "--endpoint",
+            "completions",
+            "--ignore-eos",
+            "--output-tokens",
+            "6",
+        ])
+        .args(["--concurrency", "1,2", "--requests", "4", "--warmup", "1"])
+        .args(["--metrics-path", "/metrics", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0 | 6)), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for run in runs(&doc) {
+        let m = &run["server_metrics"];
+        assert_eq!(m["status"], "scraped", "{m}");
+        assert_eq!(m["path"], "/metrics");
+        let tokens = &m["delta"]["completion_tokens"];
+        assert_eq!(tokens["metric"], "llamacpp:tokens_predicted_total", "{m}");
+        // Warmup and measured: 5 requests of 6 tokens, all within the scrapes.
+        assert_eq!(tokens["delta"], 30.0, "{m}");
+        assert_eq!(
+            m["delta"]["counter_deltas"]["llamacpp:prompt_tokens_total"]
+                .as_f64()
+                .map(|x| x > 0.0),
+            Some(true),
+            "{m}"
+        );
+        assert_eq!(m["accounting"]["passed"], true, "{m}");
+        assert!(
+            m["accounting"]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("(client: 30)"),
+            "{m}"
+        );
+    }
+    assert!(stderr.contains("c=2 run 0: server /metrics: accounts for the client's counts: llamacpp:tokens_predicted_total 30 (client: 30)"), "{stderr}");
+}
+
+/// `--metrics-path` and `--memory-source process-tree` per run against the mock (issue 29):
+/// the mock's request and token counters match the client's; a mock that undercounts fails
+/// the run by name with exit 5; the memory of the mock's process tree is sampled per run.
+fn mock_metrics_and_memory_per_run() {
+    let d = tempfile::tempdir().unwrap();
+    let tok = word_tokenizer(d.path());
+    let port = free_port();
+    let child = Command::new(kq())
+        .args(["mock-server", "--port", &port.to_string(), "--metrics"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let _m = Server(child);
+    wait_port(port, "mock server");
+    let run = |port: u16, extra: &[&str]| {
+        Command::new(kq())
+            .args(["bench", "--url", &format!("http://127.0.0.1:{port}")])
+            .args(["--tokenizer", tok.to_str().unwrap()])
+            .args(["--requests", "6", "--warmup", "2", "--output-tokens", "3"])
+            .args(["--metrics-path", "/metrics", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(
+        port,
+        &[
+            "--concurrency",
+            "1,2",
+            "--memory-source",
+            "process-tree",
+            "--server-pid",
+            &pid,
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0 | 6)), "{err}");
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(runs(&doc).len(), 2);
+    for r in runs(&doc) {
+        let m = &r["server_metrics"];
+        assert_eq!(m["delta"]["requests_completed"]["delta"], 8.0, "{m}");
+        assert_eq!(m["delta"]["completion_tokens"]["delta"], 24.0, "{m}");
+        assert_eq!(m["accounting"]["passed"], true, "{m}");
+        let mem = &r["memory"];
+        assert_eq!(mem["status"], "sampled", "{mem}");
+        assert_eq!(mem["source"]["source"], "process_tree_pss", "{mem}");
+        assert!(
+            mem["snapshot"]["baseline_bytes"].as_u64().unwrap() > 0,
+            "{mem}"
+        );
+        assert!(mem["snapshot"]["samples"].as_u64().unwrap() >= 2, "{mem}");
+    }
+    assert!(
+        err.contains("c=1 run 0: memory (process_tree_pss): baseline "),
+        "{err}"
+    );
+    // A server whose counters undercount by 3: named, exit 5.
+    let (_u, uport) = mock(&["--metrics", "--metrics-undercount", "3"]);
+    let o = run(uport, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert!(err.contains("kiln-qual: the server failed: c=1 run 0: the server's /metrics accounts for less than the client saw: the server reported 5 completed requests, the client saw 8"), "{err}");
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        runs(&doc)[0]["server_metrics"]["accounting"]["passed"],
+        false
+    );
+    // A path the server does not serve: the run is kept, the scrape's failure said.
+    let (_n, nport) = mock(&[]);
+    let o = run(nport, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("c=1 run 0: server /metrics: failed to scrape: /metrics answered http 404"),
+        "{err}"
+    );
+}
+
+/// `--header NAME:VALUE` reaches the server (the mock refuses requests without its required
+/// header: 400 by name, exit 5), `--arrival gamma --gamma-shape` is recorded with the point,
+/// and a tokenizer directory is read through its `tokenizer.json` (issue 29).
+fn mock_headers_gamma_arrivals_and_tokenizer_directories() {
+    let d = tempfile::tempdir().unwrap();
+    word_tokenizer(d.path());
+    let (_m, port) = mock(&["--require-header", "X-Tenant:blue"]);
+    let url = format!("http://127.0.0.1:{port}");
+    let run = |extra: &[&str]| {
+        Command::new(kq())
+            .args(["bench", "--url", &url])
+            .arg("--tokenizer")
+            .arg(d.path())
+            .args([
+                "--requests",
+                "6",
+                "--warmup",
+                "0",
+                "--output-tokens",
+                "2",
+                "--json",
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert!(
+        err.contains("6 http_status_400, e.g. request 0: http status 400: "),
+        "{err}"
+    );
+    assert!(err.contains("missing required header X-Tenant"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "tokenizer: {}",
+            d.path().join("tokenizer.json").display()
+        )),
+        "{err}"
+    );
+    let o = run(&[
+        "--header",
+        "X-Tenant: blue",
+        "--rate",
+        "200",
+        "--arrival",
+        "gamma",
+        "--gamma-shape",
+        "0.25",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0 | 6)), "{err}");
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(runs(&doc)[0]["metrics"]["succeeded_requests"], 6);
+    assert_eq!(doc["config"]["headers"], serde_json::json!(["x-tenant"]));
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("blue"),
+        "a header value is never recorded"
+    );
+    assert_eq!(doc["points"][0]["point"]["gamma_shape"], 0.25);
+    let o = run(&["--header", "Authorization: Bearer x"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(
+            "use --header authorization: the authorization header is sent by --api-key-env"
+        ) || String::from_utf8_lossy(&o.stderr).contains("--api-key-env"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// This module's trials (run by `main.rs`).
 /// `bench`'s conventions (issue 25): outputs checked before anything runs (an existing file
 /// or a missing directory is refused before the server is contacted: the URL here has no
@@ -1139,7 +1649,8 @@ fn bench_conventions_outputs_tokenizer_and_unreachable_server() {
     let text = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
     std::fs::write(d.path().join("taken.csv"), "keep").unwrap();
     let o = run(&["--url", &nobody, "--csv", "taken.csv"]);
-    assert_eq!(o.status.code(), Some(1));
+    // An output that cannot be written: exit 7 (docs/bench.md, "Failures and exit codes").
+    assert_eq!(o.status.code(), Some(7));
     assert!(
         text(&o).contains("--csv taken.csv already exists"),
         "{}",
@@ -1150,7 +1661,7 @@ fn bench_conventions_outputs_tokenizer_and_unreachable_server() {
         "keep"
     );
     let o = run(&["--url", &nobody, "--output", "no/such/dir/r.json"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(7));
     assert!(
         text(&o).contains("the directory no/such/dir does not exist"),
         "{}",
@@ -1165,6 +1676,7 @@ fn bench_conventions_outputs_tokenizer_and_unreachable_server() {
         "./a.json",
     ]);
     assert!(text(&o).contains("name the same file"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(7));
     // Nothing there: said as an unreachable server, with and without --model.
     for extra in [&[][..], &["--model", "m"][..]] {
         let mut args = vec!["--url", nobody.as_str()];
@@ -1191,7 +1703,7 @@ fn bench_conventions_outputs_tokenizer_and_unreachable_server() {
         "--json",
     ]);
     let err = text(&o);
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    assert!(matches!(o.status.code(), Some(0 | 6)), "{err}");
     assert!(err.contains("tokenizer: the server's /tokenize"), "{err}");
     let printed: Value = serde_json::from_slice(&o.stdout).unwrap();
     let written: Value =
@@ -1258,6 +1770,10 @@ pub fn trials() -> Vec<Trial> {
             mock_faults_stop_the_run_early,
         ),
         Trial::new(
+            "mock_each_fault_is_named_with_its_exit_code",
+            mock_each_fault_is_named_with_its_exit_code,
+        ),
+        Trial::new(
             "mock_non_streamed_requests_define_only_e2e_and_throughput",
             mock_non_streamed_requests_define_only_e2e_and_throughput,
         ),
@@ -1284,5 +1800,18 @@ pub fn trials() -> Vec<Trial> {
             llama_server_attached_bench_workloads,
         )
         .needs(real_server_present()),
+        Trial::new(
+            "llama_server_trace_hash_ids_hit_the_prefix_cache",
+            llama_server_trace_hash_ids_hit_the_prefix_cache,
+        )
+        .needs(real_server_present()),
+        Trial::new(
+            "mock_metrics_and_memory_per_run",
+            mock_metrics_and_memory_per_run,
+        ),
+        Trial::new(
+            "mock_headers_gamma_arrivals_and_tokenizer_directories",
+            mock_headers_gamma_arrivals_and_tokenizer_directories,
+        ),
     ]
 }
