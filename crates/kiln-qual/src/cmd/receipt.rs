@@ -506,6 +506,7 @@ pub fn compare(a: CompareArgs) -> i32 {
     let loaded = |path: &Path, r: Result<qual_documents::Source, qual_json::LoadError>| {
         let src = r.map_err(|e| CompareError {
             message: format!("cannot read receipt {}: {e}", path.display()),
+            details: Vec::new(),
         })?;
         LoadedReceipt::from_bytes(path, &src.bytes)
     };
@@ -524,11 +525,14 @@ pub fn compare(a: CompareArgs) -> i32 {
         Err(e) => {
             if a.json {
                 crate::output::print_json(&RefusalReport {
-                    error: e.message,
+                    error: e.text(),
                     ok: false,
                 });
             } else {
                 errln!("kiln-qual: comparison failed: {}", esc(&e.message));
+                for d in &e.details {
+                    errln!("  - {}", esc(d));
+                }
             }
             return exit::FAILED;
         }

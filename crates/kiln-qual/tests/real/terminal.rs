@@ -88,8 +88,10 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The screen and its scrollback: when the pane's command exits, tmux writes "Pane is
+    /// dead" on the last row with a line feed, which scrolls the first row off the screen.
     fn screen(&self) -> String {
-        self.query(&["capture-pane", "-p", "-J"])
+        self.query(&["capture-pane", "-p", "-J", "-S", "-"])
     }
 
     /// Waits (up to two minutes) until the screen satisfies `pred`; returns it.

@@ -166,8 +166,13 @@ fn performance_comparisons_across_backends_are_refused(root: &Path) {
         let t = text(&o);
         eprintln!("{manifest}: {t}");
         assert_eq!(o.status.code(), Some(1), "{t}");
+        // Each violation on a line of its own (not `\x0a`-joined into the headline).
+        assert!(!t.contains("\\x0a"), "{manifest}: {t}");
         for r in reasons {
-            assert!(t.contains(r), "{manifest}: {t}");
+            assert!(
+                t.lines().any(|l| l.starts_with("  - ") && l.contains(r)),
+                "{manifest}: {t}"
+            );
         }
     }
 }

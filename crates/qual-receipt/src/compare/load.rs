@@ -12,15 +12,32 @@ pub const WORKLOAD_DIRECTORY: &str = "qualification/workloads";
 
 /// Why two receipts could not be compared at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
+#[error("{}", self.text())]
 pub struct CompareError {
     /// What was refused and why (reads after "comparison failed: ").
     pub message: String,
+    /// One line each where the refusal lists violations (a document that failed
+    /// validation): kept apart from `message` so that a terminal shows each escaped on a line
+    /// of its own, and a newline inside one (an untrusted path) stays escaped.
+    pub details: Vec<String>,
+}
+
+impl CompareError {
+    /// The message and its details as one text, each detail on a line `  - …`.
+    pub fn text(&self) -> String {
+        let mut out = self.message.clone();
+        for d in &self.details {
+            out.push_str("\n  - ");
+            out.push_str(d);
+        }
+        out
+    }
 }
 
 pub(super) fn refuse(message: impl Into<String>) -> CompareError {
     CompareError {
         message: message.into(),
+        details: Vec::new(),
     }
 }
 
@@ -48,14 +65,10 @@ impl LoadedReceipt {
         }
         let violations = validate::validate(&value);
         if !violations.is_empty() {
-            let detail: String = violations
-                .iter()
-                .map(|v| format!("\n  - {}", Dotted(v)))
-                .collect();
-            return Err(refuse(format!(
-                "receipt {} failed validation:{detail}",
-                path.display()
-            )));
+            return Err(CompareError {
+                message: format!("receipt {} failed validation:", path.display()),
+                details: violations.iter().map(|v| Dotted(v).to_string()).collect(),
+            });
         }
         Ok(LoadedReceipt {
             path: path.to_path_buf(),
@@ -160,14 +173,13 @@ pub fn load_committed_manifest(path: &Path, root: &Path) -> Result<LoadedManifes
     }
     let violations = qual_contract::validate_workload(&value);
     if !violations.is_empty() {
-        let detail: String = violations
-            .iter()
-            .map(|v| format!("\n  - {}", v.message))
-            .collect();
-        return Err(refuse(format!(
-            "workload manifest {} failed validation:{detail}",
-            relative.display()
-        )));
+        return Err(CompareError {
+            message: format!(
+                "workload manifest {} failed validation:",
+                relative.display()
+            ),
+            details: violations.iter().map(|v| v.message.clone()).collect(),
+        });
     }
     let reread = qual_json::read_file_limited(&resolved, limit).ok();
     if reread.as_deref() != Some(&bytes[..]) {
@@ -239,13 +251,10 @@ pub(super) fn bind(
         }
         let errors = qual_contract::validate_workload_parameters(m, at(workload, "parameters"));
         if !errors.is_empty() {
-            let detail: String = errors
-                .iter()
-                .map(|e| format!("\n  - {}", e.message))
-                .collect();
-            return Err(refuse(format!(
-                "{label} receipt parameters do not match committed workload:{detail}"
-            )));
+            return Err(CompareError {
+                message: format!("{label} receipt parameters do not match committed workload:"),
+                details: errors.iter().map(|e| e.message.clone()).collect(),
+            });
         }
         let variant_id = at2(workload, "parameters", "variant_id").as_str();
         let Some((variant_id, declared)) =

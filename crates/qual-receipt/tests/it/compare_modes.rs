@@ -510,7 +510,7 @@ fn different_prompts_sampling_and_repetitions_are_refused() {
     );
     let e = refused(&b, &c, Some(&m));
     assert!(
-        e.message.contains(
+        e.to_string().contains(
             "candidate receipt workload sha256 does not match exact committed manifest bytes"
         ),
         "{e}"
@@ -533,10 +533,16 @@ fn matching_metric_names_alone_never_make_receipts_comparable() {
         "other-workload-v1",
     );
     let e = refused(&b, &c, Some(&m));
-    assert!(e.message.contains("candidate receipt workload id"), "{e}");
+    assert!(
+        e.to_string().contains("candidate receipt workload id"),
+        "{e}"
+    );
     // Without a manifest, non-environment receipts are never compared.
     let e = refused(&b, &b, None);
-    assert!(e.message.contains("--workload-manifest is required"), "{e}");
+    assert!(
+        e.to_string().contains("--workload-manifest is required"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -550,7 +556,7 @@ fn vacuous_and_uncommitted_comparisons_are_refused() {
         "perf-same-v1",
     );
     let e = refused(&b, &b, Some(&m));
-    assert!(e.message.contains("distinct receipt IDs"), "{e}");
+    assert!(e.to_string().contains("distinct receipt IDs"), "{e}");
 
     // An edited working copy no longer matches HEAD.
     let mut edited = w.clone();
@@ -562,7 +568,7 @@ fn vacuous_and_uncommitted_comparisons_are_refused() {
     .unwrap();
     let e = compare::load_committed_manifest(&repo.path("perf.json"), repo.root()).unwrap_err();
     assert!(
-        e.message
+        e.to_string()
             .contains("must exactly match its committed HEAD version"),
         "{e}"
     );
@@ -571,16 +577,18 @@ fn vacuous_and_uncommitted_comparisons_are_refused() {
         perf_receipt("perf-candidate-r1", &sha, "cpu", 1, json!(10.0)),
         "perf-same-v1",
     );
-    assert!(refused(&b, &c, Some(&m)).message.contains("committed HEAD"));
+    assert!(refused(&b, &c, Some(&m))
+        .to_string()
+        .contains("committed HEAD"));
 
     // Uncommitted and outside files.
     std::fs::write(repo.path("new.json"), "{}").unwrap();
     let e = compare::load_committed_manifest(&repo.path("new.json"), repo.root()).unwrap_err();
-    assert!(e.message.contains("must be committed at HEAD"), "{e}");
+    assert!(e.to_string().contains("must be committed at HEAD"), "{e}");
     std::fs::write(repo.root().join("elsewhere.json"), "{}").unwrap();
     let e = compare::load_committed_manifest(&repo.root().join("elsewhere.json"), repo.root())
         .unwrap_err();
-    assert!(e.message.contains("must resolve under"), "{e}");
+    assert!(e.to_string().contains("must resolve under"), "{e}");
 }
 
 #[test]
@@ -681,7 +689,7 @@ fn cross_backend_correctness_uses_the_declared_endpoint_pair_and_no_deltas() {
     let err = LoadedReceipt::from_bytes(Path::new("receipt.json"), &bytes)
         .expect_err("an inconsistent receipt is refused");
     assert!(
-        err.message
+        err.to_string()
             .contains("receipt.results[0].metrics[0].value is case_pass 0 but receipt.results[0].status is \"passed\""),
         "{err:?}"
     );
