@@ -371,7 +371,9 @@ fn print_text(r: &Report) {
     );
     outln!("\nbackends:");
     for b in &r.backends {
-        let tools: Vec<String> = b
+        // One entry per distinct tool and outcome (the Vulkan probe runs vulkaninfo twice:
+        // its summary and its device list).
+        let mut tools: Vec<String> = b
             .probes
             .iter()
             .filter(|p| !p.tool.is_empty())
@@ -380,6 +382,8 @@ fn print_text(r: &Report) {
                 _ => format!("{} {}", p.tool[0], p.status),
             })
             .collect();
+        let mut seen = std::collections::HashSet::new();
+        tools.retain(|t| seen.insert(t.clone()));
         let tools = if tools.is_empty() {
             "host facts".to_string()
         } else {

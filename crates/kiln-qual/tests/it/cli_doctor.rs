@@ -269,3 +269,36 @@ fn a_refused_mechanism_is_reported_missing_by_name() {
         assert_eq!(missing, 1, "{syscall}: {:#}", v["containment"]);
     }
 }
+
+/// The text report names each probe tool's outcome once per backend (the Vulkan probe runs
+/// vulkaninfo twice; its line once said "vulkaninfo passed, vulkaninfo passed").
+#[test]
+fn doctor_text_names_each_tool_outcome_once() {
+    let root = repo_root().canonicalize().unwrap();
+    let o = Command::new(BIN)
+        .arg("doctor")
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut backend_lines = 0;
+    let section = text
+        .lines()
+        .skip_while(|l| *l != "backends:")
+        .skip(1)
+        .take_while(|l| !l.is_empty());
+    for line in section {
+        if !(line.starts_with("  ok ") || line.starts_with("  missing ")) {
+            continue;
+        }
+        backend_lines += 1;
+        for tool in ["nvidia-smi", "rocminfo", "vulkaninfo"] {
+            for outcome in ["passed", "failed"] {
+                let said = format!("{tool} {outcome}");
+                assert!(line.matches(&said).count() <= 1, "{line}");
+            }
+        }
+    }
+    assert_eq!(backend_lines, 5, "{text}");
+}
