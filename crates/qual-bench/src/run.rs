@@ -14,6 +14,7 @@
 //! search.
 
 use crate::failures::{self, FailureGroup};
+use crate::plot::{self, Plot};
 use crate::stats::{self, Interval, Summary};
 use crate::telemetry::{Memory, ServerMetrics, Telemetry};
 use crate::workload::Workload;
@@ -219,6 +220,9 @@ pub struct RunResult {
     /// The memory sampled during the run (`--memory-source`; absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<Memory>,
+    /// What a report draws: each distribution's quantiles at every percent and a bounded
+    /// request timeline (`crate::plot`).
+    pub plot: Plot,
     /// Per-request records (written to the records file, not the result).
     #[serde(skip)]
     pub records: Vec<RequestRecord>,
@@ -498,6 +502,7 @@ fn summarize(
         metrics: m,
         server_metrics: None,
         memory: None,
+        plot: plot::of(&records, cfg.engine.stream),
         records,
     }
 }
@@ -550,6 +555,9 @@ pub struct SearchResult {
     /// Why the search ended.
     pub conclusion: String,
 }
+
+/// The schema of the result document.
+pub const RESULT_SCHEMA: &str = "kiln-qual.bench-result.v1";
 
 /// The result document.
 #[derive(Clone, Debug, Serialize)]
@@ -717,7 +725,7 @@ pub fn bench(
         }
     }
     Ok(BenchResult {
-        schema: "kiln-qual.bench-result.v1",
+        schema: RESULT_SCHEMA,
         tool: concat!("kiln-qual ", env!("CARGO_PKG_VERSION")).to_string(),
         config: config_json(cfg),
         workload: serde_json::json!({

@@ -118,6 +118,7 @@ pub fn render(set: &ReportSet) -> String {
     crate::bounds::markdown(&mut out, set);
     crate::comparison::markdown(&mut out, &set.comparisons);
     crate::campaign::markdown(&mut out, &set.campaigns);
+    crate::bench::markdown(&mut out, &set.benches);
     if !set.refused.is_empty() {
         let _ = writeln!(out, "### Refused files (not valid receipts)\n");
         for f in set.refused.iter().take(MAX_FAILURES) {

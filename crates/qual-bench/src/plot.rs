@@ -1,0 +1,156 @@
+//! What a report draws of one run, bounded whatever the run's size: each latency
+//! distribution's quantiles at every percent (its CDF at percent steps) and a request
+//! timeline (send → first content → last content per measured request, evenly sampled above
+//! [`MAX_TIMELINE`] requests). Computed from a run's records after the run, never on the
+//! request path; the samples are the ones the distributions summarise
+//! (`qual_serve::metrics::request_samples`, reported values).
+
+use qual_serve::metrics::{self, OrderStats};
+use qual_serve::record::{Phase, RequestRecord};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// At most this many requests are kept in a run's timeline (the rest are counted).
+pub const MAX_TIMELINE: usize = 500;
+
+/// The plot data of one run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Plot {
+    /// Per distribution (`ttft_ms`, `itl_ms`, `e2e_ms`; the defined ones with samples), the
+    /// type-7 quantiles at 0, 0.01, …, 1 of its samples (101 values, ascending).
+    pub quantiles: BTreeMap<String, Vec<f64>>,
+    /// Measured requests in send order: every one when there are at most [`MAX_TIMELINE`],
+    /// otherwise every k-th (k = ⌈measured / [`MAX_TIMELINE`]⌉), the first included.
+    pub timeline: Vec<TimelineRow>,
+    /// Measured requests with a send time (how many the timeline was drawn from).
+    pub timeline_of: usize,
+}
+
+/// One request of a timeline: milliseconds since the run's first measured send.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TimelineRow {
+    /// `record.index` in `--records`.
+    pub index: u64,
+    /// Sent.
+    pub send_ms: f64,
+    /// First content event (null: none, or the request failed).
+    pub first_ms: Option<f64>,
+    /// Last content event (null as `first_ms`).
+    pub last_ms: Option<f64>,
+    /// Whether the request succeeded.
+    pub succeeded: bool,
+}
+
+/// The plot data of `records` (`stream`: TTFT and ITL are defined).
+pub fn of(records: &[RequestRecord], stream: bool) -> Plot {
+    let measured: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.phase == Phase::Measured)
+        .collect();
+    let (mut ttft, mut itl, mut e2e) = (Vec::new(), Vec::new(), Vec::new());
+    for r in measured.iter().filter(|r| r.outcome.is_success()) {
+        let Some(send) = r.send_ns else { continue };
+        if r.content_event_ns.is_empty() {
+            continue;
+        }
+        let s = metrics::request_samples(r, send);
+        ttft.push(s.ttft.value);
+        e2e.push(s.e2e.value);
+        itl.extend(s.itl.iter().map(|x| x.value));
+    }
+    let mut quantiles = BTreeMap::new();
+    let mut put = |name: &str, mut xs: Vec<f64>| {
+        if !xs.is_empty() {
+            let grid = (0..=100).map(|i| f64::from(i) / 100.0);
+            let stats = OrderStats::select(&mut xs, grid.clone());
+            let q: Vec<f64> = grid.filter_map(|p| stats.percentile(p)).collect();
+            quantiles.insert(name.to_string(), q);
+        }
+    };
+    put("e2e_ms", e2e);
+    if stream {
+        put("ttft_ms", ttft);
+        put("itl_ms", itl);
+    }
+    let mut sent: Vec<(&RequestRecord, u64)> = measured
+        .iter()
+        .filter_map(|r| Some((*r, r.send_ns?)))
+        .collect();
+    sent.sort_by_key(|(r, send)| (*send, r.index));
+    let t0 = sent.first().map_or(0, |(_, s)| *s);
+    let ms = |t: u64| t.saturating_sub(t0) as f64 / 1e6;
+    let step = sent.len().div_ceil(MAX_TIMELINE).max(1);
+    let timeline = sent
+        .iter()
+        .step_by(step)
+        .map(|(r, send)| {
+            let ok = r.outcome.is_success();
+            let content = |t: Option<&u64>| t.filter(|_| ok).map(|t| ms(*t));
+            TimelineRow {
+                index: r.index,
+                send_ms: ms(*send),
+                first_ms: content(r.content_event_ns.first()),
+                last_ms: content(r.content_event_ns.last()),
+                succeeded: ok,
+            }
+        })
+        .collect();
+    Plot {
+        quantiles,
+        timeline,
+        timeline_of: sent.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qual_serve::record::{Endpoint, Outcome};
+
+    fn rec(index: u64, send: u64, events: &[u64], ok: bool) -> RequestRecord {
+        let mut r = RequestRecord::scheduled(index, "c", Phase::Measured, Endpoint::Chat, 0);
+        r.send_ns = Some(send);
+        r.content_event_ns = events.to_vec();
+        r.content_event_width_ns = vec![0; events.len()];
+        r.outcome = if ok {
+            Outcome::Succeeded
+        } else {
+            Outcome::Failed {
+                reason: "http status 500: x".into(),
+            }
+        };
+        r
+    }
+
+    #[test]
+    fn quantiles_and_timeline_are_bounded_and_in_send_order() {
+        let mut records = vec![
+            rec(1, 2_000_000, &[12_000_000, 14_000_000], true),
+            rec(0, 1_000_000, &[11_000_000, 13_000_000, 15_000_000], true),
+            rec(2, 3_000_000, &[], false),
+        ];
+        let mut warm = rec(9, 0, &[1], true);
+        warm.phase = Phase::Warmup;
+        records.push(warm);
+        let p = of(&records, true);
+        assert_eq!(p.quantiles["ttft_ms"].len(), 101);
+        assert_eq!(p.quantiles["ttft_ms"][0], 10.0);
+        assert_eq!(p.quantiles["ttft_ms"][100], 10.0);
+        assert_eq!(p.quantiles["itl_ms"], vec![2.0; 101]);
+        assert_eq!(p.quantiles["e2e_ms"][100], 14.0);
+        let idx: Vec<u64> = p.timeline.iter().map(|t| t.index).collect();
+        assert_eq!(idx, [0, 1, 2]);
+        assert_eq!(p.timeline[0].send_ms, 0.0);
+        assert_eq!(p.timeline[1].first_ms, Some(11.0));
+        assert_eq!(
+            (p.timeline[2].first_ms, p.timeline[2].succeeded),
+            (None, false)
+        );
+        assert_eq!(p.timeline_of, 3);
+        assert!(!of(&records, false).quantiles.contains_key("ttft_ms"));
+        let many: Vec<RequestRecord> = (0..1201).map(|i| rec(i, i, &[i + 5], true)).collect();
+        let p = of(&many, true);
+        assert_eq!((p.timeline.len(), p.timeline_of), (401, 1201));
+        assert_eq!(p.timeline[1].index, 3);
+    }
+}
