@@ -1087,3 +1087,278 @@ pub fn csv(benches: &[BenchView]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qual_test_fixtures::synth::bench::{bench_document, BenchOptions};
+    use serde_json::json;
+
+    fn view_of(doc: &Json) -> Result<BenchView, Vec<String>> {
+        let v = qual_json::from_str(&doc.to_string()).expect("strict json");
+        read(PathBuf::from("out/bench.json"), &v)
+    }
+
+    fn view(o: &BenchOptions) -> BenchView {
+        view_of(&bench_document(o)).expect("a valid document")
+    }
+
+    fn page(b: &BenchView) -> String {
+        let mut o = String::new();
+        html(&mut o, std::slice::from_ref(b), &mut 0);
+        o
+    }
+
+    fn titles(h: &str) -> Vec<String> {
+        h.split("<title id=\"")
+            .skip(1)
+            .filter_map(|t| t.split('>').nth(1)?.split('<').next().map(str::to_owned))
+            .collect()
+    }
+
+    #[test]
+    fn a_sweep_of_three_points_draws_sweep_charts_cdfs_and_timelines() {
+        let b = view(&BenchOptions::default());
+        assert_eq!(b.points.len(), 3);
+        assert!(b.passed());
+        let h = page(&b);
+        let t = titles(&h);
+        for want in [
+            "Output throughput against concurrency",
+            "Request throughput against concurrency",
+            "Latency percentiles against concurrency",
+            "Inter-token latency against concurrency",
+        ] {
+            assert_eq!(t.iter().filter(|x| *x == want).count(), 1, "{want}: {t:?}");
+        }
+        for want in [
+            "TTFT distribution (CDF)",
+            "ITL distribution (CDF)",
+            "E2E distribution (CDF)",
+        ] {
+            assert_eq!(t.iter().filter(|x| *x == want).count(), 3, "{want}: {t:?}");
+        }
+        assert_eq!(
+            t.iter()
+                .filter(|x| x.starts_with("Request timeline of c="))
+                .count(),
+            3
+        );
+        assert!(h.contains("all 40 measured requests"));
+        assert!(!h.contains("percentiles only"));
+        // One point: no sweep charts.
+        let one = view(&BenchOptions {
+            levels: vec![4],
+            ..BenchOptions::default()
+        });
+        assert!(!titles(&page(&one)).iter().any(|t| t.contains("against")));
+    }
+
+    #[test]
+    fn an_empty_run_renders_without_plots_or_numbers() {
+        let b = view(&BenchOptions {
+            levels: vec![2],
+            requests: 0,
+            verdict: json!({"status": "measurement_refused", "reason": "no request was measured"}),
+            ..BenchOptions::default()
+        });
+        let h = page(&b);
+        assert!(!h.contains("<svg"), "{h}");
+        assert!(h.contains("measurement_refused: no request was measured"));
+        let mut m = String::new();
+        markdown(&mut m, std::slice::from_ref(&b));
+        assert!(
+            m.contains("| c=2 | r0 | completed | valid | 0 / 0 / 0 | - | - | - / - |"),
+            "{m}"
+        );
+        let s = junit_suite(&b);
+        assert_eq!(s.cases.len(), 2);
+        assert!(s.cases[0].failure.is_none());
+        let v = s.cases[1].failure.as_ref().unwrap();
+        assert_eq!(
+            (v.0.as_str(), v.1.as_str()),
+            (
+                "measurement_refused",
+                "measurement_refused: no request was measured"
+            )
+        );
+        let c = csv(&[b]);
+        assert!(c.contains(",measured_requests,0,,"), "{c}");
+        assert!(!c.contains("requests_per_second"), "{c}");
+    }
+
+    #[test]
+    fn a_refused_run_fails_its_case_and_is_marked_on_the_sweep() {
+        let b = view(&BenchOptions {
+            refused: vec![1],
+            verdict: json!({"status": "passed"}),
+            ..BenchOptions::default()
+        });
+        let s = junit_suite(&b);
+        let names: Vec<&str> = s.cases.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["c=1 r0", "c=2 r0", "c=4 r0"]);
+        let f = s.cases[1].failure.as_ref().expect("refused");
+        assert_eq!(f.0, "measurement_refused");
+        assert!(f.1.starts_with("invalid run: e2e_ms.p50"));
+        assert!(s.cases[0].failure.is_none() && s.cases[2].failure.is_none());
+        let h = page(&b);
+        assert!(h.contains("class=\"refusedmark\" d=\"M"));
+        assert!(h.contains("refused: invalid run"));
+        assert!(csv(&[b]).contains(",c=2,concurrency,2,0,false,completed,"));
+    }
+
+    #[test]
+    fn failures_are_listed_by_reason_with_an_example_everywhere() {
+        let reason = "c=2 run 0: 10 of 40 measured requests failed (10 missing_done), more than the allowed failure rate 0";
+        let b = view(&BenchOptions {
+            failed: vec![1],
+            verdict: json!({"status": "server_failed", "reasons": [reason, "no measured request succeeded"]}),
+            ..BenchOptions::default()
+        });
+        assert_eq!(b.status(), "server_failed");
+        let h = page(&b);
+        assert!(h.contains("c=2 r0: 10 missing_done, e.g. request 3 (synthetic-3): stream ended without data: [DONE] &lt;b&gt;*x*&lt;/b&gt;"), "{h}");
+        assert!(!h.contains("<b>"));
+        assert!(h.contains("10 shown failed"));
+        let mut m = String::new();
+        markdown(&mut m, std::slice::from_ref(&b));
+        assert!(
+            m.contains("- c=2 r0 failed: 10 missing\\_done, e.g. request 3"),
+            "{m}"
+        );
+        assert!(m.contains("\\<b\\>\\*x\\*\\</b\\>"), "{m}");
+        let s = junit_suite(&b);
+        let f = s.cases[1].failure.as_ref().expect("server failed");
+        assert_eq!((f.0.as_str(), f.1.as_str()), ("server_failed", reason));
+        assert!(f.2.contains("10 missing_done, e.g. request 3"));
+        // The reason that names no run gets the verdict case.
+        let last = s.cases.last().unwrap();
+        assert_eq!(last.name, "verdict");
+        assert_eq!(
+            last.failure.as_ref().unwrap().1,
+            "no measured request succeeded"
+        );
+        assert!(
+            csv(&[b]).contains(",c=2,concurrency,2,0,true,completed,failures.missing_done,10,,")
+        );
+    }
+
+    #[test]
+    fn the_search_bracket_is_shown_with_and_without_a_knee() {
+        let b = view(&BenchOptions {
+            search: Some((Some(4.0), Some(5.0))),
+            ..BenchOptions::default()
+        });
+        let want = "SLA search over [1, 8] (resolution 1, at least 0.9 of requests within every SLO): knee 4, first failing 5; bisection converged";
+        assert!(page(&b).contains(want));
+        let mut m = String::new();
+        markdown(&mut m, std::slice::from_ref(&b));
+        assert!(
+            m.contains("SLA search over \\[1, 8\\] (resolution 1, at least 0.9 of requests within every SLO): knee 4, first failing 5;"),
+            "{m}"
+        );
+        let none = view(&BenchOptions {
+            search: Some((None, Some(1.0))),
+            ..BenchOptions::default()
+        });
+        assert!(page(&none).contains("knee none, first failing 1;"));
+        assert!(!page(&view(&BenchOptions::default())).contains("SLA search"));
+    }
+
+    #[test]
+    fn a_document_without_plot_data_is_drawn_from_its_percentiles_and_says_so() {
+        let b = view(&BenchOptions {
+            plot: false,
+            ..BenchOptions::default()
+        });
+        let h = page(&b);
+        assert!(
+            h.contains("drawn from the document&apos;s percentiles only"),
+            "{h}"
+        );
+        assert!(!titles(&h).iter().any(|t| t.starts_with("Request timeline")));
+    }
+
+    #[test]
+    fn a_big_run_timeline_says_it_is_sampled() {
+        let mut doc = bench_document(&BenchOptions {
+            levels: vec![1],
+            ..BenchOptions::default()
+        });
+        let plot = &mut doc["points"][0]["runs"][0]["plot"];
+        plot["timeline_of"] = json!(1200);
+        let b = view_of(&doc).unwrap();
+        assert!(page(&b).contains("40 of 1200 measured requests (evenly sampled in send order)"));
+    }
+
+    #[test]
+    fn every_violation_is_reported_with_its_pointer() {
+        let mut doc = bench_document(&BenchOptions::default());
+        doc["points"][0]["runs"][0]["surprise"] = json!(1);
+        doc["points"][1]["runs"][0]["metrics"]["measured_requests"] = json!(1.5);
+        doc["points"][2]["label"] = json!(7);
+        let e = view_of(&doc).unwrap_err();
+        assert_eq!(e.len(), 3, "{e:?}");
+        assert!(
+            e[0].starts_with("/points/0/runs/0: unknown field `surprise`"),
+            "{e:?}"
+        );
+        assert!(e[1].starts_with("/points/1/runs/0: "), "{e:?}");
+        assert!(e[2].starts_with("/points/2: invalid type"), "{e:?}");
+        let mut top = bench_document(&BenchOptions::default());
+        top["extra"] = json!(true);
+        assert!(view_of(&top).unwrap_err()[0].starts_with("unknown field `extra`"));
+        let mut verdict = bench_document(&BenchOptions::default());
+        verdict["verdict"] = json!({"status": "great"});
+        assert!(view_of(&verdict).is_err());
+    }
+
+    #[test]
+    fn untrusted_text_is_escaped_in_every_format() {
+        let evil = "<script>x</script>|*y*,=1\u{1b}[31m";
+        let mut doc = bench_document(&BenchOptions::default());
+        doc["tool"] = json!(evil);
+        doc["points"][0]["label"] = json!(evil);
+        let b = view_of(&doc).unwrap();
+        let h = page(&b);
+        assert!(!h.contains("<script>") && !h.contains('\u{1b}'), "{h}");
+        let mut m = String::new();
+        markdown(&mut m, std::slice::from_ref(&b));
+        assert!(m.contains("\\<script\\>") && !m.contains('\u{1b}'), "{m}");
+        let c = csv(std::slice::from_ref(&b));
+        assert!(c.contains("\"<script>x</script>|*y*,=1\\x1b[31m\""), "{c}");
+        let mut x = String::new();
+        let s = junit_suite(&b);
+        assert!(s.cases[0].name.starts_with("<script>"));
+        x.push_str(&crate::junit::xml(&s.cases[0].name));
+        assert!(!x.contains('<'));
+    }
+
+    #[test]
+    fn collect_reads_bench_documents_and_refuses_a_bad_one_beside_them() {
+        let d = tempfile::tempdir().unwrap();
+        let good = d.path().join("good.json");
+        std::fs::write(&good, bench_document(&BenchOptions::default()).to_string()).unwrap();
+        let mut bad = bench_document(&BenchOptions::default());
+        bad["points"][0]["runs"][0]["valid"] = json!("yes");
+        bad["points"][1]["passes"] = json!(null);
+        std::fs::write(d.path().join("bad.json"), bad.to_string()).unwrap();
+        let set = crate::collect(&[d.path().to_path_buf()]);
+        assert_eq!(set.benches.len(), 1);
+        assert_eq!(set.benches[0].path, good);
+        assert_eq!(set.refused.len(), 1);
+        let r = &set.refused[0].reasons;
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert!(
+            r[0].starts_with("/points/0/runs/0: ") && r[1].starts_with("/points/1: "),
+            "{r:?}"
+        );
+        let j = crate::junit::render(&set);
+        assert!(
+            j.contains("<testsuite name=\"bench good.json\" tests=\"3\" failures=\"0\""),
+            "{j}"
+        );
+        let md = crate::markdown::render(&set);
+        assert!(md.contains("### Bench results"));
+    }
+}
