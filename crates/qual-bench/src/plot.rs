@@ -1,11 +1,13 @@
 //! What a report draws of one run, bounded whatever the run's size: each latency
 //! distribution's quantiles at every percent (its CDF at percent steps) and a request
 //! timeline (send → first content → last content per measured request, evenly sampled above
-//! [`MAX_TIMELINE`] requests). Computed from a run's records after the run, never on the
-//! request path; the samples are the ones the distributions summarise
-//! (`qual_serve::metrics::request_samples`, reported values).
+//! [`MAX_TIMELINE`] requests). Computed after the run from the samples the distributions
+//! summarise (`qual_serve::metrics::request_samples`, reported values), never on the request
+//! path, and cheaply: the quantiles of a distribution with more than [`MAX_QUANTILE_SAMPLES`]
+//! samples (pooled gaps of a long run) are those of every k-th sample in record order, and
+//! `quantiles_from` says how many were used.
 
-use qual_serve::metrics::{self, OrderStats};
+use qual_serve::metrics::{OrderStats, RequestSamples};
 use qual_serve::record::{Phase, RequestRecord};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -13,12 +15,18 @@ use std::collections::BTreeMap;
 /// At most this many requests are kept in a run's timeline (the rest are counted).
 pub const MAX_TIMELINE: usize = 500;
 
+/// At most this many samples of a distribution enter its quantiles (every k-th above).
+pub const MAX_QUANTILE_SAMPLES: usize = 65_536;
+
 /// The plot data of one run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Plot {
     /// Per distribution (`ttft_ms`, `itl_ms`, `e2e_ms`; the defined ones with samples), the
     /// type-7 quantiles at 0, 0.01, …, 1 of its samples (101 values, ascending).
     pub quantiles: BTreeMap<String, Vec<f64>>,
+    /// Per distribution in `quantiles`, how many samples its quantiles were taken over (all of
+    /// them up to [`MAX_QUANTILE_SAMPLES`], otherwise every k-th, k = ⌈n / that⌉).
+    pub quantiles_from: BTreeMap<String, usize>,
     /// Measured requests in send order: every one when there are at most [`MAX_TIMELINE`],
     /// otherwise every k-th (k = ⌈measured / [`MAX_TIMELINE`]⌉), the first included.
     pub timeline: Vec<TimelineRow>,
@@ -41,71 +49,85 @@ pub struct TimelineRow {
     pub succeeded: bool,
 }
 
-/// The plot data of `records` (`stream`: TTFT and ITL are defined).
-pub fn of(records: &[RequestRecord], stream: bool) -> Plot {
-    let measured: Vec<&RequestRecord> = records
-        .iter()
-        .filter(|r| r.phase == Phase::Measured)
-        .collect();
-    let (mut ttft, mut itl, mut e2e) = (Vec::new(), Vec::new(), Vec::new());
-    for r in measured.iter().filter(|r| r.outcome.is_success()) {
-        let Some(send) = r.send_ns else { continue };
-        if r.content_event_ns.is_empty() {
-            continue;
+/// Every k-th of `n` values (k = ⌈n / [`MAX_QUANTILE_SAMPLES`]⌉), the first included.
+fn strided(n: usize, values: impl Iterator<Item = f64>) -> Vec<f64> {
+    let step = n.div_ceil(MAX_QUANTILE_SAMPLES).max(1);
+    values.step_by(step).collect()
+}
+
+impl Plot {
+    /// The plot data of a run: `samples` are those of its successful measured requests with
+    /// content (`stream`: TTFT and ITL are defined), `records` all of its records.
+    pub fn of(samples: &[&RequestSamples], stream: bool, records: &[RequestRecord]) -> Plot {
+        let mut plot = Plot::default();
+        let n = samples.len();
+        let gaps: usize = samples.iter().map(|s| s.itl.len()).sum();
+        plot.put("e2e_ms", strided(n, samples.iter().map(|s| s.e2e.value)));
+        if stream {
+            plot.put("ttft_ms", strided(n, samples.iter().map(|s| s.ttft.value)));
+            let itl = samples.iter().flat_map(|s| s.itl.iter().map(|x| x.value));
+            plot.put("itl_ms", strided(gaps, itl));
         }
-        let s = metrics::request_samples(r, send);
-        ttft.push(s.ttft.value);
-        e2e.push(s.e2e.value);
-        itl.extend(s.itl.iter().map(|x| x.value));
+        plot.timeline(records);
+        plot
     }
-    let mut quantiles = BTreeMap::new();
-    let mut put = |name: &str, mut xs: Vec<f64>| {
-        if !xs.is_empty() {
-            let grid = (0..=100).map(|i| f64::from(i) / 100.0);
-            let stats = OrderStats::select(&mut xs, grid.clone());
-            let q: Vec<f64> = grid.filter_map(|p| stats.percentile(p)).collect();
-            quantiles.insert(name.to_string(), q);
+
+    fn put(&mut self, name: &str, mut xs: Vec<f64>) {
+        if xs.is_empty() {
+            return;
         }
-    };
-    put("e2e_ms", e2e);
-    if stream {
-        put("ttft_ms", ttft);
-        put("itl_ms", itl);
+        let grid = (0..=100).map(|i| f64::from(i) / 100.0);
+        let stats = OrderStats::select(&mut xs, grid.clone());
+        let q: Vec<f64> = grid.filter_map(|p| stats.percentile(p)).collect();
+        self.quantiles.insert(name.to_string(), q);
+        self.quantiles_from.insert(name.to_string(), xs.len());
     }
-    let mut sent: Vec<(&RequestRecord, u64)> = measured
-        .iter()
-        .filter_map(|r| Some((*r, r.send_ns?)))
-        .collect();
-    sent.sort_by_key(|(r, send)| (*send, r.index));
-    let t0 = sent.first().map_or(0, |(_, s)| *s);
-    let ms = |t: u64| t.saturating_sub(t0) as f64 / 1e6;
-    let step = sent.len().div_ceil(MAX_TIMELINE).max(1);
-    let timeline = sent
-        .iter()
-        .step_by(step)
-        .map(|(r, send)| {
-            let ok = r.outcome.is_success();
-            let content = |t: Option<&u64>| t.filter(|_| ok).map(|t| ms(*t));
-            TimelineRow {
-                index: r.index,
-                send_ms: ms(*send),
-                first_ms: content(r.content_event_ns.first()),
-                last_ms: content(r.content_event_ns.last()),
-                succeeded: ok,
-            }
-        })
-        .collect();
-    Plot {
-        quantiles,
-        timeline,
-        timeline_of: sent.len(),
+
+    fn timeline(&mut self, records: &[RequestRecord]) {
+        let mut sent: Vec<(&RequestRecord, u64)> = records
+            .iter()
+            .filter(|r| r.phase == Phase::Measured)
+            .filter_map(|r| Some((r, r.send_ns?)))
+            .collect();
+        sent.sort_by_key(|(r, send)| (*send, r.index));
+        let t0 = sent.first().map_or(0, |(_, s)| *s);
+        let ms = |t: u64| t.saturating_sub(t0) as f64 / 1e6;
+        let step = sent.len().div_ceil(MAX_TIMELINE).max(1);
+        self.timeline = sent
+            .iter()
+            .step_by(step)
+            .map(|(r, send)| {
+                let ok = r.outcome.is_success();
+                let content = |t: Option<&u64>| t.filter(|_| ok).map(|t| ms(*t));
+                TimelineRow {
+                    index: r.index,
+                    send_ms: ms(*send),
+                    first_ms: content(r.content_event_ns.first()),
+                    last_ms: content(r.content_event_ns.last()),
+                    succeeded: ok,
+                }
+            })
+            .collect();
+        self.timeline_of = sent.len();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qual_serve::metrics::request_samples;
     use qual_serve::record::{Endpoint, Outcome};
+
+    fn of(records: &[RequestRecord], stream: bool) -> Plot {
+        let samples: Vec<RequestSamples> = records
+            .iter()
+            .filter(|r| r.phase == Phase::Measured && r.outcome.is_success())
+            .filter(|r| !r.content_event_ns.is_empty())
+            .map(|r| request_samples(r, r.send_ns.unwrap()))
+            .collect();
+        let refs: Vec<&RequestSamples> = samples.iter().collect();
+        Plot::of(&refs, stream, records)
+    }
 
     fn rec(index: u64, send: u64, events: &[u64], ok: bool) -> RequestRecord {
         let mut r = RequestRecord::scheduled(index, "c", Phase::Measured, Endpoint::Chat, 0);
@@ -152,5 +174,7 @@ mod tests {
         let p = of(&many, true);
         assert_eq!((p.timeline.len(), p.timeline_of), (401, 1201));
         assert_eq!(p.timeline[1].index, 3);
+        assert_eq!(p.quantiles_from["e2e_ms"], 1201);
+        assert_eq!(strided(200_000, (0..200_000).map(f64::from)).len(), 50_000);
     }
 }

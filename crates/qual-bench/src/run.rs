@@ -14,7 +14,7 @@
 //! search.
 
 use crate::failures::{self, FailureGroup};
-use crate::plot::{self, Plot};
+use crate::plot::Plot;
 use crate::stats::{self, Interval, Summary};
 use crate::telemetry::{Memory, ServerMetrics, Telemetry};
 use crate::workload::Workload;
@@ -319,11 +319,13 @@ fn gated_for_unary(cfg: &BenchConfig) -> Option<Vec<String>> {
 }
 
 /// The latency distributions of the successful requests (one definition of every sample:
-/// qual-serve's metrics, with its arrival bound), and why the undefined ones are.
+/// qual-serve's metrics, with its arrival bound), why the undefined ones are, and the plot
+/// data of the run's `records` from the same samples.
 fn distributions_of(
     cfg: &BenchConfig,
     ok: &[&RequestRecord],
-) -> (BTreeMap<String, Summary>, BTreeMap<String, String>) {
+    records: &[RequestRecord],
+) -> (BTreeMap<String, Summary>, BTreeMap<String, String>, Plot) {
     let ps = &cfg.percentiles;
     let per_request: Vec<(&RequestRecord, metrics::RequestSamples)> = ok
         .iter()
@@ -371,7 +373,9 @@ fn distributions_of(
             );
         }
     }
-    (distributions, undefined)
+    let samples: Vec<&metrics::RequestSamples> = per_request.iter().map(|(_, s)| s).collect();
+    let plot = Plot::of(&samples, stream, records);
+    (distributions, undefined, plot)
 }
 
 /// The headline values, each null one explained in `undefined`.
@@ -483,7 +487,7 @@ fn summarize(
     let m = metrics::compute_gated(&records, cfg.slo, limits, unary.as_deref());
     let ps = &cfg.percentiles;
     let (measured, ok) = metrics::measured_and_succeeded(&records);
-    let (distributions, mut undefined) = distributions_of(cfg, &ok);
+    let (distributions, mut undefined, plot) = distributions_of(cfg, &ok, &records);
     let headline = headline_of(cfg, &m, &distributions, &mut undefined);
     let turns = turns_of(wl, &measured, ps);
     let prompt_token_mismatches = prompt_token_mismatches(wl, &ok);
@@ -502,7 +506,7 @@ fn summarize(
         metrics: m,
         server_metrics: None,
         memory: None,
-        plot: plot::of(&records, cfg.engine.stream),
+        plot,
         records,
     }
 }

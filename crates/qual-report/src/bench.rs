@@ -9,8 +9,10 @@
 //! document is refused with every violation found, each at its JSON pointer. The parts a
 //! report does not show (settings, workload, definitions, per-turn statistics, the time
 //! series, telemetry) are carried as opaque JSON; of the serving metrics (qual-serve's, open
-//! here) only the request counts and the window are read. Documents written before runs
-//! carried `plot` are rendered from their percentiles, and the page says so.
+//! here) only the request counts and the window are read. A CDF is drawn from the run's
+//! `plot` quantiles (the page says when those were taken over every k-th sample of a large
+//! distribution); documents written before runs carried `plot` are drawn from their
+//! percentiles, and the page says so.
 //!
 //! Rendering, per document: the verdict exactly as written (a report never judges), the SLA
 //! search's bracket when there is one, one row per load point × run (stop, validity, counts,
@@ -316,6 +318,9 @@ pub struct FailureDoc {
 pub struct PlotDoc {
     /// Per distribution, the quantiles at 0, 0.01, …, 1.
     pub quantiles: BTreeMap<String, Vec<f64>>,
+    /// Per distribution, how many samples its quantiles were taken over (every k-th of a
+    /// large one).
+    pub quantiles_from: BTreeMap<String, u64>,
     /// Measured requests in send order (evenly sampled when many).
     pub timeline: Vec<TimelineDoc>,
     /// Measured requests the timeline was drawn from.
@@ -426,16 +431,17 @@ fn violation(pointer: String, e: serde_json::Error) -> Violation {
     Violation::new(pointer, e.to_string())
 }
 
-/// Reads a bench result document already parsed strictly from `path`: every violation, each
-/// with its JSON pointer (`/points/1/runs/0: missing field ...`), or the view.
-pub fn read(path: PathBuf, value: &qual_json::Value) -> Result<BenchView, Vec<String>> {
+/// Reads a bench result document already parsed strictly from `path`: the view, or every
+/// violation found, each at its JSON pointer (`/points/1/runs/0`: serde's message naming the
+/// member; the root's pointer is empty).
+pub fn read(path: PathBuf, value: &qual_json::Value) -> Result<BenchView, Vec<Violation>> {
     let Some(doc) = value.to_serde() else {
-        return Err(vec![
-            "holds a number JSON tools cannot represent".to_string()
-        ]);
+        return Err(vec![Violation::new(
+            "",
+            "holds a number JSON tools cannot represent",
+        )]);
     };
-    let top: TopDoc =
-        serde_json::from_value(doc).map_err(|e| vec![violation(String::new(), e).to_string()])?;
+    let top: TopDoc = serde_json::from_value(doc).map_err(|e| vec![violation(String::new(), e)])?;
     let mut violations = Vec::new();
     let mut points = Vec::new();
     for (i, p) in top.points.into_iter().enumerate() {
@@ -455,7 +461,7 @@ pub fn read(path: PathBuf, value: &qual_json::Value) -> Result<BenchView, Vec<St
         points.push(point);
     }
     if !violations.is_empty() {
-        return Err(violations.iter().map(ToString::to_string).collect());
+        return Err(violations);
     }
     Ok(BenchView {
         path,
@@ -805,9 +811,20 @@ fn sweep_charts(o: &mut String, b: &BenchView, chart_id: &mut usize) {
     );
 }
 
+/// How a CDF line was drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Drawn {
+    /// From the quantiles of every sample.
+    Exact,
+    /// From the quantiles of every k-th sample: (used, of).
+    Sampled(u64, u64),
+    /// From the document's percentiles, minimum and maximum only.
+    Percentiles,
+}
+
 /// One run's CDF line of `dist`: from its plot quantiles, or else from the document's
-/// percentiles with its min and max (`false`).
-fn cdf_line(p: &PointDoc, r: &RunDoc, dist: &str) -> Option<(CdfSeries, bool)> {
+/// percentiles with its min and max.
+fn cdf_line(p: &PointDoc, r: &RunDoc, dist: &str) -> Option<(CdfSeries, Drawn)> {
     let s = r.distributions.get(dist)?;
     let name = format!("{} r{}", p.label, r.repeat);
     let mut summary: Vec<(String, f64)> = s
@@ -817,22 +834,33 @@ fn cdf_line(p: &PointDoc, r: &RunDoc, dist: &str) -> Option<(CdfSeries, bool)> {
         .collect();
     summary.extend(s.max.map(|m| ("max".to_string(), m)));
     let n = usize::try_from(s.n).unwrap_or(usize::MAX);
-    if let Some(q) = r.plot.as_ref().and_then(|pl| pl.quantiles.get(dist)) {
-        let last = q.len().saturating_sub(1).max(1) as f64;
-        let points = q
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (*v, i as f64 / last))
-            .collect();
-        return Some((
+    let line = |points, drawn| {
+        Some((
             CdfSeries {
-                name,
+                name: name.clone(),
                 points,
                 n,
-                summary,
+                summary: summary.clone(),
             },
-            true,
-        ));
+            drawn,
+        ))
+    };
+    if let Some(plot) = &r.plot {
+        if let Some(q) = plot.quantiles.get(dist) {
+            let last = q.len().saturating_sub(1).max(1) as f64;
+            let points = q
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (*v, i as f64 / last))
+                .collect();
+            let used = plot.quantiles_from.get(dist).copied().unwrap_or(s.n);
+            let drawn = if used < s.n {
+                Drawn::Sampled(used, s.n)
+            } else {
+                Drawn::Exact
+            };
+            return line(points, drawn);
+        }
     }
     let mut points: Vec<(f64, f64)> = s.min.map(|m| (m, 0.0)).into_iter().collect();
     for pc in &s.percentiles {
@@ -842,34 +870,37 @@ fn cdf_line(p: &PointDoc, r: &RunDoc, dist: &str) -> Option<(CdfSeries, bool)> {
         }
     }
     points.extend(s.max.map(|m| (m, 1.0)));
-    Some((
-        CdfSeries {
-            name,
-            points,
-            n,
-            summary,
-        },
-        false,
-    ))
+    line(points, Drawn::Percentiles)
 }
 
 fn point_charts(o: &mut String, p: &PointDoc, chart_id: &mut usize) {
     for (label, dist) in [("TTFT", "ttft_ms"), ("ITL", "itl_ms"), ("E2E", "e2e_ms")] {
-        let lines: Vec<(CdfSeries, bool)> = p
+        let lines: Vec<(CdfSeries, Drawn)> = p
             .runs
             .iter()
             .take(MAX_CDF_RUNS)
             .filter_map(|r| cdf_line(p, r, dist))
             .collect();
-        let coarse = lines.iter().any(|(_, exact)| !exact);
-        let note = if coarse {
-            format!(
-                "{}; drawn from the document's percentiles only: it holds no per-percent quantiles",
-                p.label
-            )
-        } else {
-            p.label.clone()
-        };
+        let mut note = p.label.clone();
+        for (s, drawn) in &lines {
+            match drawn {
+                Drawn::Exact => {}
+                Drawn::Sampled(used, of) => {
+                    let _ = write!(
+                        note,
+                        "; {}: from every k-th of its samples ({used} of {of})",
+                        s.name
+                    );
+                }
+                Drawn::Percentiles => {
+                    let _ = write!(
+                        note,
+                        "; {}: drawn from the document's percentiles only: it holds no per-percent quantiles",
+                        s.name
+                    );
+                }
+            }
+        }
         let series = lines.into_iter().map(|(s, _)| s).collect();
         cdf_figure(o, chart_id, label, series, &note);
     }
@@ -1097,6 +1128,7 @@ mod tests {
     fn view_of(doc: &Json) -> Result<BenchView, Vec<String>> {
         let v = qual_json::from_str(&doc.to_string()).expect("strict json");
         read(PathBuf::from("out/bench.json"), &v)
+            .map_err(|e| e.iter().map(ToString::to_string).collect())
     }
 
     fn view(o: &BenchOptions) -> BenchView {
@@ -1287,8 +1319,15 @@ mod tests {
         });
         let plot = &mut doc["points"][0]["runs"][0]["plot"];
         plot["timeline_of"] = json!(1200);
+        plot["quantiles_from"]["itl_ms"] = json!(50);
         let b = view_of(&doc).unwrap();
-        assert!(page(&b).contains("40 of 1200 measured requests (evenly sampled in send order)"));
+        let h = page(&b);
+        assert!(h.contains("40 of 1200 measured requests (evenly sampled in send order)"));
+        assert!(
+            h.contains("ITL CDF (c=1; c=1 r0: from every k-th of its samples (50 of 200))"),
+            "{h}"
+        );
+        assert!(!h.contains("TTFT CDF (c=1;"));
     }
 
     #[test]

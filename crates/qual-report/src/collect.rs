@@ -445,7 +445,8 @@ fn read_one(path: &Path, explicit: bool, cache: &PolicyCache) -> Loaded {
         Some(Kind::CampaignReceipt | Kind::CampaignSummary) => return Ok(Some(Item::Campaign)),
         Some(Kind::BenchResult) => {
             return crate::bench::read(path.to_path_buf(), &value)
-                .map(|b| Some(Item::Bench(Box::new(b))));
+                .map(|b| Some(Item::Bench(Box::new(b))))
+                .map_err(|v| v.iter().map(ToString::to_string).collect());
         }
         _ => {}
     }

@@ -590,13 +590,17 @@ pub mod bench {
                            "last_ms": good.then_some(send + e2e), "succeeded": good})
                 })
                 .collect();
-            let quant = if ok > 0 {
-                json!({"ttft_ms": quantiles(ttft, 2.0), "itl_ms": quantiles(3.0, 1.0),
-                       "e2e_ms": quantiles(e2e, 5.0)})
+            let (quant, from) = if ok > 0 {
+                (
+                    json!({"ttft_ms": quantiles(ttft, 2.0), "itl_ms": quantiles(3.0, 1.0),
+                           "e2e_ms": quantiles(e2e, 5.0)}),
+                    json!({"ttft_ms": ok, "itl_ms": ok * 5, "e2e_ms": ok}),
+                )
             } else {
-                json!({})
+                (json!({}), json!({}))
             };
-            r["plot"] = json!({"quantiles": quant, "timeline": timeline, "timeline_of": n});
+            r["plot"] = json!({"quantiles": quant, "quantiles_from": from,
+                               "timeline": timeline, "timeline_of": n});
         }
         r
     }
