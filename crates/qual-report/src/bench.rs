@@ -472,6 +472,18 @@ pub fn read(path: PathBuf, value: &qual_json::Value) -> Result<BenchView, Vec<Vi
     })
 }
 
+/// `; 2 bench results (1 passed)` for a report's headline (empty without any).
+pub(crate) fn headline(benches: &[BenchView]) -> String {
+    if benches.is_empty() {
+        return String::new();
+    }
+    let passed = benches.iter().filter(|b| b.passed()).count();
+    format!(
+        "; {} ({passed} passed)",
+        crate::count(benches.len(), "bench result")
+    )
+}
+
 fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), crate::num)
 }
@@ -1399,5 +1411,9 @@ mod tests {
         );
         let md = crate::markdown::render(&set);
         assert!(md.contains("### Bench results"));
+        assert!(
+            md.contains(" — 0 hosts, 0 commits; 1 bench result (1 passed); **1 files refused**."),
+            "{md}"
+        );
     }
 }

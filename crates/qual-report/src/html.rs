@@ -70,10 +70,11 @@ pub fn render(set: &ReportSet) -> String {
     let (n, passed, failed, hosts, commits) = matrix::counts(set);
     let _ = writeln!(
         o,
-        "<p>{}: <strong class=\"good\">{passed} passed</strong>, <strong class=\"bad\">{failed} failed</strong> — {}, {}{}.</p>",
+        "<p>{}: <strong class=\"good\">{passed} passed</strong>, <strong class=\"bad\">{failed} failed</strong> — {}, {}{}{}.</p>",
         crate::count(n, "receipt"),
         crate::count(hosts, "host"),
         crate::count(commits, "commit"),
+        crate::bench::headline(&set.benches),
         if set.refused.is_empty() {
             String::new()
         } else {

@@ -36,10 +36,11 @@ pub fn render(set: &ReportSet) -> String {
     let _ = writeln!(out, "## kiln-qual report\n");
     let _ = writeln!(
         out,
-        "{}: **{passed} passed**, **{failed} failed** — {}, {}{}.\n",
+        "{}: **{passed} passed**, **{failed} failed** — {}, {}{}{}.\n",
         crate::count(n, "receipt"),
         crate::count(hosts, "host"),
         crate::count(commits, "commit"),
+        crate::bench::headline(&set.benches),
         if set.refused.is_empty() {
             String::new()
         } else {
