@@ -65,8 +65,16 @@ impl Plot {
         plot.put("e2e_ms", strided(n, samples.iter().map(|s| s.e2e.value)));
         if stream {
             plot.put("ttft_ms", strided(n, samples.iter().map(|s| s.ttft.value)));
-            let itl = samples.iter().flat_map(|s| s.itl.iter().map(|x| x.value));
-            plot.put("itl_ms", strided(gaps, itl));
+            // Every k-th pooled gap, indexed per request (not walking all of them).
+            let step = gaps.div_ceil(MAX_QUANTILE_SAMPLES).max(1);
+            let mut itl = Vec::with_capacity(gaps.div_ceil(step));
+            let mut at = 0usize;
+            for s in samples {
+                let skip = (step - at % step) % step;
+                itl.extend(s.itl.iter().skip(skip).step_by(step).map(|x| x.value));
+                at += s.itl.len();
+            }
+            plot.put("itl_ms", itl);
         }
         plot.timeline(records);
         plot
@@ -176,5 +184,30 @@ mod tests {
         assert_eq!(p.timeline[1].index, 3);
         assert_eq!(p.quantiles_from["e2e_ms"], 1201);
         assert_eq!(strided(200_000, (0..200_000).map(f64::from)).len(), 50_000);
+    }
+
+    #[test]
+    fn pooled_gaps_above_the_cap_are_every_kth_in_record_order() {
+        // 700 requests of 2..=200 gaps each (70 000+ gaps: every 2nd is kept).
+        let records: Vec<RequestRecord> = (0..700u64)
+            .map(|i| {
+                let events: Vec<u64> = (0..=(2 + i % 199)).map(|k| 1_000 + k * (k + i)).collect();
+                rec(i, 0, &events, true)
+            })
+            .collect();
+        let p = of(&records, true);
+        let all: Vec<f64> = records
+            .iter()
+            .flat_map(|r| {
+                r.content_event_ns
+                    .windows(2)
+                    .map(|w| (w[1] - w[0]) as f64 / 1e6)
+            })
+            .collect();
+        assert!(all.len() > MAX_QUANTILE_SAMPLES);
+        let mut want = Plot::default();
+        want.put("itl_ms", strided(all.len(), all.iter().copied()));
+        assert_eq!(p.quantiles_from["itl_ms"], all.len().div_ceil(2));
+        assert_eq!(p.quantiles["itl_ms"], want.quantiles["itl_ms"]);
     }
 }
