@@ -14,6 +14,7 @@
 //! search.
 
 use crate::failures::{self, FailureGroup};
+use crate::plot::Plot;
 use crate::stats::{self, Interval, Summary};
 use crate::telemetry::{Memory, ServerMetrics, Telemetry};
 use crate::workload::Workload;
@@ -219,6 +220,9 @@ pub struct RunResult {
     /// The memory sampled during the run (`--memory-source`; absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<Memory>,
+    /// What a report draws: each distribution's quantiles at every percent and a bounded
+    /// request timeline (`crate::plot`).
+    pub plot: Plot,
     /// Per-request records (written to the records file, not the result).
     #[serde(skip)]
     pub records: Vec<RequestRecord>,
@@ -315,11 +319,13 @@ fn gated_for_unary(cfg: &BenchConfig) -> Option<Vec<String>> {
 }
 
 /// The latency distributions of the successful requests (one definition of every sample:
-/// qual-serve's metrics, with its arrival bound), and why the undefined ones are.
+/// qual-serve's metrics, with its arrival bound), why the undefined ones are, and the plot
+/// data of the run's `records` from the same samples.
 fn distributions_of(
     cfg: &BenchConfig,
     ok: &[&RequestRecord],
-) -> (BTreeMap<String, Summary>, BTreeMap<String, String>) {
+    records: &[RequestRecord],
+) -> (BTreeMap<String, Summary>, BTreeMap<String, String>, Plot) {
     let ps = &cfg.percentiles;
     let per_request: Vec<(&RequestRecord, metrics::RequestSamples)> = ok
         .iter()
@@ -367,7 +373,9 @@ fn distributions_of(
             );
         }
     }
-    (distributions, undefined)
+    let samples: Vec<&metrics::RequestSamples> = per_request.iter().map(|(_, s)| s).collect();
+    let plot = Plot::of(&samples, stream, records);
+    (distributions, undefined, plot)
 }
 
 /// The headline values, each null one explained in `undefined`.
@@ -479,7 +487,7 @@ fn summarize(
     let m = metrics::compute_gated(&records, cfg.slo, limits, unary.as_deref());
     let ps = &cfg.percentiles;
     let (measured, ok) = metrics::measured_and_succeeded(&records);
-    let (distributions, mut undefined) = distributions_of(cfg, &ok);
+    let (distributions, mut undefined, plot) = distributions_of(cfg, &ok, &records);
     let headline = headline_of(cfg, &m, &distributions, &mut undefined);
     let turns = turns_of(wl, &measured, ps);
     let prompt_token_mismatches = prompt_token_mismatches(wl, &ok);
@@ -498,6 +506,7 @@ fn summarize(
         metrics: m,
         server_metrics: None,
         memory: None,
+        plot,
         records,
     }
 }
@@ -550,6 +559,9 @@ pub struct SearchResult {
     /// Why the search ended.
     pub conclusion: String,
 }
+
+/// The schema of the result document.
+pub const RESULT_SCHEMA: &str = "kiln-qual.bench-result.v1";
 
 /// The result document.
 #[derive(Clone, Debug, Serialize)]
@@ -717,7 +729,7 @@ pub fn bench(
         }
     }
     Ok(BenchResult {
-        schema: "kiln-qual.bench-result.v1",
+        schema: RESULT_SCHEMA,
         tool: concat!("kiln-qual ", env!("CARGO_PKG_VERSION")).to_string(),
         config: config_json(cfg),
         workload: serde_json::json!({

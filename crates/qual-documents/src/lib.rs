@@ -7,7 +7,7 @@
 //! (receipt v1, `compare --json` documents) from its shape. [`Source::into_document`] gives a
 //! [`Document`] or an [`DocumentError::Unknown`] naming the schema it saw and the kinds it
 //! knows. The bytes travel with the kind, so a command hands them to the owner of that kind
-//! (`qual-receipt`, `qual-campaign`, `qual-oracle`) and never reads the file a second time or
+//! (`qual-receipt`, `qual-campaign`, `qual-oracle`, `qual-report` for bench results) and never reads the file a second time or
 //! looks at a `schema` member itself. A new document kind is a row here plus its owner's rules.
 //!
 //! The crate depends on `qual-json` alone, so that every owner (and `qual-report`, which must
@@ -31,6 +31,8 @@ pub const ORACLE_RESULT_SCHEMA: &str = "kiln-qual.oracle-result.v1";
 pub const KILN_ORACLE_V2_SCHEMA: &str = "kiln.rocm-hf-next-token-oracle.v2";
 /// `qual_oracle::attribution::ATTRIBUTION_SCHEMA`.
 pub const ORACLE_ATTRIBUTION_SCHEMA: &str = "kiln-qual.oracle-attribution.v1";
+/// `qual_bench::run::RESULT_SCHEMA`.
+pub const BENCH_RESULT_SCHEMA: &str = "kiln-qual.bench-result.v1";
 
 /// The largest document read: every owner's limit is 64 MiB.
 pub const MAX_DOCUMENT_BYTES: usize = 64 * 1024 * 1024;
@@ -48,6 +50,8 @@ pub enum Kind {
     OracleResult,
     /// A `kiln-qual compare --json` document (`qual-report`'s comparison input).
     Comparison,
+    /// A `kiln-qual bench` result document (`qual-bench` writes it, `qual-report` renders it).
+    BenchResult,
 }
 
 /// How a kind is recognized.
@@ -104,6 +108,11 @@ pub const KINDS: &[KindEntry] = &[
         kind: Kind::OracleResult,
         name: "oracle attribution",
         mark: Mark::Schema(ORACLE_ATTRIBUTION_SCHEMA),
+    },
+    KindEntry {
+        kind: Kind::BenchResult,
+        name: "bench result",
+        mark: Mark::Schema(BENCH_RESULT_SCHEMA),
     },
     KindEntry {
         kind: Kind::Receipt,
@@ -209,6 +218,7 @@ impl Source {
             Some(Kind::CampaignSummary) => Document::CampaignSummary(self),
             Some(Kind::OracleResult) => Document::OracleResult(self),
             Some(Kind::Comparison) => Document::Comparison(self),
+            Some(Kind::BenchResult) => Document::BenchResult(self),
             None => {
                 return Err(DocumentError::Unknown {
                     path: qual_json::escape_path(&self.path),
@@ -245,6 +255,8 @@ pub enum Document {
     OracleResult(Source),
     /// A `compare --json` document.
     Comparison(Source),
+    /// A `bench` result document.
+    BenchResult(Source),
 }
 
 /// Why a file is not a known document.
@@ -299,6 +311,7 @@ mod tests {
             ORACLE_ATTRIBUTION_SCHEMA,
             qual_oracle::attribution::ATTRIBUTION_SCHEMA
         );
+        assert_eq!(BENCH_RESULT_SCHEMA, qual_bench::run::RESULT_SCHEMA);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! engine (matched, or each mismatch kind with the first divergent byte). A report never
 //! re-judges: every verdict is the record's.
 
+use crate::junit::JunitCase;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -427,18 +428,6 @@ pub fn html(o: &mut String, campaigns: &[CampaignView]) {
             o.push_str("</ul>\n");
         }
     }
-}
-
-/// A JUnit test case of a campaign.
-pub(crate) struct JunitCase {
-    /// `c<concurrency> r<repeat>`, or a profile-level name.
-    pub name: String,
-    /// Elapsed seconds.
-    pub time: f64,
-    /// `(type, message, body)` of a failure.
-    pub failure: Option<(String, String, String)>,
-    /// Skip message.
-    pub skipped: Option<String>,
 }
 
 /// One JUnit suite per profile: (suite name, classname, receipt path, verdict, cases).

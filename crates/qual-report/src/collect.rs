@@ -47,6 +47,9 @@ pub struct ReportSet {
     pub campaign_files: Vec<PathBuf>,
     /// Serving campaigns, verified and read.
     pub campaigns: Vec<crate::campaign::CampaignView>,
+    /// `kiln-qual bench` result documents among the inputs (by their `schema`), read
+    /// strictly, in path order.
+    pub benches: Vec<crate::bench::BenchView>,
 }
 
 /// A file that is not a valid receipt.
@@ -290,6 +293,7 @@ pub fn collect(paths: &[PathBuf]) -> ReportSet {
             }
             Ok(Some(Item::Comparison(c))) => set.comparisons.push(c),
             Ok(Some(Item::Campaign)) => set.campaign_files.push(path),
+            Ok(Some(Item::Bench(b))) => set.benches.push(*b),
             Ok(None) => set.skipped += 1,
             Err(reasons) => set.refused.push(Refused { path, reasons }),
         }
@@ -416,6 +420,8 @@ enum Item {
     Comparison(crate::comparison::ComparisonView),
     /// A serving-campaign record, left to `qual-campaign`.
     Campaign,
+    /// A bench result document.
+    Bench(Box<crate::bench::BenchView>),
 }
 
 type Loaded = Result<Option<Item>, Vec<String>>;
@@ -437,6 +443,11 @@ fn read_one(path: &Path, explicit: bool, cache: &PolicyCache) -> Loaded {
                 .map(|c| Some(Item::Comparison(c)));
         }
         Some(Kind::CampaignReceipt | Kind::CampaignSummary) => return Ok(Some(Item::Campaign)),
+        Some(Kind::BenchResult) => {
+            return crate::bench::read(path.to_path_buf(), &value)
+                .map(|b| Some(Item::Bench(Box::new(b))))
+                .map_err(|v| v.iter().map(ToString::to_string).collect());
+        }
         _ => {}
     }
     if !explicit && value.get("receipt_id").is_none() {

@@ -7,8 +7,9 @@
 //! trend across runs (x = runs in time order labelled by commit, failed runs crossed out);
 //! for serving evidence, TTFT / ITL / E2E CDFs from the per-request records of the newest run,
 //! throughput against concurrency where a run has several, and the request timeline of one
-//! run; the evidence scope (what no receipt establishes, and each receipt's `unsupported` and
-//! `notes`); refused files. Each chart has a `<title>` and `<desc>` and its numbers in a
+//! run; `kiln-qual bench` results (`crate::bench`: per load point CDFs and a timeline, sweep
+//! charts, the search's bracket, failure reasons, the verdict as written); the evidence scope
+//! (what no receipt establishes, and each receipt's `unsupported` and `notes`); refused files. Each chart has a `<title>` and `<desc>` and its numbers in a
 //! `<details>` table. The layout is one column that fits a phone and caps at 1200 px.
 
 use crate::collect::{ReceiptView, ReportSet, ServeView};
@@ -69,10 +70,11 @@ pub fn render(set: &ReportSet) -> String {
     let (n, passed, failed, hosts, commits) = matrix::counts(set);
     let _ = writeln!(
         o,
-        "<p>{}: <strong class=\"good\">{passed} passed</strong>, <strong class=\"bad\">{failed} failed</strong> — {}, {}{}.</p>",
+        "<p>{}: <strong class=\"good\">{passed} passed</strong>, <strong class=\"bad\">{failed} failed</strong> — {}, {}{}{}.</p>",
         crate::count(n, "receipt"),
         crate::count(hosts, "host"),
         crate::count(commits, "commit"),
+        crate::bench::headline(&set.benches),
         if set.refused.is_empty() {
             String::new()
         } else {
@@ -89,6 +91,7 @@ pub fn render(set: &ReportSet) -> String {
     crate::bounds::html(&mut o, set);
     crate::comparison::html(&mut o, &set.comparisons);
     crate::campaign::html(&mut o, &set.campaigns);
+    crate::bench::html(&mut o, &set.benches, &mut chart_id);
     scope(&mut o, set);
     refused(&mut o, set);
     o.push_str("</body></html>\n");
@@ -192,14 +195,83 @@ fn data_table(o: &mut String, head: [&str; 2], rows: &[(String, String)]) {
 }
 
 /// Column headings and (label, value) rows of a chart's data table.
-type DataTable<'a> = ([&'a str; 2], Vec<(String, String)>);
+pub(crate) type DataTable<'a> = ([&'a str; 2], Vec<(String, String)>);
 
-fn figure(o: &mut String, svg: &str, caption: &str, data: Option<DataTable<'_>>) {
+pub(crate) fn figure(o: &mut String, svg: &str, caption: &str, data: Option<DataTable<'_>>) {
     let _ = write!(o, "<figure>{svg}<figcaption>{}</figcaption>", esc(caption));
     if let Some((head, rows)) = data {
         data_table(o, head, &rows);
     }
     o.push_str("</figure>\n");
+}
+
+/// One line of a CDF chart: its name, its points (value, fraction ≤ value), its sample
+/// count and the statistics its description and data table name (`p50`, `max`, …, in ms).
+pub(crate) struct CdfSeries {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    pub n: usize,
+    pub summary: Vec<(String, f64)>,
+}
+
+/// One CDF figure of `label` (`TTFT`, `ITL`, `E2E`) in ms over `series` (nothing when none
+/// has points); `note` (possibly empty) ends the description and the caption.
+pub(crate) fn cdf_figure(
+    o: &mut String,
+    chart_id: &mut usize,
+    label: &str,
+    series: Vec<CdfSeries>,
+    note: &str,
+) {
+    let series: Vec<CdfSeries> = series
+        .into_iter()
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    if series.is_empty() {
+        return;
+    }
+    *chart_id += 1;
+    let mut data = Vec::new();
+    let mut desc = format!("Empirical CDF of {label} in ms.");
+    for s in &series {
+        let stats: Vec<String> = s
+            .summary
+            .iter()
+            .map(|(k, v)| format!("{k} {} ms", crate::num(*v)))
+            .collect();
+        let _ = write!(desc, " {}: n={}, {}.", s.name, s.n, stats.join(", "));
+        data.extend(
+            s.summary
+                .iter()
+                .map(|(k, v)| (format!("{} {k}", s.name), crate::num(*v))),
+        );
+    }
+    if !note.is_empty() {
+        let _ = write!(desc, " {note}");
+    }
+    let chart = Chart {
+        title: format!("{label} distribution (CDF)"),
+        desc,
+        x_label: format!("{label} (ms)"),
+        y_label: "fraction of samples ≤ x".into(),
+        series: series
+            .into_iter()
+            .map(|s| Series {
+                name: s.name,
+                points: s.points,
+                ..Series::default()
+            })
+            .collect(),
+        step: true,
+        ..Chart::default()
+    };
+    let svg = svg::render(&chart, &format!("c{chart_id}"));
+    let caption = if note.is_empty() {
+        format!("{label} CDF")
+    } else {
+        format!("{label} CDF ({note})")
+    };
+    figure(o, &svg, &caption, Some((["sample", "ms"], data)));
 }
 
 fn trends(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
@@ -451,56 +523,26 @@ fn serving(o: &mut String, rows: &[Row<'_>], chart_id: &mut usize) {
             ("ITL", |s: &ServeView| &s.itl_ms),
             ("E2E", |s: &ServeView| &s.e2e_ms),
         ] {
-            let series: Vec<Series> = views
+            let series: Vec<CdfSeries> = views
                 .iter()
                 .take(4)
                 .filter(|(_, s)| !pick(s).is_empty())
-                .map(|(name, s)| Series {
-                    name: name.clone(),
-                    points: svg::cdf(pick(s), 400),
-                    ..Series::default()
+                .map(|(name, s)| {
+                    let xs = pick(s);
+                    let q = |p: f64| xs[((xs.len() - 1) as f64 * p).round() as usize];
+                    CdfSeries {
+                        name: name.clone(),
+                        points: svg::cdf(xs, 400),
+                        n: xs.len(),
+                        summary: vec![
+                            ("p50".into(), q(0.5)),
+                            ("p90".into(), q(0.9)),
+                            ("max".into(), xs[xs.len() - 1]),
+                        ],
+                    }
                 })
                 .collect();
-            if series.is_empty() {
-                continue;
-            }
-            *chart_id += 1;
-            let mut data = Vec::new();
-            let mut desc = format!("Empirical CDF of {label} in ms.");
-            for (name, s) in views.iter().take(4) {
-                let xs = pick(s);
-                if xs.is_empty() {
-                    continue;
-                }
-                let q = |p: f64| xs[((xs.len() - 1) as f64 * p).round() as usize];
-                let _ = write!(
-                    desc,
-                    " {name}: n={}, p50 {} ms, p90 {} ms, max {} ms.",
-                    xs.len(),
-                    crate::num(q(0.5)),
-                    crate::num(q(0.9)),
-                    crate::num(xs[xs.len() - 1])
-                );
-                for (p, v) in [("p50", q(0.5)), ("p90", q(0.9)), ("max", xs[xs.len() - 1])] {
-                    data.push((format!("{name} {p}"), crate::num(v)));
-                }
-            }
-            let chart = Chart {
-                title: format!("{label} distribution (CDF)"),
-                desc,
-                x_label: format!("{label} (ms)"),
-                y_label: "fraction of samples ≤ x".into(),
-                series,
-                step: true,
-                ..Chart::default()
-            };
-            let svg = svg::render(&chart, &format!("c{chart_id}"));
-            figure(
-                o,
-                &svg,
-                &format!("{label} CDF"),
-                Some((["sample", "ms"], data)),
-            );
+            cdf_figure(o, chart_id, label, series, "");
         }
         // Throughput against concurrency (several closed-loop concurrencies in one run).
         let mut tp: Vec<(f64, f64)> = views

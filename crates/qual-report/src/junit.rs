@@ -17,6 +17,12 @@
 //! receipt-level failures get one more `<profile> (receipt)` case; a profile not run after an
 //! earlier failure is `skipped`.
 //!
+//! Bench results: one `testsuite` per document (`bench <file>`) and one `testcase` per load
+//! point × run (`<label> r<repeat>`), failed when the validity gate refused the run
+//! (`type="measurement_refused"`) or the document's verdict names the run as the server's
+//! failure (`type="server_failed"`); a verdict that is not `passed` and names no run gets one
+//! more `verdict` case, failed with the verdict's reasons.
+//!
 //! Text is escaped for XML: control and bidirectional characters as `\xNN` / `\u{…}` first
 //! (XML 1.0 cannot carry most controls at all), then `& < > " '`.
 
@@ -92,6 +98,79 @@ fn timestamp(r: &ReceiptView) -> String {
         .to_owned()
 }
 
+/// A JUnit test case of a campaign or a bench result.
+pub(crate) struct JunitCase {
+    /// `c<concurrency> r<repeat>`, or a profile-level name.
+    pub name: String,
+    /// Elapsed seconds.
+    pub time: f64,
+    /// `(type, message, body)` of a failure.
+    pub failure: Option<(String, String, String)>,
+    /// Skip message.
+    pub skipped: Option<String>,
+}
+
+/// A suite of [`JunitCase`]s (campaign profiles, bench results).
+pub(crate) struct Suite {
+    /// Suite name.
+    pub name: String,
+    /// Each case's `classname` (and the suite's `package`).
+    pub classname: String,
+    /// `(name, value)` properties, in order.
+    pub properties: Vec<(&'static str, String)>,
+    /// The cases.
+    pub cases: Vec<JunitCase>,
+}
+
+/// Writes one [`Suite`] as `testsuite` number `id`; returns its (failures, skipped, time).
+fn write_suite(out: &mut String, id: usize, suite: &Suite) -> (usize, usize, f64) {
+    let failures = suite.cases.iter().filter(|k| k.failure.is_some()).count();
+    let skipped = suite.cases.iter().filter(|k| k.skipped.is_some()).count();
+    let time: f64 = suite.cases.iter().map(|k| k.time).sum();
+    let classname = xml(&suite.classname);
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{time:.3}\" timestamp=\"1970-01-01T00:00:00\" hostname=\"-\" id=\"{id}\" package=\"{classname}\">",
+        xml(&suite.name),
+        suite.cases.len(),
+    );
+    let _ = writeln!(out, "    <properties>");
+    for (k, v) in &suite.properties {
+        let _ = writeln!(out, "      <property name=\"{k}\" value=\"{}\"/>", xml(v));
+    }
+    let _ = writeln!(out, "    </properties>");
+    for k in &suite.cases {
+        let open = format!(
+            "    <testcase name=\"{}\" classname=\"{classname}\" time=\"{:.3}\"",
+            xml(&k.name),
+            k.time
+        );
+        match (&k.failure, &k.skipped) {
+            (Some((kind, message, body)), _) => {
+                let _ = writeln!(
+                    out,
+                    "{open}>\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>",
+                    xml(message),
+                    xml(kind),
+                    xml(body)
+                );
+            }
+            (None, Some(m)) => {
+                let _ = writeln!(
+                    out,
+                    "{open}>\n      <skipped message=\"{}\"/>\n    </testcase>",
+                    xml(m)
+                );
+            }
+            (None, None) => {
+                let _ = writeln!(out, "{open}/>");
+            }
+        }
+    }
+    let _ = writeln!(out, "  </testsuite>");
+    (failures, skipped, time)
+}
+
 /// Renders the JUnit XML document.
 pub fn render(set: &ReportSet) -> String {
     let mut suites = String::new();
@@ -165,65 +244,30 @@ pub fn render(set: &ReportSet) -> String {
         let _ = writeln!(suites, "  </testsuite>");
     }
     let mut id = set.receipts.len();
+    let mut extra: Vec<Suite> = Vec::new();
     for c in &set.campaigns {
         for (name, classname, path, verdict, cases) in crate::campaign::junit_suites(c) {
-            let failures = cases.iter().filter(|k| k.failure.is_some()).count();
-            let skipped = cases.iter().filter(|k| k.skipped.is_some()).count();
-            all_tests += cases.len();
-            all_failures += failures;
-            all_skipped += skipped;
-            let classname = xml(&classname);
-            let _ = writeln!(
-                suites,
-                "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"0.000\" timestamp=\"1970-01-01T00:00:00\" hostname=\"-\" id=\"{id}\" package=\"{classname}\">",
-                xml(&name),
-                cases.len(),
-            );
-            id += 1;
-            let _ = writeln!(suites, "    <properties>");
-            for (k, v) in [
-                ("campaign_id", c.campaign_id.as_str()),
-                ("engine", c.engine.as_str()),
-                ("verdict", verdict.as_str()),
-                ("path", path.as_str()),
-            ] {
-                let _ = writeln!(
-                    suites,
-                    "      <property name=\"{k}\" value=\"{}\"/>",
-                    xml(v)
-                );
-            }
-            let _ = writeln!(suites, "    </properties>");
-            for k in &cases {
-                let open = format!(
-                    "    <testcase name=\"{}\" classname=\"{classname}\" time=\"{:.3}\"",
-                    xml(&k.name),
-                    k.time
-                );
-                match (&k.failure, &k.skipped) {
-                    (Some((kind, message, body)), _) => {
-                        let _ = writeln!(
-                            suites,
-                            "{open}>\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>",
-                            xml(message),
-                            xml(kind),
-                            xml(body)
-                        );
-                    }
-                    (None, Some(m)) => {
-                        let _ = writeln!(
-                            suites,
-                            "{open}>\n      <skipped message=\"{}\"/>\n    </testcase>",
-                            xml(m)
-                        );
-                    }
-                    (None, None) => {
-                        let _ = writeln!(suites, "{open}/>");
-                    }
-                }
-            }
-            let _ = writeln!(suites, "  </testsuite>");
+            extra.push(Suite {
+                name,
+                classname,
+                properties: vec![
+                    ("campaign_id", c.campaign_id.clone()),
+                    ("engine", c.engine.clone()),
+                    ("verdict", verdict),
+                    ("path", path),
+                ],
+                cases,
+            });
         }
+    }
+    extra.extend(set.benches.iter().map(crate::bench::junit_suite));
+    for suite in &extra {
+        let (failures, skipped, time) = write_suite(&mut suites, id, suite);
+        id += 1;
+        all_tests += suite.cases.len();
+        all_failures += failures;
+        all_skipped += skipped;
+        all_time += time;
     }
     format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"kiln-qual\" tests=\"{all_tests}\" failures=\"{all_failures}\" errors=\"0\" skipped=\"{all_skipped}\" time=\"{all_time:.3}\">\n{suites}</testsuites>\n"

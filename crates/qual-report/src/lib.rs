@@ -7,6 +7,9 @@
 //!   (`*.serve-evidence.json`, with the per-request records) next to it;
 //! - [`campaign`]: serving-campaign records (`kiln-qual campaign`), recognized here and read
 //!   by `qual-campaign` into [`campaign::CampaignView`]s, rendered per profile and row;
+//! - [`bench`]: `kiln-qual bench` result documents among the inputs, read strictly into
+//!   [`bench::BenchView`]s and rendered per load point (CDFs, sweep charts, the SLA search's
+//!   bracket, a request timeline, failure reasons, the verdict as written);
 //! - [`comparison`]: `kiln-qual compare --json` documents among the inputs, rendered side by
 //!   side (rule, tolerance, baseline, candidate, change, status);
 //! - [`markdown`]: a GitHub job summary: verdict matrix, failures with reasons;
@@ -25,6 +28,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod bounds;
 pub mod campaign;
 pub mod collect;

@@ -36,10 +36,11 @@ pub fn render(set: &ReportSet) -> String {
     let _ = writeln!(out, "## kiln-qual report\n");
     let _ = writeln!(
         out,
-        "{}: **{passed} passed**, **{failed} failed** — {}, {}{}.\n",
+        "{}: **{passed} passed**, **{failed} failed** — {}, {}{}{}.\n",
         crate::count(n, "receipt"),
         crate::count(hosts, "host"),
         crate::count(commits, "commit"),
+        crate::bench::headline(&set.benches),
         if set.refused.is_empty() {
             String::new()
         } else {
@@ -118,6 +119,7 @@ pub fn render(set: &ReportSet) -> String {
     crate::bounds::markdown(&mut out, set);
     crate::comparison::markdown(&mut out, &set.comparisons);
     crate::campaign::markdown(&mut out, &set.campaigns);
+    crate::bench::markdown(&mut out, &set.benches);
     if !set.refused.is_empty() {
         let _ = writeln!(out, "### Refused files (not valid receipts)\n");
         for f in set.refused.iter().take(MAX_FAILURES) {

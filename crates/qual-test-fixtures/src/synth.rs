@@ -7,6 +7,9 @@
 //! Values are deterministic functions of the receipt's position; every `fail_every`-th receipt
 //! fails one required case with a reason that contains Markdown, XML and control characters,
 //! so every format's escaping is exercised.
+//!
+//! [`bench`] generates `kiln-qual bench` result documents (sweeps, searches, refused and
+//! failing runs) for the report's bench sections.
 
 use qual_json::{Number, Object, Value};
 use qual_receipt::model::{
@@ -455,4 +458,207 @@ fn serve_evidence(
         180.0 * concurrency as f64 * (0.9 + 0.2 * noise(seed)),
         reqs.join(",")
     )
+}
+
+/// Generated `kiln-qual bench` result documents (`kiln-qual.bench-result.v1`) in the shape
+/// `qual_bench::run::BenchResult` serializes, for the report's tests: a closed-loop sweep,
+/// optionally with an SLA search, refused runs, failed requests and plot data.
+pub mod bench {
+    use serde_json::{json, Value};
+
+    /// What to generate.
+    #[derive(Clone, Debug)]
+    pub struct BenchOptions {
+        /// The concurrency of each load point, in the order run.
+        pub levels: Vec<u64>,
+        /// Runs per point.
+        pub repeats: usize,
+        /// Measured requests per run (0: an empty run).
+        pub requests: usize,
+        /// Points whose first run the validity gate refused.
+        pub refused: Vec<usize>,
+        /// Points whose first run had failed requests (a quarter of them, `missing_done`).
+        pub failed: Vec<usize>,
+        /// The SLA search's bracket `(knee, first_failing)`, when there is a search.
+        pub search: Option<(Option<f64>, Option<f64>)>,
+        /// Runs carry `plot` (documents before it do not).
+        pub plot: bool,
+        /// The verdict as written.
+        pub verdict: Value,
+    }
+
+    impl Default for BenchOptions {
+        fn default() -> BenchOptions {
+            BenchOptions {
+                levels: vec![1, 2, 4],
+                repeats: 1,
+                requests: 40,
+                refused: Vec::new(),
+                failed: Vec::new(),
+                search: None,
+                plot: true,
+                verdict: json!({"status": "passed"}),
+            }
+        }
+    }
+
+    fn summary(n: usize, base: f64, spread: f64) -> Value {
+        if n == 0 {
+            return json!({"n": 0, "mean": null, "min": null, "max": null, "percentiles": [
+                {"label": "p50", "value": null, "n": 0, "min_samples": 1, "below_minimum": true},
+                {"label": "p99", "value": null, "n": 0, "min_samples": 662, "below_minimum": true}
+            ]});
+        }
+        let pct = |label: &str, f: f64, min: usize| {
+            let v = base + spread * f;
+            json!({"label": label, "value": v, "n": n, "min_samples": min,
+                   "below_minimum": n < min, "bound": {"lower": v, "upper": v}})
+        };
+        json!({"n": n, "mean": base + spread * 0.5, "min": base, "max": base + spread,
+               "percentiles": [pct("p50", 0.5, 1), pct("p99", 0.99, 662)]})
+    }
+
+    fn quantiles(base: f64, spread: f64) -> Value {
+        let q: Vec<f64> = (0..=100)
+            .map(|i| base + spread * (f64::from(i) / 100.0).powi(2))
+            .collect();
+        json!(q)
+    }
+
+    fn run(o: &BenchOptions, point: usize, repeat: usize, c: u64) -> Value {
+        let n = o.requests;
+        let failed = if repeat == 0 && o.failed.contains(&point) {
+            n / 4
+        } else {
+            0
+        };
+        let ok = n - failed;
+        let refused = repeat == 0 && o.refused.contains(&point);
+        let c = c as f64;
+        let (ttft, e2e) = (10.0 + c, 40.0 + 3.0 * c + repeat as f64);
+        let rps = (ok > 0).then(|| 20.0 * c / (1.0 + 0.1 * c));
+        let headline = json!({
+            "requests_per_second": rps, "output_tokens_per_second": rps.map(|r| r * 6.0),
+            "goodput_requests_per_second": null, "slo_attainment": null,
+            "ttft_ms.p50": (ok > 0).then_some(ttft + 1.0), "ttft_ms.p99": (ok > 0).then_some(ttft + 1.98),
+            "itl_ms.p50": (ok > 0).then_some(3.5), "itl_ms.p99": (ok > 0).then_some(3.99),
+            "e2e_ms.p50": (ok > 0).then_some(e2e + 2.5), "e2e_ms.p99": (ok > 0).then_some(e2e + 4.95),
+            "tpot_ms.p50": (ok > 0).then_some(3.0),
+            "error_rate": (n > 0).then(|| failed as f64 / n as f64),
+        });
+        let failures = if failed > 0 {
+            json!([{"kind": "missing_done", "count": failed,
+                    "example": "stream ended without data: [DONE] <b>*x*</b>",
+                    "example_index": 3, "example_corpus_id": "synthetic-3",
+                    "request_indices": (0..failed.min(20)).map(|i| 3 + 4 * i).collect::<Vec<_>>()}])
+        } else {
+            json!([])
+        };
+        let mut r = json!({
+            "repeat": repeat,
+            "stop": {"stop": "completed"},
+            "valid": !refused,
+            "invalid_reasons": if refused {
+                json!(["invalid run: e2e_ms.p50 is known only to ±2 ms (tolerance 0.5 ms)"])
+            } else {
+                json!([])
+            },
+            "headline": headline,
+            "undefined": {"goodput_requests_per_second": "no slo declared",
+                          "slo_attainment": "no slo declared"},
+            "distributions": {
+                "ttft_ms": summary(ok, ttft, 2.0),
+                "itl_ms": summary(ok * 5, 3.0, 1.0),
+                "e2e_ms": summary(ok, e2e, 5.0),
+                "tpot_ms": summary(ok, 2.5, 1.0),
+            },
+            "turns": [],
+            "failures": failures,
+            "time_series": [],
+            "prompt_token_mismatches": if ok > 0 { json!(0) } else { Value::Null },
+            "metrics": {"measured_requests": n, "succeeded_requests": ok,
+                        "failed_requests": failed, "window_seconds": (ok > 0).then_some(1.5),
+                        "output_tokens_total": ok * 6},
+        });
+        if o.plot {
+            let timeline: Vec<Value> = (0..n)
+                .map(|i| {
+                    let send = (i as f64 / c).floor() * e2e;
+                    let good = i % 4 != 3 || failed == 0;
+                    json!({"index": i, "send_ms": send,
+                           "first_ms": good.then_some(send + ttft),
+                           "last_ms": good.then_some(send + e2e), "succeeded": good})
+                })
+                .collect();
+            let (quant, from) = if ok > 0 {
+                (
+                    json!({"ttft_ms": quantiles(ttft, 2.0), "itl_ms": quantiles(3.0, 1.0),
+                           "e2e_ms": quantiles(e2e, 5.0)}),
+                    json!({"ttft_ms": ok, "itl_ms": ok * 5, "e2e_ms": ok}),
+                )
+            } else {
+                (json!({}), json!({}))
+            };
+            r["plot"] = json!({"quantiles": quant, "quantiles_from": from,
+                               "timeline": timeline, "timeline_of": n});
+        }
+        r
+    }
+
+    /// The document.
+    pub fn bench_document(o: &BenchOptions) -> Value {
+        let points: Vec<Value> = o
+            .levels
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                let runs: Vec<Value> = (0..o.repeats.max(1)).map(|r| run(o, i, r, c)).collect();
+                let mean = |key: &str| {
+                    let xs: Vec<f64> = runs
+                        .iter()
+                        .filter_map(|r| r["headline"][key].as_f64())
+                        .collect();
+                    (!xs.is_empty()).then(|| {
+                        json!({"mean": xs.iter().sum::<f64>() / xs.len() as f64,
+                               "repeats": xs.len(), "half_width": null})
+                    })
+                };
+                let mut intervals = serde_json::Map::new();
+                for key in [
+                    "requests_per_second",
+                    "output_tokens_per_second",
+                    "ttft_ms.p50",
+                    "ttft_ms.p99",
+                    "itl_ms.p50",
+                    "itl_ms.p99",
+                    "e2e_ms.p50",
+                    "e2e_ms.p99",
+                    "error_rate",
+                ] {
+                    if let Some(v) = mean(key) {
+                        intervals.insert(key.into(), v);
+                    }
+                }
+                json!({"point": {"mode": "concurrency", "concurrency": c},
+                       "label": format!("c={c}"), "runs": runs, "intervals": intervals,
+                       "passes": !o.refused.contains(&i) && !o.failed.contains(&i)})
+            })
+            .collect();
+        let search = o.search.map(|(knee, first_failing)| {
+            json!({"search": {"low": 1.0, "high": 8.0, "resolution": 1.0, "min_attainment": 0.9},
+                   "knee": knee, "first_failing": first_failing,
+                   "conclusion": "bisection converged to a bracket of 1 (resolution 1)"})
+        });
+        json!({
+            "schema": "kiln-qual.bench-result.v1",
+            "tool": "kiln-qual 0.1.0",
+            "config": {"url": "http://127.0.0.1:1", "stream": true},
+            "workload": {"sessions": o.requests, "turns": o.requests,
+                         "request_set_sha256": format!("sha256:{}", "0".repeat(64))},
+            "points": points,
+            "search": search,
+            "verdict": o.verdict,
+            "definitions": {"percentile_method": "type 7"},
+        })
+    }
 }

@@ -3,9 +3,10 @@
 //!
 //! Thin wiring: `qual_report` finds, reads and renders, `qual_campaign::report` reads and
 //! verifies the serving-campaign records found (summaries and per-profile receipts, recognized
-//! by their `schema`; a record that does not verify is refused, never rendered); this module
-//! writes the files and prints. With no format flag the Markdown summary goes to stdout. Files are replaced
-//! atomically (a temporary file and a rename).
+//! by their `schema`; a record that does not verify is refused, never rendered), and
+//! `qual_report::bench` reads `bench` result documents strictly (a bad one is refused with every
+//! violation); this module writes the files and prints. With no format flag the Markdown
+//! summary goes to stdout. Files are replaced atomically (a temporary file and a rename).
 //!
 //! Exit codes: 0 every file given or found was a valid receipt and every report was written
 //! (whatever the verdicts); 1 a file was refused (the reports are still written, listing it)
@@ -18,8 +19,8 @@ use std::path::PathBuf;
 
 /// Arguments of `kiln-qual report`.
 ///
-/// PATH may also be a campaign directory, a campaign summary (`campaign.<engine>.json`) or a
-/// per-profile campaign receipt.
+/// PATH may also be a campaign directory, a campaign summary (`campaign.<engine>.json`), a
+/// per-profile campaign receipt or a `kiln-qual bench` result document (`--output`/`--json`).
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// Receipt files, or directories searched recursively for them.
@@ -31,8 +32,9 @@ pub struct ReportArgs {
     /// JUnit XML: one testcase per case × repetition.
     #[arg(long, value_name = "OUT.xml", value_parser = super::args::Path)]
     pub junit: Option<PathBuf>,
-    /// CSV: `DIR/metrics.csv`, one row per metric observation, and with campaigns
-    /// `DIR/campaign-rows.csv`, one row per campaign row (DIR is created).
+    /// CSV: `DIR/metrics.csv`, one row per metric observation, with campaigns
+    /// `DIR/campaign-rows.csv`, one row per campaign row, and with bench results
+    /// `DIR/bench-rows.csv`, one row per metric of each load point × run (DIR is created).
     #[arg(long, value_name = "DIR", value_parser = super::args::Path)]
     pub csv: Option<PathBuf>,
     /// One self-contained offline HTML page with the verdict matrix and plots.
@@ -114,6 +116,12 @@ pub fn run(a: ReportArgs) -> i32 {
                 qual_report::campaign::csv(&set.campaigns),
             ));
         }
+        if !set.benches.is_empty() {
+            outputs.push((
+                dir.join("bench-rows.csv"),
+                qual_report::bench::csv(&set.benches),
+            ));
+        }
     }
     if let Some(p) = &a.html {
         outputs.push((p.clone(), qual_report::html::render(&set)));
@@ -129,13 +137,14 @@ pub fn run(a: ReportArgs) -> i32 {
     }
     let (n, passed, failed) = count(&set);
     errln!(
-        "report: {} ({passed} passed, {failed} failed), {}{} refused{}",
+        "report: {} ({passed} passed, {failed} failed), {}{}{} refused{}",
         if n == 1 {
             "1 receipt".to_owned()
         } else {
             format!("{n} receipts")
         },
         campaigns(&set),
+        benches(&set),
         set.refused.len(),
         if set.skipped > 0 {
             format!(", {} other JSON files skipped", set.skipped)
@@ -154,6 +163,19 @@ fn campaigns(set: &qual_report::ReportSet) -> String {
     let passed = set.campaigns.iter().filter(|c| c.passed()).count();
     format!(
         "{n} campaign{} ({passed} passed, {} failed), ",
+        if n == 1 { "" } else { "s" },
+        n - passed
+    )
+}
+
+fn benches(set: &qual_report::ReportSet) -> String {
+    let n = set.benches.len();
+    if n == 0 {
+        return String::new();
+    }
+    let passed = set.benches.iter().filter(|b| b.passed()).count();
+    format!(
+        "{n} bench result{} ({passed} passed, {} not passed), ",
         if n == 1 { "" } else { "s" },
         n - passed
     )

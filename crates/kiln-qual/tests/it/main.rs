@@ -22,6 +22,7 @@ mod cli_doctor;
 mod cli_init;
 mod cli_oracle;
 mod cli_receipt;
+mod cli_report_bench;
 mod cli_report_campaign;
 mod cli_serve;
 mod cli_shell;

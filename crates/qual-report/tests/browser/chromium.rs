@@ -246,3 +246,123 @@ pub fn html_report_renders_in_chromium() {
     }
     eprintln!("browser artifacts in {}", dir.display());
 }
+
+/// Every chart in the DOM has its accessible name, its description and drawn data.
+fn charts_are_drawn(dom: &str, html: &str, at_least: usize) {
+    let svgs: Vec<&str> = dom.split("<svg").skip(1).collect();
+    assert!(
+        svgs.len() >= at_least,
+        "only {} charts in the DOM",
+        svgs.len()
+    );
+    assert_eq!(svgs.len(), html.matches("<svg").count());
+    for (i, svg) in svgs.iter().enumerate() {
+        let body = svg.split("</svg>").next().unwrap_or("");
+        assert!(body.contains("<title"), "chart {i} has no title");
+        assert!(body.contains("<desc"), "chart {i} has no desc");
+        assert!(
+            body.contains("class=\"line\" d=\"M") || body.contains("class=\"marker\" d=\"M"),
+            "chart {i} draws no data"
+        );
+    }
+}
+
+/// The report of `kiln-qual bench` documents: a real closed-loop sweep (c = 1, 2, 4, written
+/// by `kiln-qual bench` against the mock server: `tests/fixtures/bench-sweep.json`) and a
+/// generated SLA search with a refused run and failed requests, in headless Chromium: no
+/// console message, every chart titled, described and drawn (the sweep charts, per load point
+/// the CDFs and the request timeline), chart text at least 11 CSS px at 1280 px and at a
+/// 390 px phone, and screenshots kept beside the receipt report's.
+pub fn bench_report_renders_in_chromium() {
+    use qual_test_fixtures::synth::bench::{bench_document, BenchOptions};
+    let browser = chromium().expect("checked by the harness");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let sweep = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bench-sweep.json");
+    let search = tmp.path().join("search.json");
+    let doc = bench_document(&BenchOptions {
+        levels: vec![8, 1, 4, 6, 5],
+        refused: vec![3],
+        failed: vec![4],
+        search: Some((Some(4.0), Some(5.0))),
+        verdict: serde_json::json!({"status": "server_failed", "reasons": [
+            "c=5 run 0: 10 of 40 measured requests failed (10 missing_done), more than the allowed failure rate 0"
+        ]}),
+        ..BenchOptions::default()
+    });
+    std::fs::write(&search, doc.to_string()).expect("write search");
+    let set = qual_report::collect(&[sweep, search]);
+    assert!(set.refused.is_empty(), "{:?}", set.refused);
+    assert_eq!(set.benches.len(), 2);
+    let html = qual_report::html::render(&set);
+    assert!(html.contains("knee 4, first failing 5"));
+    let dir = artifacts();
+    let page = dir.join("bench-report.html");
+    std::fs::write(&page, &html).expect("write page");
+    let profile = tmp.path().join("profile");
+    let (dom, stderr) = run(&browser, &["--dump-dom"], &page, &profile);
+    let problems = console_problems(&stderr);
+    assert!(
+        problems.is_empty(),
+        "console messages:\n{}",
+        problems.join("\n")
+    );
+    // Two documents × (4 sweep charts, and per point 3 CDFs and a timeline): 3 + 5 points.
+    charts_are_drawn(&dom, &html, 2 * 4 + 8 * 4);
+    assert!(
+        dom.contains("class=\"refusedmark\" d=\"M"),
+        "refused point not drawn"
+    );
+    for title in [
+        "Output throughput against concurrency",
+        "Latency percentiles against concurrency",
+        "Request timeline of c=4 r0",
+        "TTFT distribution (CDF)",
+        "ITL distribution (CDF)",
+        "E2E distribution (CDF)",
+    ] {
+        assert!(dom.contains(&format!(">{title}</title>")), "no {title}");
+    }
+    for width in [1280, 390] {
+        let probe = dir.join(format!("bench-report-probe-{width}.html"));
+        std::fs::write(&probe, probe_page(&html, width)).expect("write probe page");
+        let (dom, _) = run(
+            &browser,
+            &["--dump-dom", &format!("--window-size={width},3000")],
+            &probe,
+            &profile,
+        );
+        let min = dom
+            .split("data-min-text-px=\"")
+            .nth(1)
+            .and_then(|t| t.split('"').next())
+            .and_then(|t| t.parse::<f64>().ok())
+            .expect("the probe wrote its measurement");
+        assert!(min >= 11.0, "chart text is {min:.2} px at {width} px width");
+    }
+    for (name, size) in [
+        ("bench-desktop-1280.png", "1280,4000"),
+        ("bench-phone-390.png", "390,4000"),
+    ] {
+        let shot = dir.join(name);
+        let _ = std::fs::remove_file(&shot);
+        let (_, stderr) = run(
+            &browser,
+            &[
+                &format!("--screenshot={}", shot.display()),
+                &format!("--window-size={size}"),
+                "--hide-scrollbars",
+            ],
+            &page,
+            &profile,
+        );
+        let problems = console_problems(&stderr);
+        assert!(
+            problems.is_empty(),
+            "console messages:\n{}",
+            problems.join("\n")
+        );
+        let len = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 10_000, "{name} is {len} bytes");
+    }
+    eprintln!("bench report artifacts in {}", dir.display());
+}

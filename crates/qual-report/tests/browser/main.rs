@@ -35,8 +35,31 @@ fn junit_validates_against_the_xsd() {
     synth::write_set(tmp.path(), &opts).expect("generate");
     let set = qual_report::collect(&[tmp.path().join("qualification/receipts")]);
     assert!(set.refused.is_empty(), "{:?}", set.refused);
-    let file = tmp.path().join("junit.xml");
-    std::fs::write(&file, qual_report::junit::render(&set)).unwrap();
+    xmllint(tmp.path(), &qual_report::junit::render(&set));
+}
+
+/// The JUnit XML of bench results (a real sweep and a generated search with refused and
+/// failed runs) against `schemas/junit.xsd`.
+fn bench_junit_validates_against_the_xsd() {
+    use qual_test_fixtures::synth::bench::{bench_document, BenchOptions};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let search = tmp.path().join("search.json");
+    let doc = bench_document(&BenchOptions {
+        refused: vec![0],
+        failed: vec![1],
+        verdict: serde_json::json!({"status": "server_failed", "reasons": ["no measured request succeeded"]}),
+        ..BenchOptions::default()
+    });
+    std::fs::write(&search, doc.to_string()).unwrap();
+    let sweep = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bench-sweep.json");
+    let set = qual_report::collect(&[sweep, search]);
+    assert!(set.refused.is_empty(), "{:?}", set.refused);
+    xmllint(tmp.path(), &qual_report::junit::render(&set));
+}
+
+fn xmllint(dir: &Path, xml: &str) {
+    let file = dir.join("junit.xml");
+    std::fs::write(&file, xml).unwrap();
     let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/junit.xsd");
     let out = Command::new("xmllint")
         .arg("--noout")
@@ -62,7 +85,17 @@ fn main() {
             "html_report_renders_in_chromium",
             chromium::html_report_renders_in_chromium,
         )
+        .needs(browser.clone()),
+        Trial::new(
+            "bench_report_renders_in_chromium",
+            chromium::bench_report_renders_in_chromium,
+        )
         .needs(browser),
+        Trial::new(
+            "bench_junit_validates_against_the_xsd",
+            bench_junit_validates_against_the_xsd,
+        )
+        .needs(on_path("xmllint")),
         Trial::new(
             "junit_validates_against_the_xsd",
             junit_validates_against_the_xsd,
