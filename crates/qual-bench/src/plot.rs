@@ -80,12 +80,12 @@ impl Plot {
         plot
     }
 
-    fn put(&mut self, name: &str, mut xs: Vec<f64>) {
+    fn put(&mut self, name: &str, xs: Vec<f64>) {
         if xs.is_empty() {
             return;
         }
         let grid = (0..=100).map(|i| f64::from(i) / 100.0);
-        let stats = OrderStats::select(&mut xs, grid.clone());
+        let stats = OrderStats::select(&xs, grid.clone());
         let q: Vec<f64> = grid.filter_map(|p| stats.percentile(p)).collect();
         self.quantiles.insert(name.to_string(), q);
         self.quantiles_from.insert(name.to_string(), xs.len());

@@ -425,11 +425,15 @@ fn headline_of(
 
 /// Per-turn counts and latencies (multi-turn workloads only: empty for one turn).
 fn turns_of(wl: &Workload, measured: &[&RequestRecord], ps: &[f64]) -> Vec<TurnStats> {
+    let turn_of = |r: &RequestRecord| wl.info.get(&r.corpus_id).map_or(0, |i| i.turn);
+    // One turn: nothing to split (and no request's samples to compute again).
+    if measured.iter().all(|r| turn_of(r) == 0) {
+        return Vec::new();
+    }
     let mut by_turn: BTreeMap<usize, (usize, usize, Vec<BoundedSample>, Vec<BoundedSample>)> =
         BTreeMap::new();
     for r in measured {
-        let t = wl.info.get(&r.corpus_id).map_or(0, |i| i.turn);
-        let e = by_turn.entry(t).or_default();
+        let e = by_turn.entry(turn_of(r)).or_default();
         if r.outcome.is_success() {
             e.0 += 1;
             if let (Some(send), false) = (r.send_ns, r.content_event_ns.is_empty()) {

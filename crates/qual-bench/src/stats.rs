@@ -96,9 +96,9 @@ pub struct Summary {
 
 impl Summary {
     /// Summarises `samples` at percentiles `ps`.
-    pub fn of(mut samples: Vec<f64>, ps: &[f64]) -> Summary {
+    pub fn of(samples: Vec<f64>, ps: &[f64]) -> Summary {
         let n = samples.len();
-        let stats = OrderStats::select(&mut samples, ps.iter().copied());
+        let stats = OrderStats::select(&samples, ps.iter().copied());
         Summary {
             n,
             mean: (n > 0).then(|| samples.iter().sum::<f64>() / n as f64),

@@ -7,8 +7,8 @@
 //! (receipt v1, `compare --json` documents) from its shape. [`Source::into_document`] gives a
 //! [`Document`] or an [`DocumentError::Unknown`] naming the schema it saw and the kinds it
 //! knows. The bytes travel with the kind, so a command hands them to the owner of that kind
-//! (`qual-receipt`, `qual-campaign`, `qual-oracle`, `qual-report` for bench results) and never reads the file a second time or
-//! looks at a `schema` member itself. A new document kind is a row here plus its owner's rules.
+//! (`qual-receipt`, `qual-campaign`, `qual-oracle`, `qual-report` for bench results) and
+//! never reads the file a second time or looks at a `schema` member itself. A new document kind is a row here plus its owner's rules.
 //!
 //! The crate depends on `qual-json` alone, so that every owner (and `qual-report`, which must
 //! not depend on the serving crates) can use the table; its tests check that each schema

@@ -304,7 +304,10 @@ pub fn run_with_base_url(
     let inputs = match read_inputs(o, base_url) {
         Ok(i) => i,
         Err((Some(case_id), errs)) => {
-            let ev = serde_json::json!({"schema": "kiln-qual.serve-evidence.v1", "case_id": case_id, "status": "failed", "reasons": errs});
+            let ev = EvidenceDoc {
+                head: serde_json::json!({"schema": "kiln-qual.serve-evidence.v1", "case_id": case_id, "status": "failed", "reasons": errs}),
+                requests: None,
+            };
             return finish(
                 o,
                 &case_id,
@@ -538,7 +541,7 @@ fn evidence_document(
     reasons: &[String],
     served: Served,
     (m, rows): (&Option<ServingMetrics>, &[MetricRow]),
-) -> serde_json::Value {
+) -> EvidenceDoc {
     let definitions: serde_json::Map<String, serde_json::Value> = metrics::DEFINITIONS
         .iter()
         .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
@@ -547,7 +550,7 @@ fn evidence_document(
         .iter()
         .map(|(l, _, n)| (l.to_string(), serde_json::Value::from(*n)))
         .collect();
-    serde_json::json!({
+    let head = serde_json::json!({
         "schema": "kiln-qual.serve-evidence.v1",
         "case_id": inputs.case_id,
         "status": if reasons.is_empty() { "passed" } else { "failed" },
@@ -583,8 +586,41 @@ fn evidence_document(
         "lifecycle": served.lifecycle,
         "metrics": m,
         "metric_rows": rows,
-        "requests": served.records,
-    })
+    });
+    EvidenceDoc {
+        head,
+        requests: Some(served.records),
+    }
+}
+
+/// The evidence document: its members as a JSON object, and the per-request records, which
+/// are serialized straight from the records (as the member `requests`, at its place in the
+/// sorted member order) rather than through a `serde_json::Value` tree: millions of
+/// timestamps as `Value`s cost more memory and time than writing them.
+struct EvidenceDoc {
+    head: serde_json::Value,
+    requests: Option<Vec<RequestRecord>>,
+}
+
+impl serde::Serialize for EvidenceDoc {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let empty = serde_json::Map::new();
+        let head = self.head.as_object().unwrap_or(&empty);
+        let mut map = s.serialize_map(Some(head.len() + usize::from(self.requests.is_some())))?;
+        let mut pending = self.requests.as_deref();
+        for (k, v) in head {
+            if let Some(r) = pending.filter(|_| k.as_str() > "requests") {
+                map.serialize_entry("requests", r)?;
+                pending = None;
+            }
+            map.serialize_entry(k, v)?;
+        }
+        if let Some(r) = pending {
+            map.serialize_entry("requests", r)?;
+        }
+        map.end()
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -595,7 +631,7 @@ fn finish(
     reasons: Vec<String>,
     m: Option<ServingMetrics>,
     rows: Vec<MetricRow>,
-    evidence: serde_json::Value,
+    evidence: EvidenceDoc,
     evidence_path: PathBuf,
 ) -> Result<ServeOutcome, ServeError> {
     let status = if reasons.is_empty() {
@@ -639,10 +675,13 @@ fn finish(
         "tolerances": [],
         "details": details,
     });
-    // serde's pretty format, not `qual_json::to_pretty_json`: this document's bytes (field
-    // order, raw UTF-8, serde's float spelling) are its format; the Python-compatible writer
-    // would change them.
-    let mut ev_bytes = serde_json::to_vec_pretty(&evidence).expect("evidence serializes");
+    // serde's pretty format with arrays of scalars on one line, not
+    // `qual_json::to_pretty_json`: this document's bytes (field order, raw UTF-8, serde's
+    // float spelling) are its format; the Python-compatible writer would change them. The
+    // per-request timestamp arrays on one line keep millions of numbers off lines of their
+    // own (see `qual_json::pretty`).
+    let mut ev_bytes = qual_json::pretty::to_vec_serde_pretty_flat_scalars(&evidence)
+        .expect("evidence serializes");
     ev_bytes.push(b'\n');
     create_new(&evidence_path, &ev_bytes)?;
     let mut bytes = serde_json::to_vec_pretty(&result).expect("result serializes");

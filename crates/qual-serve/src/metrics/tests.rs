@@ -370,7 +370,7 @@ proptest::proptest! {
     /// duplicates, signed zeros and infinities included.
     #[test]
     fn order_stats_equal_those_of_a_sort(
-        mut v in proptest::collection::vec(
+        v in proptest::collection::vec(
             proptest::prop_oneof![
                 -1e6f64..1e6,
                 proptest::strategy::Just(0.0),
@@ -384,7 +384,7 @@ proptest::proptest! {
     ) {
         let mut sorted = v.clone();
         sorted.sort_by(f64::total_cmp);
-        let stats = OrderStats::select(&mut v, ps.iter().copied().chain(PERCENTILES.iter().map(|p| p.1)));
+        let stats = OrderStats::select(&v, ps.iter().copied().chain(PERCENTILES.iter().map(|p| p.1)));
         proptest::prop_assert_eq!(stats.min().map(f64::to_bits), sorted.first().map(|x| x.to_bits()));
         proptest::prop_assert_eq!(stats.max().map(f64::to_bits), sorted.last().map(|x| x.to_bits()));
         for &p in &ps {
