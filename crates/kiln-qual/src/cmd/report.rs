@@ -156,26 +156,22 @@ pub fn run(a: ReportArgs) -> i32 {
 }
 
 fn campaigns(set: &qual_report::ReportSet) -> String {
-    let n = set.campaigns.len();
-    if n == 0 {
-        return String::new();
-    }
     let passed = set.campaigns.iter().filter(|c| c.passed()).count();
-    format!(
-        "{n} campaign{} ({passed} passed, {} failed), ",
-        if n == 1 { "" } else { "s" },
-        n - passed
-    )
+    tally(set.campaigns.len(), passed, "campaign", "failed")
 }
 
 fn benches(set: &qual_report::ReportSet) -> String {
-    let n = set.benches.len();
+    let passed = set.benches.iter().filter(|b| b.passed()).count();
+    tally(set.benches.len(), passed, "bench result", "not passed")
+}
+
+/// `N things (P passed, F <rest>), ` for the summary line; empty without any.
+fn tally(n: usize, passed: usize, thing: &str, rest: &str) -> String {
     if n == 0 {
         return String::new();
     }
-    let passed = set.benches.iter().filter(|b| b.passed()).count();
     format!(
-        "{n} bench result{} ({passed} passed, {} not passed), ",
+        "{n} {thing}{} ({passed} passed, {} {rest}), ",
         if n == 1 { "" } else { "s" },
         n - passed
     )

@@ -243,6 +243,45 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A child process (a server a test started) killed and reaped on drop.
+pub struct KilledOnDrop(pub std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits (up to a minute) until something listens on 127.0.0.1:`port`; `what` names it in
+/// the failure.
+pub fn wait_port(port: u16, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not listen on {port}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `BIN mock-server --port P EXTRA…` on a free port (output discarded), listening: the server
+/// and its port.
+pub fn mock_server(bin: impl AsRef<std::ffi::OsStr>, extra: &[&str]) -> (KilledOnDrop, u16) {
+    let port = free_port();
+    let child = std::process::Command::new(bin)
+        .args(["mock-server", "--port", &port.to_string()])
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = KilledOnDrop(child);
+    wait_port(port, "the mock server");
+    (server, port)
+}
+
 /// An Ed25519 key pair made by `ssh-keygen` (no passphrase): private key, public key and
 /// the fingerprint as `ssh-keygen -l` prints it.
 pub fn ssh_keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf, String) {

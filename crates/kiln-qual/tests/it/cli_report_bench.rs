@@ -5,42 +5,21 @@
 //! bench document with an unknown member refused with its JSON pointer while the others are
 //! still reported.
 
-use crate::common::free_port;
+use crate::common::{mock_server, KilledOnDrop};
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kiln-qual");
 
-/// A mock server killed (and reaped) on drop.
-struct Mock(Child, u16);
-
-impl Drop for Mock {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A mock server (killed on drop) and its port.
+struct Mock {
+    _server: KilledOnDrop,
+    port: u16,
 }
 
 fn mock(extra: &[&str]) -> Mock {
-    let port = free_port();
-    let child = std::process::Command::new(BIN)
-        .args(["mock-server", "--port", &port.to_string()])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the mock did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Mock(child, port)
+    let (_server, port) = mock_server(BIN, extra);
+    Mock { _server, port }
 }
 
 /// `bench` against `m` writing `dir/name.json`; returns the document's path and the exit code.
@@ -48,7 +27,7 @@ fn bench(dir: &Path, tok: &Path, m: &Mock, name: &str, args: &[&str]) -> (PathBu
     let out = dir.join(format!("{name}.json"));
     let a = Command::new(BIN)
         .arg("bench")
-        .args(["--url", &format!("http://127.0.0.1:{}", m.1)])
+        .args(["--url", &format!("http://127.0.0.1:{}", m.port)])
         .arg("--tokenizer")
         .arg(tok)
         .args(["--input-tokens", "uniform:5:30", "--output-tokens", "5"])

@@ -10,11 +10,11 @@
 //! outputs); any other failure fails the test. The real-server trials need what
 //! `scripts/setup-real-server` installs (loud skip; under CI=true missing = failure).
 
-use crate::common::free_port;
+use crate::common::{free_port, mock_server, wait_port, KilledOnDrop as Server};
 use qual_test_fixtures::harness::{self, Trial};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn repo_root() -> PathBuf {
@@ -28,35 +28,8 @@ fn kq() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_kiln-qual"))
 }
 
-/// A child killed (and reaped) on drop.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_port(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn mock(extra: &[&str]) -> (Server, u16) {
-    let port = free_port();
-    let child = Command::new(kq())
-        .args(["mock-server", "--port", &port.to_string()])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_port(port, "mock server");
-    (Server(child), port)
+    mock_server(kq(), extra)
 }
 
 /// A word-level tokenizer.json over the bench word source: one token per word, the way the

@@ -18,7 +18,7 @@
 //! server) and is killed on drop. The trials need tmux (and zsh, fish); missing, they are
 //! reported ignored, and fail under CI=true (`.ci/run` installs them).
 
-use crate::common::{free_port, git, repo_root};
+use crate::common::{free_port, git, mock_server, repo_root, KilledOnDrop};
 use qual_test_fixtures::harness::Trial;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -272,36 +272,8 @@ fn quiet_draws_no_progress_on_a_terminal() {
     t.wait_screen("the verdict", |s| s.contains("verdict: passed"));
 }
 
-/// A child killed (and reaped) on drop.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn mock(itl_ms: &str) -> (Child, u16) {
-    let port = free_port();
-    let child = Command::new(kq())
-        .args([
-            "mock-server",
-            "--port",
-            &port.to_string(),
-            "--itl-ms",
-            itl_ms,
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the mock did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (Child(child), port)
+fn mock(itl_ms: &str) -> (KilledOnDrop, u16) {
+    mock_server(kq(), &["--itl-ms", itl_ms])
 }
 
 fn bench_progress_and_ctrl_c() {

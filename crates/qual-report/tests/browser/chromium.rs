@@ -116,6 +116,29 @@ fn trend_rules(dom: &str) {
 /// rendered chart text (font size × the chart's scale, CSS px) on `<body>`. Headless Chromium
 /// lays `--dump-dom` out at least 500 px wide, so a narrower `width` is applied to the body
 /// (the narrow-screen style, `max-width: 640px`, applies at 500 px as at a phone's width).
+/// The smallest chart text `html` renders at 1280 and 390 px wide is at least 11 px (measured
+/// by the probe page, written to `dir/NAME-probe-WIDTH.html`).
+fn chart_text_is_readable(browser: &Path, profile: &Path, (dir, name): (&Path, &str), html: &str) {
+    for width in [1280, 390] {
+        let probe = dir.join(format!("{name}-probe-{width}.html"));
+        std::fs::write(&probe, probe_page(html, width)).expect("write probe page");
+        let (dom, _) = run(
+            browser,
+            &["--dump-dom", &format!("--window-size={width},3000")],
+            &probe,
+            profile,
+        );
+        let min = dom
+            .split("data-min-text-px=\"")
+            .nth(1)
+            .and_then(|t| t.split('"').next())
+            .and_then(|t| t.parse::<f64>().ok())
+            .expect("the probe wrote its measurement");
+        eprintln!("smallest chart text at {width} px: {min:.2} px");
+        assert!(min >= 11.0, "chart text is {min:.2} px at {width} px width");
+    }
+}
+
 fn probe_page(html: &str, width: u32) -> String {
     let csp_start = html
         .find("<meta http-equiv=\"Content-Security-Policy\"")
@@ -187,24 +210,7 @@ pub fn html_report_renders_in_chromium() {
         );
     }
     trend_rules(&dom);
-    for width in [1280, 390] {
-        let probe = dir.join(format!("report-probe-{width}.html"));
-        std::fs::write(&probe, probe_page(&html, width)).expect("write probe page");
-        let (dom, _) = run(
-            &browser,
-            &["--dump-dom", &format!("--window-size={width},3000")],
-            &probe,
-            &profile,
-        );
-        let min = dom
-            .split("data-min-text-px=\"")
-            .nth(1)
-            .and_then(|t| t.split('"').next())
-            .and_then(|t| t.parse::<f64>().ok())
-            .expect("the probe wrote its measurement");
-        eprintln!("smallest chart text at {width} px: {min:.2} px");
-        assert!(min >= 11.0, "chart text is {min:.2} px at {width} px width");
-    }
+    chart_text_is_readable(&browser, &profile, (&dir, "report"), &html);
     // The charts from the trends on, for the screenshots (the same page with what precedes the
     // trends hidden).
     let charts = dir.join("report-charts.html");
@@ -322,23 +328,7 @@ pub fn bench_report_renders_in_chromium() {
     ] {
         assert!(dom.contains(&format!(">{title}</title>")), "no {title}");
     }
-    for width in [1280, 390] {
-        let probe = dir.join(format!("bench-report-probe-{width}.html"));
-        std::fs::write(&probe, probe_page(&html, width)).expect("write probe page");
-        let (dom, _) = run(
-            &browser,
-            &["--dump-dom", &format!("--window-size={width},3000")],
-            &probe,
-            &profile,
-        );
-        let min = dom
-            .split("data-min-text-px=\"")
-            .nth(1)
-            .and_then(|t| t.split('"').next())
-            .and_then(|t| t.parse::<f64>().ok())
-            .expect("the probe wrote its measurement");
-        assert!(min >= 11.0, "chart text is {min:.2} px at {width} px width");
-    }
+    chart_text_is_readable(&browser, &profile, (&dir, "bench-report"), &html);
     for (name, size) in [
         ("bench-desktop-1280.png", "1280,4000"),
         ("bench-phone-390.png", "390,4000"),
