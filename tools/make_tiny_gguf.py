@@ -2,6 +2,11 @@
 """Write a tiny random-weight llama GGUF for fast serving tests.
 
 Usage: make_tiny_gguf.py OUT.gguf --vocab-from SOURCE.gguf [--seed N] [--embd 64] ...
+       make_tiny_gguf.py OUT.gguf --vocab-from SOURCE.gguf --vocab-only
+
+`--vocab-only` writes the tokenizer alone (no architecture, no tensors): a small file that
+serves as `--vocab-from` elsewhere (scripts/device-check carries one to a machine that cannot
+download a model).
 
 The tokenizer (tokens, types, merges, special ids, chat template) is copied from SOURCE so
 that generated text decodes to valid UTF-8; the weights are seeded Gaussian noise, so the
@@ -38,7 +43,39 @@ def read_tokenizer(path):
     return out
 
 
+def add_tokenizer(w, tok):
+    w.add_tokenizer_model(tok["model"])
+    if tok["pre"]:
+        w.add_tokenizer_pre(tok["pre"])
+    w.add_token_list(tok["tokens"])
+    w.add_token_types([int(t) for t in tok["types"]])
+    if tok["scores"] is not None:
+        w.add_token_scores([float(s) for s in tok["scores"]])
+    if tok["merges"]:
+        w.add_token_merges(tok["merges"])
+    for name, adder in (("bos", w.add_bos_token_id), ("eos", w.add_eos_token_id),
+                        ("unk", w.add_unk_token_id), ("pad", w.add_pad_token_id)):
+        if tok[name] is not None:
+            adder(int(tok[name]))
+    w.add_add_bos_token(bool(tok["add_bos"]))
+    if tok["template"]:
+        w.add_chat_template(tok["template"])
+
+
+def write_vocab_only(args):
+    tok = read_tokenizer(args.vocab_from)
+    w = gguf.GGUFWriter(args.out, "llama")
+    w.add_name("kiln-qual-vocab-only")
+    add_tokenizer(w, tok)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def write(args):
+    if args.vocab_only:
+        return write_vocab_only(args)
     tok = read_tokenizer(args.vocab_from)
     n_vocab = len(tok["tokens"])
     head_dim = args.embd // args.heads
@@ -66,22 +103,7 @@ def write(args):
     w.add_vocab_size(n_vocab)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
 
-    w.add_tokenizer_model(tok["model"])
-    if tok["pre"]:
-        w.add_tokenizer_pre(tok["pre"])
-    w.add_token_list(tok["tokens"])
-    w.add_token_types([int(t) for t in tok["types"]])
-    if tok["scores"] is not None:
-        w.add_token_scores([float(s) for s in tok["scores"]])
-    if tok["merges"]:
-        w.add_token_merges(tok["merges"])
-    for name, adder in (("bos", w.add_bos_token_id), ("eos", w.add_eos_token_id),
-                        ("unk", w.add_unk_token_id), ("pad", w.add_pad_token_id)):
-        if tok[name] is not None:
-            adder(int(tok[name]))
-    w.add_add_bos_token(bool(tok["add_bos"]))
-    if tok["template"]:
-        w.add_chat_template(tok["template"])
+    add_tokenizer(w, tok)
 
     w.add_tensor("token_embd.weight", matrix(n_vocab, args.embd))
     for layer in range(args.layers):
@@ -114,6 +136,7 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--ff", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--vocab-only", action="store_true")
     write(ap.parse_args())
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The reference engine: a small OpenAI-compatible streaming server around Hugging Face
-transformers on CPU, serving the same GGUF weights the candidate serves (transformers
-dequantizes them to float32).
+transformers on CPU (or, with `--device cuda`, on the first CUDA device), serving the same GGUF
+weights the candidate serves (transformers dequantizes them to float32).
 
 Owned by kiln-qual's paired serving campaigns (crates/qual-campaign). Standard library HTTP
 server + torch + transformers only (the .cache/venv-reference environment); nothing is
@@ -16,6 +16,11 @@ stream_options.include_usage, then `data: [DONE]`). Sampling: temperature 0 is g
 (argmax); otherwise temperature + top_p with a torch.Generator seeded by the request's
 `seed`. `ignore_eos` keeps generating through end-of-sequence tokens. SIGTERM/SIGINT stop the
 server cleanly (exit 0).
+
+`--device cuda` refuses to start (exit 1, one line) when torch sees no CUDA device; on CUDA,
+TF32 is off for matrix products and cuDNN, float32 matmul precision is "highest" and the
+sampler's generator lives on the device (the seeded draws are CUDA's, not the CPU's: sampled
+outputs are compared as inputs only). `GET /health` names the device.
 """
 
 import argparse
@@ -43,9 +48,24 @@ def log(msg):
     sys.stderr.flush()
 
 
+def select_device(kind):
+    if kind == "cpu":
+        return torch.device("cpu"), "cpu"
+    if not torch.cuda.is_available():
+        log("--device cuda: torch %s (built for CUDA %s) sees no CUDA device"
+            % (torch.__version__, torch.version.cuda))
+        sys.exit(1)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    dev = torch.device("cuda", 0)
+    return dev, "cuda:0 %s" % torch.cuda.get_device_name(dev)
+
+
 class Engine:
-    def __init__(self, gguf, threads):
+    def __init__(self, gguf, threads, device):
         torch.set_num_threads(threads)
+        self.device, self.device_name = select_device(device)
         # transformers must see a directory holding only the GGUF (a tokenizer.json beside it
         # breaks AutoTokenizer): a private directory with one symlink.
         self.dir = tempfile.mkdtemp(prefix="kiln-reference-")
@@ -56,6 +76,7 @@ class Engine:
         self.model = AutoModelForCausalLM.from_pretrained(
             self.dir, gguf_file=name, dtype=torch.float32
         )
+        self.model.to(self.device)
         self.model.eval()
         self.load_seconds = time.monotonic() - t0
         eos = self.model.generation_config.eos_token_id
@@ -71,11 +92,11 @@ class Engine:
 
     def generate(self, ids, max_tokens, temperature, top_p, seed, ignore_eos):
         """Yields (token_id, text_delta) pairs, then returns."""
-        gen = torch.Generator().manual_seed(seed if seed is not None else 0)
+        gen = torch.Generator(device=self.device).manual_seed(seed if seed is not None else 0)
         out = []
         emitted = ""
         past = None
-        inp = torch.tensor([ids], dtype=torch.long)
+        inp = torch.tensor([ids], dtype=torch.long, device=self.device)
         with torch.inference_mode():
             for _ in range(max_tokens):
                 res = self.model(input_ids=inp, cache=past, use_cache=True)
@@ -105,7 +126,7 @@ class Engine:
                 yield nxt, delta
                 if nxt in self.eos and not ignore_eos:
                     return
-                inp = torch.tensor([[nxt]], dtype=torch.long)
+                inp = torch.tensor([[nxt]], dtype=torch.long, device=self.device)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -136,7 +157,7 @@ class Handler(BaseHTTPRequestHandler):
                 {"id": self.server.model_id, "object": "model", "created": 0,
                  "owned_by": "kiln-qual-reference"}]})
         elif self.path == "/health":
-            self.send_json(200, {"status": "ok"})
+            self.send_json(200, {"status": "ok", "device": eng.device_name})
         elif self.path == "/metrics":
             c = eng.counters
             text = "".join(
@@ -228,10 +249,12 @@ def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = ap.parse_args()
-    engine = Engine(a.gguf, a.threads)
-    log("loaded %s in %.1f s (torch %s, %d threads)" % (
-        a.gguf, engine.load_seconds, torch.__version__, torch.get_num_threads()))
+    engine = Engine(a.gguf, a.threads, a.device)
+    log("loaded %s in %.1f s (torch %s, %d threads, device %s)" % (
+        a.gguf, engine.load_seconds, torch.__version__, torch.get_num_threads(),
+        engine.device_name))
     srv = ThreadingHTTPServer((a.host, a.port), Handler)
     srv.daemon_threads = True
     srv.engine = engine

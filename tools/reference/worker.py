@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Hugging Face reference worker for kiln-qual's numerical oracle.
 
-Loads a causal language model with `transformers` on the CPU under deterministic settings
-(fixed seed, deterministic algorithms, one thread, float32, eager attention, no KV cache) and
-writes the next-token logits for given input token ids to a safetensors file:
+Loads a causal language model with `transformers` under deterministic settings (fixed seed,
+deterministic algorithms, one thread, float32, eager attention, no KV cache) on the CPU or, with
+`--device cuda`, on the first CUDA device (TF32 off for matrix products and cuDNN, float32
+matmul precision "highest", cuBLAS's deterministic workspace `CUBLAS_WORKSPACE_CONFIG=:4096:8`
+set by the caller), and writes the next-token logits for given input token ids to a
+safetensors file:
 
   input_ids  I64 [1, n]
   logits     F32 [positions, vocab]   rows from --from-position (default: the last position)
@@ -83,7 +86,33 @@ def imported_packages():
     return sorted(out)
 
 
-def load_model(path, work):
+def prepare_device(kind):
+    """Selects and describes the device; refuses CUDA that torch cannot use, by name."""
+    import torch
+
+    if kind == "cpu":
+        return torch.device("cpu"), {"kind": "cpu"}
+    if not torch.cuda.is_available():
+        fail(f"--device cuda: torch {torch.__version__} (built for CUDA {torch.version.cuda}) sees no CUDA device")
+    if os.environ.get("CUBLAS_WORKSPACE_CONFIG") != ":4096:8":
+        fail("--device cuda needs CUBLAS_WORKSPACE_CONFIG=:4096:8 (deterministic cuBLAS)")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.set_float32_matmul_precision("highest")
+    dev = torch.device("cuda", 0)
+    major, minor = torch.cuda.get_device_capability(dev)
+    return dev, {
+        "kind": "cuda",
+        "name": torch.cuda.get_device_name(dev),
+        "compute_capability": f"{major}.{minor}",
+        "cuda_runtime": torch.version.cuda,
+        "allow_tf32": False,
+    }
+
+
+def load_model(path, work, device):
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -100,11 +129,12 @@ def load_model(path, work):
         if not os.path.isdir(path):
             fail(f"model {json.dumps(path)} is not a directory")
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, **kw)
+    model.to(device)
     model.eval()
     return model
 
 
-def run_one(model, vocab, ids, start, output, save_file):
+def run_one(model, device, vocab, ids, start, output, save_file):
     """One forward pass; writes rows start.. of the logits; returns the output's evidence."""
     import torch
     import transformers
@@ -112,8 +142,8 @@ def run_one(model, vocab, ids, start, output, save_file):
     if max(ids) >= vocab:
         fail(f"token id {max(ids)} is outside the vocabulary of {vocab}")
     with torch.no_grad():
-        out = model(torch.tensor([ids], dtype=torch.long), use_cache=False)
-    logits = out.logits[0, start:, :].to(torch.float32).contiguous()
+        out = model(torch.tensor([ids], dtype=torch.long, device=device), use_cache=False)
+    logits = out.logits[0, start:, :].to(device="cpu", dtype=torch.float32).contiguous()
     if not bool(torch.isfinite(logits).all()):
         fail("the logits contain a non-finite value")
     rows, width = logits.shape
@@ -157,6 +187,7 @@ def main():
     ap.add_argument("--from-position", type=int, default=None)
     ap.add_argument("--requests", help='JSON {"sequences": [{"token_ids": [...], "from_position": k, "output": "abs path"}]}')
     ap.add_argument("--start-gate", default=None)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     a = ap.parse_args()
     if a.start_gate:
         wait_gate(a.start_gate)
@@ -201,10 +232,12 @@ def main():
     torch.manual_seed(SEED)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
+    device, device_evidence = prepare_device(a.device)
     with tempfile.TemporaryDirectory() as work:
-        model = load_model(a.model, work)
+        model = load_model(a.model, work, device)
         vocab = model.config.vocab_size
-        outputs = [run_one(model, vocab, ids, start, output, safetensors_save) for ids, start, output in checked]
+        outputs = [run_one(model, device, vocab, ids, start, output, safetensors_save)
+                   for ids, start, output in checked]
     try:
         import gguf
 
@@ -223,6 +256,7 @@ def main():
         "schema": SCHEMA,
         "attention_implementation": "eager",
         "deterministic_algorithms": True,
+        "device": device_evidence,
         "dtype": "float32",
         "duration_seconds": time.monotonic() - t0,
         "gguf_version": gguf_version,

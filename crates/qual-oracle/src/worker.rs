@@ -8,7 +8,13 @@
 //! - a closed environment: `HOME` and `TMPDIR` in a private temporary directory, `LANG`,
 //!   `LC_ALL`, `PATH=/usr/bin:/bin`, `PYTHONHASHSEED`, `TOKENIZERS_PARALLELISM=false`,
 //!   `OMP_NUM_THREADS=1`, `HF_HUB_OFFLINE=1`, `TRANSFORMERS_OFFLINE=1`, `HF_HOME` private —
-//!   nothing inherited.
+//!   nothing inherited, except on [`Device::Cuda`]: `CUBLAS_WORKSPACE_CONFIG=:4096:8`
+//!   (cuBLAS's deterministic workspace) is set, and the operator's `LD_LIBRARY_PATH` and
+//!   `CUDA_VISIBLE_DEVICES`, where set, are passed on (container images put the NVIDIA
+//!   driver's user-space libraries on `LD_LIBRARY_PATH`; without it torch finds no
+//!   `libcuda.so.1`). The worker reports the device it ran on (`device`: kind, name, compute
+//!   capability, CUDA runtime, TF32 off) and a report for another device than the one asked
+//!   for is refused.
 //! - a start gate: an absolute file created exclusively with `go\n` before the spawn, which the
 //!   worker requires (regular, exact content) before it imports anything.
 //! - the evidence: exactly one `KILN_QUAL_HF_LOGITS_PASS {json}` line (strict JSON, closed key
@@ -35,6 +41,26 @@ pub const SEED: &str = "20260715";
 /// The most the reference worker script may hold.
 const WORKER_FILE_LIMIT: usize = 16 << 20;
 
+/// Where the worker computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Device {
+    /// The CPU (one thread).
+    #[default]
+    Cpu,
+    /// The first CUDA device torch sees.
+    Cuda,
+}
+
+impl Device {
+    /// The worker's `--device` value and the evidence's `device.kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Device::Cpu => "cpu",
+            Device::Cuda => "cuda",
+        }
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct WorkerRequest {
@@ -48,6 +74,8 @@ pub struct WorkerRequest {
     pub sequences: Vec<Sequence>,
     /// Deadline.
     pub timeout: Duration,
+    /// Where the worker computes.
+    pub device: Device,
 }
 
 /// One input sequence and where its logits go.
@@ -85,6 +113,26 @@ pub struct OutputEvidence {
     pub vocab: usize,
 }
 
+/// The device the worker ran on, as it reported it (closed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceEvidence {
+    /// `cpu` or `cuda`.
+    pub kind: String,
+    /// The CUDA device's name (torch's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `major.minor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_capability: Option<String>,
+    /// The CUDA runtime torch was built for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_runtime: Option<String>,
+    /// TF32 in matrix products and cuDNN (always `false`: full float32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_tf32: Option<bool>,
+}
+
 /// What the worker reported (closed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -95,6 +143,9 @@ pub struct WorkerEvidence {
     pub attention_implementation: String,
     /// `true`.
     pub deterministic_algorithms: bool,
+    /// The device it ran on (absent in results written before workers reported it: the CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceEvidence>,
     /// `float32`.
     pub dtype: String,
     /// Worker wall time.
@@ -219,8 +270,10 @@ pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
         h(&requests),
         "--start-gate".into(),
         h(&gate),
+        "--device".into(),
+        req.device.as_str().into(),
     ];
-    let env: Vec<(String, String)> = [
+    let mut env: Vec<(String, String)> = [
         ("HOME", h(home.path())),
         ("TMPDIR", h(&tmp)),
         ("HF_HOME", h(&home.path().join("hf"))),
@@ -238,6 +291,14 @@ pub fn run(req: &WorkerRequest) -> Result<ReferenceEvidence, WorkerError> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
+    if req.device == Device::Cuda {
+        env.push(("CUBLAS_WORKSPACE_CONFIG".into(), ":4096:8".into()));
+        for k in ["LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES"] {
+            if let Some(v) = std::env::var_os(k).and_then(|v| v.into_string().ok()) {
+                env.push((k.into(), v));
+            }
+        }
+    }
     let spec = ExecSpec {
         argv,
         cwd: std::env::current_dir().map_err(|e| prep(e.to_string()))?,
@@ -296,6 +357,20 @@ fn verify(w: &WorkerEvidence, req: &WorkerRequest) -> Result<(), WorkerError> {
         return Err(ev(
             "the worker's settings are not the pinned deterministic ones".into(),
         ));
+    }
+    let ran_on = w.device.as_ref().map_or("cpu", |d| d.kind.as_str());
+    let tf32 = w
+        .device
+        .as_ref()
+        .and_then(|d| d.allow_tf32)
+        .unwrap_or(false);
+    if ran_on != req.device.as_str() || tf32 {
+        return Err(ev(format!(
+            "the worker ran on {} (TF32 {}), not on the {} asked for",
+            qual_json::escape_text(ran_on),
+            if tf32 { "on" } else { "off" },
+            req.device.as_str()
+        )));
     }
     if w.outputs.len() != req.sequences.len() {
         return Err(ev("the worker reported another number of outputs".into()));

@@ -128,9 +128,23 @@ pub struct ReferenceArgs {
     /// Deadline in seconds (1..=86400).
     #[arg(long, default_value_t = 600, value_parser = count::<u64>(1..=86_400))]
     pub timeout_seconds: u64,
+    /// Where the worker computes: the CPU (one thread), or the first CUDA device torch sees
+    /// (TF32 off, deterministic cuBLAS; the worker's report names the device, and a report
+    /// for another device is refused).
+    #[arg(long, value_enum, default_value_t = WorkerDeviceArg::Cpu)]
+    pub device: WorkerDeviceArg,
     /// Print the worker evidence as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The reference worker's device (`oracle reference --device`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkerDeviceArg {
+    /// The CPU.
+    Cpu,
+    /// The first CUDA device.
+    Cuda,
 }
 
 /// Runs an `oracle` subcommand.
@@ -426,11 +440,22 @@ fn reference(a: ReferenceArgs) -> i32 {
             output: a.output.clone(),
         }],
         timeout: std::time::Duration::from_secs(a.timeout_seconds),
+        device: match a.device {
+            WorkerDeviceArg::Cpu => qual_oracle::worker::Device::Cpu,
+            WorkerDeviceArg::Cuda => qual_oracle::worker::Device::Cuda,
+        },
     };
     match qual_oracle::worker::run(&spec) {
         Ok(ev) => {
+            let on = ev.worker.device.as_ref().map_or_else(
+                || "cpu".to_string(),
+                |d| match &d.name {
+                    Some(n) => format!("{} {}", d.kind, esc(n)),
+                    None => d.kind.clone(),
+                },
+            );
             errln!(
-                "reference: {} ({} positions x {} vocabulary) in {:.1} s, worker peak RSS {} bytes",
+                "reference: {} ({} positions x {} vocabulary) on {on} in {:.1} s, worker peak RSS {} bytes",
                 esc_path(&a.output),
                 ev.worker.outputs[0].positions,
                 ev.worker.vocab,
@@ -579,6 +604,7 @@ fn greedy_inputs(
             },
             sequences: Vec::new(),
             timeout: std::time::Duration::from_secs(a.worker_timeout_seconds),
+            device: qual_oracle::worker::Device::Cpu,
         },
         reference_prefix: result.with_file_name(format!("{stem}.reference-")),
         top_k: qual_oracle::compare::DEFAULT_TOP_K,

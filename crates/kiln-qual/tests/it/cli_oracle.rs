@@ -542,3 +542,71 @@ fn a_result_repointed_at_an_unrelated_tensor_is_refused_and_a_signed_result_veri
     assert_eq!(chk.status.code(), Some(1), "{err}");
     assert!(err.contains("the subjects are"), "{err}");
 }
+
+/// A stand-in for `tools/reference/worker.py` (the real one needs torch and, for CUDA, a GPU,
+/// neither of which this test can count on) that reports a run on `device` whatever it was
+/// asked: the runner must refuse a report for another device than the one it asked for.
+fn lying_worker(dir: &Path, device: &str) -> std::path::PathBuf {
+    let p = dir.join(format!("worker-{}.py", device.len()));
+    let evidence = format!(
+        r#"{{"attention_implementation": "eager", "deterministic_algorithms": True, "device": {device}, "dtype": "float32", "duration_seconds": 0.1, "gguf_version": "0", "max_rss_bytes": 1, "outputs": [], "packages": [], "packages_sha256": "sha256:0", "python_version": "3", "safetensors_version": "0", "schema": "kiln-qual.hf-logits.v1", "seed": 20260715, "threads": 1, "torch_version": "0", "transformers_version": "0", "vocab": 8}}"#
+    );
+    std::fs::write(
+        &p,
+        format!("import json\nprint('KILN_QUAL_HF_LOGITS_PASS ' + json.dumps({evidence}, sort_keys=True))\n"),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn a_worker_report_for_another_device_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let ids = d.path().join("ids.json");
+    std::fs::write(&ids, "[1, 2, 3]").unwrap();
+    let model = d.path().join("model.gguf");
+    std::fs::write(&model, "not read by the stand-in").unwrap();
+    for (asked, reported, says) in [
+        (
+            "cuda",
+            r#"{"kind": "cpu"}"#,
+            "the worker ran on cpu (TF32 off), not on the cuda asked for",
+        ),
+        (
+            "cpu",
+            r#"{"kind": "cuda", "name": "NVIDIA H200", "allow_tf32": True}"#,
+            "the worker ran on cuda (TF32 on), not on the cpu asked for",
+        ),
+        (
+            "cuda",
+            r#"{"kind": "cuda", "name": "NVIDIA H200", "allow_tf32": True}"#,
+            "the worker ran on cuda (TF32 on), not on the cuda asked for",
+        ),
+    ] {
+        let out = d
+            .path()
+            .join(format!("{asked}-{}.safetensors", reported.len()));
+        let a = kq()
+            .args([
+                "oracle",
+                "reference",
+                "--python",
+                "/usr/bin/python3",
+                "--device",
+                asked,
+            ])
+            .arg("--worker")
+            .arg(lying_worker(d.path(), reported))
+            .arg("--model")
+            .arg(&model)
+            .arg("--token-ids")
+            .arg(&ids)
+            .arg("--output")
+            .arg(&out)
+            .assert()
+            .code(1);
+        let err = String::from_utf8_lossy(&a.get_output().stderr).into_owned();
+        assert!(err.contains(says), "{asked} / {reported}: {err}");
+        assert!(!out.exists());
+    }
+}

@@ -15,6 +15,7 @@ mod common;
 mod compat_legacy;
 mod compat_receipts;
 mod compat_workloads;
+mod cuda_real;
 mod fleet_gha;
 mod fleet_slurm;
 mod oracle_real;
@@ -30,6 +31,7 @@ fn main() {
         ("compat_legacy", compat_legacy::trials()),
         ("compat_receipts", compat_receipts::trials()),
         ("compat_workloads", compat_workloads::trials()),
+        ("cuda_real", cuda_real::trials()),
         ("fleet_gha", fleet_gha::trials()),
         ("fleet_slurm", fleet_slurm::trials()),
         ("oracle_real", oracle_real::trials()),
