@@ -52,19 +52,22 @@ def sha256_file(path):
 class Runner:
     """Runs commands, logs them, and keeps each step's outcome for the summary."""
 
-    def __init__(self, log, env):
+    def __init__(self, log, env, deadline=None):
         self.log = log
         self.env = env
         self.steps = []
+        # Monotonic time by which every command must have ended, leaving time to bundle.
+        self.deadline = deadline
 
     def cmd(self, step, argv, cwd=ROOT, stdout=None, required=True, ok_codes=(0,), env=None):
         t0 = time.monotonic()
         self.log("%s: $ %s" % (step, " ".join(argv)))
+        limit = 900 if self.deadline is None else max(5.0, self.deadline - t0)
         try:
             with open(stdout, "wb") if stdout else open(os.devnull, "wb") as out:
                 p = subprocess.run(argv, cwd=cwd, env=env or self.env,
                                    stdout=out if stdout else subprocess.PIPE,
-                                   stderr=subprocess.PIPE, timeout=900)
+                                   stderr=subprocess.PIPE, timeout=limit)
             code, err = p.returncode, p.stderr.decode("utf-8", "replace")
             text = "" if stdout else p.stdout.decode("utf-8", "replace")
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -241,11 +244,12 @@ def make_model(r, py, work, vocab):
 
 def launch_recipe(work, name, py, gguf, device):
     port = free_port()
+    # The same environment for both devices (so one runtime manifest binds both sides): the
+    # driver's libraries where the image puts them on LD_LIBRARY_PATH.
     env = {"LANG": "C.UTF-8", "HOME": "/tmp", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
-    if device == "cuda":
-        for k in ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES"):
-            if os.environ.get(k):
-                env[k] = os.environ[k]
+    for k in ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES"):
+        if os.environ.get(k):
+            env[k] = os.environ[k]
     d = os.path.join(work, "launch")
     os.makedirs(d, exist_ok=True)
     recipe = {
@@ -296,14 +300,16 @@ def campaign(r, kq, py, work, model_dir, gguf, rehearse, raw):
     # counter, one NVML device) must pick NVML too: the pairing refuses a different source.
     ref_memory = ["--memory-source", "process-tree" if rehearse else "nvml"]
     cand_memory = ["--memory-source", "process-tree" if rehearse else "auto"]
+    manifest = os.path.join(work, "runtime-manifest.json")
     for engine, device, memory, extra in (
             (ref, ref_dev, ref_memory, []),
             (cand, cand_dev, cand_memory, ["--reference-dir", out, "--reference-engine", ref,
                                            "--reference-role", "evidence"])):
         launch = launch_recipe(work, engine, py, gguf, device)
-        manifest = os.path.join(work, engine + ".runtime-manifest.json")
-        r.cmd("manifest-" + engine, [kq, "runtime-manifest", "--python", py, "--launch", launch,
-                                     "--out", manifest])
+        if not os.path.exists(manifest):
+            # One capture (hashing the whole interpreter's installation twice) for both sides.
+            r.cmd("runtime-manifest", [kq, "runtime-manifest", "--python", py, "--launch", launch,
+                                       "--out", manifest])
         r.cmd("campaign-" + engine, [kq, "campaign", "--engine", engine, "--launch", launch,
                                      "--runtime-manifest", manifest] + memory + extra + common)
     for engine in (ref, cand):
@@ -392,7 +398,8 @@ def run(a):
     env = dict(os.environ)
     if os.path.isdir("/usr/local/cuda/bin") and "/usr/local/cuda/bin" not in env.get("PATH", ""):
         env["PATH"] = env.get("PATH", "/usr/bin:/bin") + ":/usr/local/cuda/bin"
-    r = Runner(log, env)
+    # Every command ends 60 s before the deadline: the summary and the bundle still get written.
+    r = Runner(log, env, deadline=time.monotonic() + a.deadline_seconds - 60)
     kq = a.kiln_qual or os.path.join(carry, "kiln-qual")
     kq = os.path.abspath(kq)
     vocab = a.vocab_from or os.path.join(carry, "vocab.gguf")
@@ -525,6 +532,8 @@ def main():
     p.add_argument("--kiln-qual")
     p.add_argument("--vocab-from")
     p.add_argument("--work")
+    p.add_argument("--deadline-seconds", type=float, default=480.0,
+                   help="the whole run's budget; keep it inside the device call's timeout")
     p = sub.add_parser("import")
     p.add_argument("bundle")
     p.add_argument("--kiln-qual", default=os.path.join(ROOT, "target", "release", "kiln-qual"))
