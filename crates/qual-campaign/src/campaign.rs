@@ -968,7 +968,7 @@ pub fn run_observed(
                     Some(Sampler::start(s.clone(), interval))
                 }
                 Err(e) => {
-                    sampler_identity = memory::unavailable(o.memory_interval_ms, e);
+                    sampler_identity = memory::unavailable(o.memory_interval_ms, &e.to_string());
                     None
                 }
             };
