@@ -37,7 +37,7 @@ fn main() {
         .build()
         .unwrap();
     let sampler = Sampler::start(
-        Source::ProcessTree(std::process::id()),
+        Source::process_tree(std::process::id()),
         Duration::from_millis(50),
     );
     let cfg = GateConfig {

@@ -912,6 +912,16 @@ pub fn run_observed(
         return Err(CampaignError::Options(errs));
     }
     let (model_identity, artifacts, manifest) = bind_identity(o).map_err(CampaignError::Options)?;
+    // An NVML device needs no server pid: it is resolved before the server starts, so a GPU
+    // that is not there (no library, no device, a failed init) is refused by name before any
+    // traffic. The other sources are resolved once the server's pid is known.
+    let mut early_source = match &o.memory {
+        SourceRequest::Nvml(_) => Some(
+            memory::resolve(&o.memory, None)
+                .map_err(|e| CampaignError::Options(vec![format!("failed to {e}")]))?,
+        ),
+        _ => None,
+    };
     match std::fs::create_dir(&o.out_dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && o.out_dir.is_dir() => {}
@@ -961,14 +971,17 @@ pub fn run_observed(
                 engine.executables = exes.clone();
             }
             let model = o.model.clone().unwrap_or_else(|| ids[0].clone());
-            let source = memory::resolve(&o.memory, server.pid);
+            let source = match early_source.take() {
+                Some(s) => Ok(s),
+                None => memory::resolve(&o.memory, server.pid),
+            };
             let sampler = match &source {
                 Ok(s) => {
                     sampler_identity = s.identity(o.memory_interval_ms);
                     Some(Sampler::start(s.clone(), interval))
                 }
                 Err(e) => {
-                    sampler_identity = memory::unavailable(o.memory_interval_ms, e);
+                    sampler_identity = memory::unavailable(o.memory_interval_ms, &e.to_string());
                     None
                 }
             };

@@ -486,6 +486,15 @@ pub fn run(a: BenchArgs) -> i32 {
             return exit::OUTPUT_FAILED;
         }
     };
+    // The memory source first: a GPU or counter that is not there is refused by name before
+    // the server is contacted at all (model discovery and /tokenize included).
+    let memory = match memory_source(&a) {
+        Ok(m) => m,
+        Err(e) => {
+            errln!("kiln-qual: failed to set up the telemetry: {}", esc(&e));
+            return exit::FAILED;
+        }
+    };
     let (addr, target, model) = match resolve(&a, &url) {
         Ok(x) => x,
         Err(e) => {
@@ -550,7 +559,7 @@ pub fn run(a: BenchArgs) -> i32 {
     let sink = bar
         .is_shown()
         .then(|| bar.clone() as Arc<dyn qual_serve::load::ProgressSink>);
-    let telemetry = match telemetry(&a, &cfg) {
+    let telemetry = match telemetry(&a, &cfg, memory) {
         Ok(t) => t,
         Err(e) => {
             errln!("kiln-qual: failed to set up the telemetry: {}", esc(&e));
@@ -610,8 +619,23 @@ fn verdict_code(result: &run::BenchResult) -> i32 {
     }
 }
 
+/// The memory source `--memory-source` asks for (none without the flag), resolved.
+fn memory_source(a: &BenchArgs) -> Result<Option<qual_campaign::memory::Source>, String> {
+    let Some(src) = a.memory_source else {
+        return Ok(None);
+    };
+    let req = super::campaign::memory_request(src, a.memory_path.clone(), a.memory_device_index)?;
+    qual_campaign::memory::resolve(&req, a.server_pid)
+        .map(Some)
+        .map_err(|e| format!("use --memory-source: {e}"))
+}
+
 /// The scrapes and memory sampling asked for (`--metrics-path`, `--memory-source`).
-fn telemetry(a: &BenchArgs, cfg: &BenchConfig) -> Result<Telemetry, String> {
+fn telemetry(
+    a: &BenchArgs,
+    cfg: &BenchConfig,
+    memory: Option<qual_campaign::memory::Source>,
+) -> Result<Telemetry, String> {
     let mut t = Telemetry::none();
     if let Some(path) = &a.metrics_path {
         if !path.starts_with('/') {
@@ -619,11 +643,7 @@ fn telemetry(a: &BenchArgs, cfg: &BenchConfig) -> Result<Telemetry, String> {
         }
         t = t.with_metrics(cfg.addr, cfg.target.clone(), path)?;
     }
-    if let Some(src) = a.memory_source {
-        let req =
-            super::campaign::memory_request(src, a.memory_path.clone(), a.memory_device_index)?;
-        let source = qual_campaign::memory::resolve(&req, a.server_pid)
-            .map_err(|e| format!("use --memory-source: {e}"))?;
+    if let Some(source) = memory {
         t = t.with_memory(source, Duration::from_millis(a.memory_sample_ms));
     }
     Ok(t)

@@ -4,7 +4,8 @@
 //! missing as ignored, saying what is missing, and fails it under `CI=true` (the corpus: when
 //! the CI script asks for it with `KIQ_REQUIRE_CORPUS=1`). Trials are named `module::trial`;
 //! `scripts/compat-check` runs the `compat_` ones. `terminal` needs tmux, zsh and fish
-//! (progress on a real terminal, Ctrl-C, completion in real shells).
+//! (progress on a real terminal, Ctrl-C, completion in real shells); `nvml_double` needs `cc`
+//! (it builds the test double of `libnvidia-ml.so.1`: no NVIDIA GPU here or in CI).
 
 // Tests start programs and read back files directly.
 #![allow(clippy::disallowed_methods)]
@@ -18,6 +19,7 @@ mod compat_workloads;
 mod cuda_real;
 mod fleet_gha;
 mod fleet_slurm;
+mod nvml_double;
 mod oracle_real;
 mod scaffold_real;
 mod serving_real;
@@ -34,6 +36,7 @@ fn main() {
         ("cuda_real", cuda_real::trials()),
         ("fleet_gha", fleet_gha::trials()),
         ("fleet_slurm", fleet_slurm::trials()),
+        ("nvml_double", nvml_double::trials()),
         ("oracle_real", oracle_real::trials()),
         ("scaffold_real", scaffold_real::trials()),
         ("serving_real", serving_real::trials()),
