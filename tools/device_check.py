@@ -76,7 +76,8 @@ class Runner:
         ok = code in ok_codes
         for line in (text + err).strip().splitlines()[-40:]:
             self.log("%s:   %s" % (step, line))
-        self.log("%s: exit %s in %.1f s%s" % (step, code, dt, "" if ok else " (FAILED)"))
+        ended = "did not run" if code is None else "exit %d" % code
+        self.log("%s: %s in %.1f s%s" % (step, ended, dt, "" if ok else " (FAILED)"))
         self.steps.append({"step": step, "argv": argv, "exit": code, "seconds": round(dt, 3),
                            "required": required, "ok": ok})
         return ok, text
@@ -408,8 +409,8 @@ def run(a):
     r.cmd("kiln-qual-version", [kq, "--version"])
     if r.failed_required():
         log("refused: %s does not run here (see above; prepare builds it against glibc %s)" % (
-            kq, json.load(open(os.path.join(carry, "MANIFEST.json"))).get("kiln_qual_glibc_needs")
-            if os.path.exists(os.path.join(carry, "MANIFEST.json")) else "?"))
+            kq, (json.load(open(os.path.join(carry, "MANIFEST.json"))).get("kiln_qual_glibc_needs")
+                 if os.path.exists(os.path.join(carry, "MANIFEST.json")) else None) or "?"))
         return 3
     if not ensure_git(r, carry):
         log("refused: git is missing")
