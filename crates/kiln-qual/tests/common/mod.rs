@@ -282,6 +282,58 @@ pub fn mock_server(bin: impl AsRef<std::ffi::OsStr>, extra: &[&str]) -> (KilledO
     (server, port)
 }
 
+/// A launch recipe (`kiln-qual.serve-launch.v1`) at `path` for an owned mock server:
+/// `bin mock-server --port PORT ARGS…` with `environment`, logs in `logs/`, short deadlines.
+pub fn mock_launch_recipe(
+    path: &Path,
+    id: &str,
+    bin: &str,
+    port: u16,
+    args: &[&str],
+    environment: serde_json::Value,
+) {
+    let mut command = vec![
+        bin.to_string(),
+        "mock-server".into(),
+        "--port".into(),
+        port.to_string(),
+    ];
+    command.extend(args.iter().map(|s| s.to_string()));
+    let mut recipe = serde_json::json!({
+        "schema": "kiln-qual.serve-launch.v1",
+        "id": id,
+        "command": command,
+        "working_directory": ".",
+        "port": port,
+        "log_directory": "logs",
+        "readiness_poll_interval_ms": 10,
+        "startup_timeout_seconds": 5,
+        "shutdown_timeout_seconds": 5,
+        "acceptable_exit_codes": [0],
+    });
+    if !environment.is_null() {
+        recipe["environment"] = environment;
+    }
+    std::fs::write(path, recipe.to_string()).unwrap();
+}
+
+/// A stand-in model folder `dir/model` (a `GGUF` magic, `{}` config and tokenizer: what the
+/// model fingerprint reads, for servers that never load it), made once; its path.
+pub fn stand_in_model(dir: &Path) -> PathBuf {
+    let model = dir.join("model");
+    if !model.exists() {
+        std::fs::create_dir_all(&model).unwrap();
+        for (f, b) in [
+            ("m.gguf", "GGUF"),
+            ("config.json", "{}"),
+            ("tokenizer.json", "{}"),
+        ] {
+            std::fs::write(model.join(f), b).unwrap();
+        }
+    }
+    model
+}
+
 /// An Ed25519 key pair made by `ssh-keygen` (no passphrase): private key, public key and
 /// the fingerprint as `ssh-keygen -l` prints it.
 pub fn ssh_keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf, String) {

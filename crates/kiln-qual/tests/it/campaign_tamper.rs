@@ -18,29 +18,18 @@ use std::sync::OnceLock;
 const BIN: &str = env!("CARGO_BIN_EXE_kiln-qual");
 
 fn recipe(path: &Path, extra: &[&str]) {
-    let port = common::free_port();
-    let mut command = vec![
-        BIN.to_string(),
-        "mock-server".into(),
-        "--port".into(),
-        port.to_string(),
-        "--itl-ms".into(),
-        "0.2".into(),
-    ];
-    command.extend(extra.iter().map(|s| s.to_string()));
-    let recipe = serde_json::json!({
-        "schema": "kiln-qual.serve-launch.v1",
-        "id": "tamper-mock",
-        "command": command,
-        "working_directory": ".",
-        "port": port,
-        "log_directory": "logs",
-        "readiness_poll_interval_ms": 10,
-        "startup_timeout_seconds": 5,
-        "shutdown_timeout_seconds": 5,
-        "acceptable_exit_codes": [0],
-    });
-    std::fs::write(path, recipe.to_string()).unwrap();
+    let args: Vec<&str> = ["--itl-ms", "0.2"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    common::mock_launch_recipe(
+        path,
+        "tamper-mock",
+        BIN,
+        common::free_port(),
+        &args,
+        serde_json::Value::Null,
+    );
 }
 
 fn campaign(dir: &Path, engine: &str, server: &[&str], extra: &[&str], code: i32) {
@@ -74,15 +63,7 @@ fn fixture() -> &'static Path {
             .unwrap()
             .keep();
         std::fs::create_dir(d.join("out")).unwrap();
-        let model = d.join("model");
-        std::fs::create_dir(&model).unwrap();
-        for (f, b) in [
-            ("m.gguf", "GGUF"),
-            ("config.json", "{}"),
-            ("tokenizer.json", "{}"),
-        ] {
-            std::fs::write(model.join(f), b).unwrap();
-        }
+        common::stand_in_model(&d);
         let big = ["--memory-limit-bytes", "1099511627776"];
         campaign(&d, "ref", &[], &big, 0);
         let paired = [

@@ -1,26 +1,21 @@
 //! `kiln-qual campaign`, `campaign verify`, `receipt check` on campaign receipts and
 //! `runtime-manifest`, end to end through the binary against an owned `kiln-qual mock-server`.
 
-use crate::common::free_port;
+use crate::common::{self, free_port};
 use assert_cmd::Command;
 use std::path::Path;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kiln-qual");
 
 fn recipe(dir: &Path, port: u16) {
-    let recipe = serde_json::json!({
-        "schema": "kiln-qual.serve-launch.v1",
-        "id": "cli-campaign-mock",
-        "command": [BIN, "mock-server", "--port", port.to_string(), "--itl-ms", "0.2"],
-        "working_directory": ".",
-        "port": port,
-        "log_directory": "logs",
-        "readiness_poll_interval_ms": 10,
-        "startup_timeout_seconds": 5,
-        "shutdown_timeout_seconds": 5,
-        "acceptable_exit_codes": [0],
-    });
-    std::fs::write(dir.join("launch.json"), recipe.to_string()).unwrap();
+    common::mock_launch_recipe(
+        &dir.join("launch.json"),
+        "cli-campaign-mock",
+        BIN,
+        port,
+        &["--itl-ms", "0.2"],
+        serde_json::Value::Null,
+    );
 }
 
 #[test]
@@ -30,15 +25,7 @@ fn campaign_verifies_and_its_receipts_pass_receipt_check() {
     recipe(dir, free_port());
     // The out dir does not exist yet: the campaign creates it (its parent exists).
     let out = dir.join("out");
-    let model = dir.join("model");
-    std::fs::create_dir(&model).unwrap();
-    for (f, b) in [
-        ("m.gguf", "GGUF"),
-        ("config.json", "{}"),
-        ("tokenizer.json", "{}"),
-    ] {
-        std::fs::write(model.join(f), b).unwrap();
-    }
+    let model = common::stand_in_model(dir);
     let args = |engine: &str| {
         vec![
             "campaign".to_string(),

@@ -5,50 +5,29 @@
 //! JUnit pinned by snapshots (temporary paths and timing-dependent numbers redacted) — and a
 //! tampered receipt is refused, never rendered.
 
-use crate::common::free_port;
+use crate::common::{self, free_port};
 use assert_cmd::Command;
 use std::path::Path;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kiln-qual");
 
 fn recipe(path: &Path, extra: &[&str]) {
-    let port = free_port();
-    let mut command = vec![
-        BIN.to_string(),
-        "mock-server".into(),
-        "--port".into(),
-        port.to_string(),
-        "--itl-ms".into(),
-        "0.2".into(),
-    ];
-    command.extend(extra.iter().map(|s| s.to_string()));
-    let recipe = serde_json::json!({
-        "schema": "kiln-qual.serve-launch.v1",
-        "id": "report-campaign-mock",
-        "command": command,
-        "working_directory": ".",
-        "port": port,
-        "log_directory": "logs",
-        "readiness_poll_interval_ms": 10,
-        "startup_timeout_seconds": 5,
-        "shutdown_timeout_seconds": 5,
-        "acceptable_exit_codes": [0],
-    });
-    std::fs::write(path, recipe.to_string()).unwrap();
+    let args: Vec<&str> = ["--itl-ms", "0.2"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    common::mock_launch_recipe(
+        path,
+        "report-campaign-mock",
+        BIN,
+        free_port(),
+        &args,
+        serde_json::Value::Null,
+    );
 }
 
 fn campaign(dir: &Path, engine: &str, launch: &str, extra: &[&str]) -> assert_cmd::assert::Assert {
-    let model = dir.join("model");
-    if !model.exists() {
-        std::fs::create_dir(&model).unwrap();
-        for (f, b) in [
-            ("m.gguf", "GGUF"),
-            ("config.json", "{}"),
-            ("tokenizer.json", "{}"),
-        ] {
-            std::fs::write(model.join(f), b).unwrap();
-        }
-    }
+    common::stand_in_model(dir);
     Command::new(BIN)
         .args(["campaign", "--engine", engine, "--launch", launch])
         .args([

@@ -71,20 +71,14 @@ fn a_sleeper_left_by_the_server_is_residue_and_fails_the_case() {
 }
 
 fn write_case(dir: &Path, port: u16, marker: &str) {
-    let recipe = serde_json::json!({
-        "schema": "kiln-qual.serve-launch.v1",
-        "id": "residue-mock",
-        "command": [BIN, "mock-server", "--port", port.to_string(), "--leave-escaped-sleeper"],
-        "working_directory": ".",
-        "environment": {"KQ_TEST_MARKER": marker},
-        "port": port,
-        "log_directory": "logs",
-        "readiness_poll_interval_ms": 10,
-        "startup_timeout_seconds": 5,
-        "shutdown_timeout_seconds": 5,
-        "acceptable_exit_codes": [0],
-    });
-    std::fs::write(dir.join("launch.json"), recipe.to_string()).unwrap();
+    crate::common::mock_launch_recipe(
+        &dir.join("launch.json"),
+        "residue-mock",
+        BIN,
+        port,
+        &["--leave-escaped-sleeper"],
+        serde_json::json!({"KQ_TEST_MARKER": marker}),
+    );
     let corpus: String = (0..4)
         .map(|i| format!("{{\"id\":\"c{i}\",\"endpoint\":\"chat\",\"prompt\":\"hi {i}\",\"max_tokens\":4}}\n"))
         .collect();

@@ -16,7 +16,7 @@
 //! Needs `cc` (the Rust toolchain links with it): missing, each trial is ignored loudly, and
 //! fails under CI=true.
 
-use crate::common::{free_port, mock_server, KilledOnDrop};
+use crate::common::{self, free_port, mock_server, KilledOnDrop};
 use qual_test_fixtures::harness::Trial;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -95,32 +95,19 @@ fn calls(log: &Path, call: &str) -> usize {
         .count()
 }
 
-/// A launch recipe in `dir` for an owned mock server; returns its path.
+/// A launch recipe in `dir` for an owned mock server, and the stand-in model beside it;
+/// returns the recipe's path.
 fn recipe(dir: &Path) -> PathBuf {
-    let port = free_port();
-    let recipe = serde_json::json!({
-        "schema": "kiln-qual.serve-launch.v1",
-        "id": "nvml-double-mock",
-        "command": [KQ, "mock-server", "--port", port.to_string(), "--itl-ms", "0.2"],
-        "working_directory": ".",
-        "port": port,
-        "log_directory": "logs",
-        "readiness_poll_interval_ms": 10,
-        "startup_timeout_seconds": 5,
-        "shutdown_timeout_seconds": 5,
-        "acceptable_exit_codes": [0],
-    });
     let p = dir.join("launch.json");
-    std::fs::write(&p, recipe.to_string()).unwrap();
-    let model = dir.join("model");
-    std::fs::create_dir_all(&model).unwrap();
-    for (f, b) in [
-        ("m.gguf", "GGUF"),
-        ("config.json", "{}"),
-        ("tokenizer.json", "{}"),
-    ] {
-        std::fs::write(model.join(f), b).unwrap();
-    }
+    common::mock_launch_recipe(
+        &p,
+        "nvml-double-mock",
+        KQ,
+        free_port(),
+        &["--itl-ms", "0.2"],
+        Value::Null,
+    );
+    common::stand_in_model(dir);
     p
 }
 
