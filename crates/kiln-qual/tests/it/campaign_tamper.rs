@@ -439,15 +439,22 @@ fn signed_campaigns_verify_and_a_consistent_forgery_is_caught_only_by_the_signat
         "{text}"
     );
 
-    // A forgery consistent in every number the row records: the peak lowered with its delta
-    // and its gate detail. Nothing in the file contradicts it, so without keys it verifies
-    // (what a self-hash and recomputation cannot establish); the signature refuses it.
+    // A forgery consistent in every number the row records: the peak lowered to the baseline
+    // (or, where the host measured no growth at all, raised by 1 MiB, still far under the
+    // 1 TiB limit) with its delta and its gate detail. Nothing in the file contradicts it, so
+    // without keys it verifies (what a self-hash and recomputation cannot establish); the
+    // signature refuses it. The edit must change every row, or the test would prove nothing.
     edit_receipt(&out, "ref", "greedy-short.ref.json", |r| {
         for row in &mut r.runs {
             let m = row.memory.as_mut().unwrap();
             let old = m.peak_bytes;
-            m.peak_bytes = m.baseline_bytes;
-            m.peak_delta_bytes = 0;
+            m.peak_bytes = if old > m.baseline_bytes {
+                m.baseline_bytes
+            } else {
+                old + (1 << 20)
+            };
+            assert_ne!(m.peak_bytes, old);
+            m.peak_delta_bytes = m.peak_bytes.saturating_sub(m.baseline_bytes);
             for g in &mut row.gates {
                 if g.name == "absolute_memory_limit" {
                     g.detail = g
