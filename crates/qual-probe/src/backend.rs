@@ -2,7 +2,7 @@
 //! probe record per tool run.
 //!
 //! Backends: `cpu` (host CPU and memory; for machines without accelerators), `cuda`
-//! (`nvidia-smi --query-gpu=...`, `nvcc --version`), `rocm` (`rocminfo`, `hipcc --version`),
+//! (`nvidia-smi --query-gpu=...` and the GPU the cases use: [`crate::cuda`]; `nvcc --version`), `rocm` (`rocminfo`, `hipcc --version`),
 //! `vulkan` (`vulkaninfo --summary` and `vulkaninfo`, `glslc`/`glslangValidator`: see
 //! [`crate::vulkan`]), `metal`
 //! (`system_profiler SPDisplaysDataType -json`, `sysctl -n hw.memsize`). Every backend also
@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use qual_json::{Object, Value};
 
+use crate::cuda::CudaVisibility;
 use crate::platform::{Platform, UNAVAILABLE};
-use crate::tool::{run_tool, ToolOutput};
+use crate::tool::{run_tool, ToolOutput, ToolStatus};
 
 /// Default probe deadline.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -384,8 +385,10 @@ fn cpu_device(platform: &Platform, c: &mut Found) -> Device {
     d
 }
 
-/// The first NVIDIA GPU (`nvidia-smi`) and the CUDA toolkit (`nvcc`).
-fn cuda_device(c: &mut Found) -> Device {
+/// The NVIDIA GPU the cases use (`nvidia-smi`, then [`crate::cuda::select`] under the cases'
+/// `cuda` visibility, recorded as the synthetic `cuda-selected-device` probe) and the CUDA
+/// toolkit (`nvcc`, see [`nvcc_version`]).
+fn cuda_device(c: &mut Found, cuda: &Result<CudaVisibility, String>) -> Device {
     let q = format!("--query-gpu={NVIDIA_SMI_QUERY}");
     let out = run_tool(
         &["nvidia-smi", &q, "--format=csv,noheader,nounits"],
@@ -393,9 +396,24 @@ fn cuda_device(c: &mut Found) -> Device {
     );
     let mut probe = ProbeResult::from_tool("cuda-device-probe", true, &out);
     let mut d = Device::unavailable();
+    let mut selection = None;
     if out.ok() {
         match parse_nvidia_smi(&out.stdout) {
-            Ok(devs) => d = devs[0].clone(),
+            Ok(devs) => {
+                let picked = cuda
+                    .clone()
+                    .and_then(|v| crate::cuda::select(&devs, &v))
+                    .map(|s| {
+                        d = devs[s.position].clone();
+                        c.runtime
+                            .insert("cuda_device_selection".into(), s.description);
+                    });
+                selection = Some(ProbeResult::synthetic(
+                    "cuda-selected-device",
+                    true,
+                    picked,
+                ));
+            }
             Err(e) => {
                 probe.status = ProbeStatus::Failed;
                 probe.details = Some(e);
@@ -403,7 +421,8 @@ fn cuda_device(c: &mut Found) -> Device {
         }
     }
     c.probes.push(probe);
-    let nvcc = run_tool(&["nvcc", "--version"], PROBE_TIMEOUT);
+    c.probes.extend(selection);
+    let nvcc = nvcc_version();
     c.probes
         .push(ProbeResult::from_tool("nvcc-version", false, &nvcc));
     let toolkit = nvcc
@@ -412,6 +431,11 @@ fn cuda_device(c: &mut Found) -> Device {
         .flatten();
     if let Some(t) = &toolkit {
         c.compiler.insert("nvcc".into(), t.clone());
+    } else if nvcc.status == ToolStatus::NotFound {
+        c.unsupported.push(format!(
+            "cuda_toolkit: nvcc is not on PATH, in $CUDA_ROOT, $CUDA_HOME or $CUDA_PATH /bin, \
+             nor {NVCC_DEFAULT}"
+        ));
     } else {
         c.unsupported
             .push(format!("cuda_toolkit: nvcc {}", nvcc.failure()));
@@ -430,6 +454,34 @@ fn cuda_device(c: &mut Found) -> Device {
     c.runtime
         .insert("nvidia_smi_query".into(), NVIDIA_SMI_QUERY.into());
     d
+}
+
+/// Where a CUDA toolkit installs `nvcc` when nothing else says.
+const NVCC_DEFAULT: &str = "/usr/local/cuda/bin/nvcc";
+
+/// `nvcc --version`: the `nvcc` on `PATH`, else the first that exists of `bin/nvcc` under
+/// `$CUDA_ROOT`, `$CUDA_HOME`, `$CUDA_PATH` (absolute values only) and [`NVCC_DEFAULT`]; each
+/// through `qual-trusted` like every probe tool. A toolkit is often installed but not on
+/// `PATH` (the default install leaves `PATH` alone).
+fn nvcc_version() -> ToolOutput {
+    let on_path = run_tool(&["nvcc", "--version"], PROBE_TIMEOUT);
+    if on_path.status != ToolStatus::NotFound {
+        return on_path;
+    }
+    let mut candidates: Vec<String> = ["CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .filter(|d| std::path::Path::new(d).is_absolute())
+        .map(|d| format!("{}/bin/nvcc", d.trim_end_matches('/')))
+        .collect();
+    candidates.push(NVCC_DEFAULT.into());
+    for nvcc in candidates {
+        let out = run_tool(&[&nvcc, "--version"], PROBE_TIMEOUT);
+        if out.status != ToolStatus::NotFound {
+            return out;
+        }
+    }
+    on_path
 }
 
 /// The first ROCm agent (`rocminfo`), HIP (`hipcc`) and the ROCm release.
@@ -577,8 +629,13 @@ fn metal_device(platform: &Platform, c: &mut Found) -> Device {
     d
 }
 
-/// Captures the backend's identity on this host.
-pub fn capture(backend: &str, platform: &Platform) -> BackendCapture {
+/// Captures the backend's identity on this host; `cuda` is how the cases choose their NVIDIA
+/// GPU (see [`crate::cuda`]; an error says why they cannot, and fails `cuda-selected-device`).
+pub fn capture(
+    backend: &str,
+    platform: &Platform,
+    cuda: &Result<CudaVisibility, String>,
+) -> BackendCapture {
     let mut found = Found::default();
     for (id, argv) in [
         ("rustc-version", ["rustc", "--version"]),
@@ -593,7 +650,7 @@ pub fn capture(backend: &str, platform: &Platform) -> BackendCapture {
     }
     let device = match backend {
         "cpu" => cpu_device(platform, &mut found),
-        "cuda" => cuda_device(&mut found),
+        "cuda" => cuda_device(&mut found, cuda),
         "rocm" => rocm_device(platform, &mut found),
         "vulkan" => vulkan_device(&mut found),
         "metal" => metal_device(platform, &mut found),
@@ -698,11 +755,11 @@ mod tests {
     #[test]
     fn cpu_capture_on_this_host_is_observed_or_failed_never_invented() {
         let p = crate::platform::probe();
-        let c = capture("cpu", &p);
+        let c = capture("cpu", &p, &Ok(CudaVisibility::default()));
         let dev_probe = c.probes.iter().find(|p| p.id == "cpu-device").unwrap();
         assert!(dev_probe.required);
         assert_eq!(dev_probe.status == ProbeStatus::Passed, c.device.detected());
-        let u = capture("quantum", &p);
+        let u = capture("quantum", &p, &Ok(CudaVisibility::default()));
         assert!(!u.device.detected());
         assert!(u
             .probes

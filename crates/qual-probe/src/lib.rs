@@ -6,13 +6,14 @@
 //! - [`source_tree`]: the `kiln-source-tree-v1` digest, byte for byte under the `kiln`
 //!   profile, with a documented `generic` default;
 //! - [`model`]: the model / tokenizer / weight fingerprint;
-//! - [`platform`] and [`backend`]: host and backend probes whose parsers are tested on
+//! - [`platform`] and [`backend`] (with [`cuda`], which GPU the cases use): host and backend probes whose parsers are tested on
 //!   captured tool output; [`tool`] runs probe tools with a deadline.
 //!
 //! Invariant across the crate: a fact that cannot be observed is reported as unavailable with
 //! a reason, never invented.
 
 pub mod backend;
+pub mod cuda;
 pub mod git;
 // `unsafe`: the model root is opened with O_NOFOLLOW | O_DIRECTORY through libc.
 #[allow(unsafe_code)]

@@ -8,6 +8,7 @@
 #![allow(clippy::disallowed_methods)]
 
 use qual_probe::backend::{parse_nvcc_release, parse_nvidia_smi};
+use qual_probe::cuda::{select, CudaVisibility};
 use std::path::{Path, PathBuf};
 
 /// Every disagreement between a capture's text and what its receipt recorded.
@@ -28,7 +29,12 @@ fn check_capture(dir: &Path) -> Vec<String> {
         Err(e) => errs.push(format!("nvidia-smi-query.txt: {e}")),
         Ok(Err(e)) => errs.push(format!("nvidia-smi-query.txt: {e}")),
         Ok(Ok(devices)) => {
-            let got = devices[0].to_value().to_serde().expect("plain JSON");
+            // The device check's cases set neither CUDA variable: the GPU they use.
+            let position = match select(&devices, &CudaVisibility::default()) {
+                Ok(s) => s.position,
+                Err(e) => return vec![format!("nvidia-smi-query.txt: {e}")],
+            };
+            let got = devices[position].to_value().to_serde().expect("plain JSON");
             let want = &expected["device"];
             // The free memory moves between the capture and the probe's own run.
             for (k, v) in got.as_object().expect("an object") {

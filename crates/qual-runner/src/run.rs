@@ -22,6 +22,7 @@ use qual_contract::variables::RunnerValues;
 use qual_contract::{DeviceRequirement, Producer, SkipPolicy};
 use qual_json::{Object, Value};
 use qual_probe::backend::{self, ProbeStatus};
+use qual_probe::cuda::CudaVisibility;
 use qual_probe::git::Repo;
 use qual_probe::model::ModelFingerprint;
 use qual_probe::{platform, source_tree};
@@ -376,7 +377,7 @@ fn capture_environment(
     let capture = if model_failed {
         None
     } else {
-        Some(backend::capture(backend, &plat))
+        Some(backend::capture(backend, &plat, &cases_cuda_visibility(p)))
     };
     let (device, mut runtime, compiler, probes) = match &capture {
         Some(c) => (
@@ -485,6 +486,36 @@ fn probe_failures(
         return Some(missing);
     }
     None
+}
+
+/// How the variant's cases choose their NVIDIA GPU: `CUDA_VISIBLE_DEVICES` and
+/// `CUDA_DEVICE_ORDER` from each case's own `environment` (the closed case environment
+/// inherits neither), workload variables substituted; they must agree
+/// ([`qual_probe::cuda::shared_visibility`]).
+fn cases_cuda_visibility(p: &Prepared) -> Result<CudaVisibility, String> {
+    let mut each = Vec::new();
+    for case in &p.variant.cases {
+        let var = |name: &str| -> Result<Option<String>, String> {
+            case.environment
+                .get(name)
+                .map(|v| {
+                    qual_contract::variables::substitute(v, &p.variables, &RunnerValues::default())
+                        .map_err(|n| {
+                            format!(
+                                "case {}: {name} uses ${{{n}}}, which has no value before the cases run",
+                                qual_json::show::quote(&case.id)
+                            )
+                        })
+                })
+                .transpose()
+        };
+        let v = CudaVisibility {
+            visible_devices: var("CUDA_VISIBLE_DEVICES")?,
+            device_order: var("CUDA_DEVICE_ORDER")?,
+        };
+        each.push((case.id.clone(), v));
+    }
+    qual_probe::cuda::shared_visibility(&each)
 }
 
 /// The capture budgets of each execution (zero when no case runs).

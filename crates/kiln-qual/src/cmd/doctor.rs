@@ -268,7 +268,10 @@ fn reference_stamp(root: &Path) -> Option<String> {
 }
 
 fn backend(name: &'static str, platform: &qual_probe::platform::Platform) -> (Backend, Vec<Probe>) {
-    let c = qual_probe::backend::capture(name, platform);
+    // A case inherits neither CUDA variable from the host (the closed case environment): what
+    // a case of a workload that sets none would use.
+    let cases = Ok(qual_probe::cuda::CudaVisibility::default());
+    let c = qual_probe::backend::capture(name, platform, &cases);
     let (toolchain, own): (Vec<&ProbeResult>, Vec<&ProbeResult>) = c
         .probes
         .iter()

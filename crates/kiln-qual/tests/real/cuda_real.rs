@@ -2,6 +2,9 @@
 //! - `qualification/workloads/cuda-environment-v1.json` through `kiln-qual run`: on a host
 //!   without `nvidia-smi` the required device is refused by name (the probe's own failure, the
 //!   device `unavailable`); on a host with a GPU the same trial expects it detected;
+//! - the GPU a receipt records is the one the cases' own `CUDA_VISIBLE_DEVICES` /
+//!   `CUDA_DEVICE_ORDER` choose, refused by name where the listing cannot tell (a stand-in
+//!   `nvidia-smi` with two GPUs of different models);
 //! - `scripts/device-check run` refuses in one line, naming what is missing, where there is no
 //!   NVIDIA GPU (no `nvidia-smi` on `PATH`; a `nvidia-smi` that lists no GPU);
 //! - `scripts/device-check run --rehearse-on-cpu`: the device script's whole plumbing (a
@@ -73,6 +76,120 @@ fn the_cuda_environment_workload_states_what_it_found() {
             serde_json::Value::Null
         );
     }
+}
+
+/// What a real `nvidia-smi --query-gpu` prints on a host with two GPUs of different models,
+/// listed in PCI bus order.
+const TWO_GPUS: &str = "0, NVIDIA GeForce RTX 3060, GPU-11111111-2222-3333-4444-555555555555, 00000000:01:00.0, 8.6, 12288, 11000, 580.95.05\n\
+1, NVIDIA GeForce RTX 4090, GPU-66666666-7777-8888-9999-000000000000, 00000000:02:00.0, 8.9, 24564, 24000, 580.95.05\n";
+
+/// The receipt records the GPU the cases use, chosen as their CUDA runtime would choose it
+/// from their own `CUDA_VISIBLE_DEVICES` / `CUDA_DEVICE_ORDER`, and refuses by name where
+/// that cannot be known. Through the real binary and runner; `nvidia-smi` is a stand-in (a
+/// script printing what the real one prints for two GPUs: no host here has two), first on
+/// the runner's `PATH`, root-owned outside any worktree so the trusted-program rule accepts
+/// it. The cases run `true`: what is under test is the probe's choice.
+fn the_receipt_records_the_gpu_the_cases_choose() {
+    let d = common::example_checkout(&[WORKLOAD], "cuda selection");
+    let root = d.path();
+    let bin = tempfile::tempdir().unwrap();
+    let smi = bin.path().join("nvidia-smi");
+    std::fs::write(&smi, format!("#!/bin/sh\nprintf '%s' '{TWO_GPUS}'\n")).unwrap();
+    std::fs::set_permissions(&smi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let original: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join(WORKLOAD)).unwrap()).unwrap();
+    // Each case: the device query's case, running `true` with this environment.
+    let run = |name: &str, envs: &[serde_json::Value]| {
+        let mut w = original.clone();
+        let template = w["variants"][0]["cases"][0].clone();
+        let cases: Vec<serde_json::Value> = envs
+            .iter()
+            .enumerate()
+            .map(|(i, env)| {
+                let mut c = template.clone();
+                c["id"] = format!("case-{i}").into();
+                c["command"] = serde_json::json!(["true"]);
+                c["output_assertions"] = serde_json::json!([]);
+                c["environment"] = env.clone();
+                c
+            })
+            .collect();
+        w["variants"][0]["cases"] = cases.into();
+        std::fs::write(
+            root.join(WORKLOAD),
+            serde_json::to_string_pretty(&w).unwrap(),
+        )
+        .unwrap();
+        common::git(root, &["commit", "-q", "-am", name]);
+        let receipt = format!(".qualification/receipts/{name}.json");
+        let o = Command::new(env!("CARGO_BIN_EXE_kiln-qual"))
+            .args(["run", WORKLOAD, "--variant", "cuda", "--host-id", "ci-host"])
+            .args(["--output", &receipt])
+            .env("PATH", &path)
+            .current_dir(root)
+            .output()
+            .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root.join(&receipt)).unwrap()).unwrap();
+        (o.status.code(), v)
+    };
+    let env = |pairs: &[(&str, &str)]| -> serde_json::Value {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+
+    let (code, v) = run("by-uuid", &[env(&[("CUDA_VISIBLE_DEVICES", "GPU-6666")])]);
+    let dev = &v["environment"]["device"];
+    assert_eq!(code, Some(0), "{v:.3000}");
+    assert_eq!(dev["name"], "NVIDIA GeForce RTX 4090", "{dev}");
+    assert_eq!(dev["logical_index"], 1, "{dev}");
+    assert_eq!(dev["architecture"], "sm_89", "{dev}");
+    assert_eq!(
+        v["environment"]["runtime"]["cuda_device_selection"],
+        "nvidia-smi GPU 1 (GPU-66666666-7777-8888-9999-000000000000) of 2 listed is the \
+         cases' CUDA device 0: first entry of CUDA_VISIBLE_DEVICES=\"GPU-6666\", by UUID"
+    );
+
+    let (code, v) = run("pci-order", &[env(&[("CUDA_DEVICE_ORDER", "PCI_BUS_ID")])]);
+    assert_eq!(code, Some(0), "{v:.3000}");
+    assert_eq!(
+        v["environment"]["device"]["name"],
+        "NVIDIA GeForce RTX 3060"
+    );
+
+    // Unset, the cases' device 0 is the one CUDA ranks fastest: not knowable from the
+    // listing, so refused by name with what to set, the device unavailable.
+    let (code, v) = run("unset", &[env(&[])]);
+    assert_eq!(code, Some(1), "{v:.3000}");
+    let text = v.to_string();
+    assert!(
+        text.contains("environment probe \\\"cuda-selected-device\\\" failed: the host has 2 GPUs of different models"),
+        "{text:.3000}"
+    );
+    assert!(text.contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"), "{text:.3000}");
+    assert_eq!(v["environment"]["device"]["name"], "unavailable");
+
+    // Two cases on different GPUs: one receipt cannot record both.
+    let (code, v) = run(
+        "disagree",
+        &[
+            env(&[("CUDA_VISIBLE_DEVICES", "0"), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]),
+            env(&[("CUDA_VISIBLE_DEVICES", "1"), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]),
+        ],
+    );
+    assert_eq!(code, Some(1), "{v:.3000}");
+    assert!(
+        v.to_string().contains("choose their GPU differently"),
+        "{v:.3000}"
+    );
 }
 
 /// A `PATH` of links to the few programs the script itself uses, plus `extra`.
@@ -284,6 +401,10 @@ pub fn trials() -> Vec<Trial> {
         Trial::new(
             "the_cuda_environment_workload_states_what_it_found",
             the_cuda_environment_workload_states_what_it_found,
+        ),
+        Trial::new(
+            "the_receipt_records_the_gpu_the_cases_choose",
+            the_receipt_records_the_gpu_the_cases_choose,
         ),
         Trial::new(
             "device_check_refuses_in_one_line_without_an_nvidia_gpu",
