@@ -408,11 +408,7 @@ fn cuda_device(c: &mut Found, cuda: &Result<CudaVisibility, String>) -> Device {
                         c.runtime
                             .insert("cuda_device_selection".into(), s.description);
                     });
-                selection = Some(ProbeResult::synthetic(
-                    "cuda-selected-device",
-                    true,
-                    picked,
-                ));
+                selection = Some(ProbeResult::synthetic("cuda-selected-device", true, picked));
             }
             Err(e) => {
                 probe.status = ProbeStatus::Failed;

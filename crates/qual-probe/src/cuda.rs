@@ -241,8 +241,20 @@ mod tests {
 
     fn mixed() -> Vec<Device> {
         vec![
-            gpu(0, "NVIDIA GeForce RTX 3060", "8.6", "GPU-cccc", "00000000:01:00.0"),
-            gpu(1, "NVIDIA GeForce RTX 4090", "8.9", "GPU-dddd", "00000000:02:00.0"),
+            gpu(
+                0,
+                "NVIDIA GeForce RTX 3060",
+                "8.6",
+                "GPU-cccc",
+                "00000000:01:00.0",
+            ),
+            gpu(
+                1,
+                "NVIDIA GeForce RTX 4090",
+                "8.9",
+                "GPU-dddd",
+                "00000000:02:00.0",
+            ),
         ]
     }
 
@@ -305,12 +317,18 @@ mod tests {
         let cases = [
             (vis(Some(""), None), "empty entry"),
             (vis(Some(",1"), None), "empty entry"),
-            (vis(Some("7"), None), "index 7, but nvidia-smi lists 3 GPU(s)"),
+            (
+                vis(Some("7"), None),
+                "index 7, but nvidia-smi lists 3 GPU(s)",
+            ),
             (vis(Some("GPU-ffff"), None), "which is no GPU's UUID"),
             (vis(Some("GPU-bbbb"), None), "a prefix of 2 GPUs' UUIDs"),
             (vis(Some("MIG-1234"), None), "MIG instance"),
             (vis(Some("-1"), None), "neither an index nor a GPU-<UUID>"),
-            (vis(None, Some("SLOWEST")), "neither FASTEST_FIRST nor PCI_BUS_ID"),
+            (
+                vis(None, Some("SLOWEST")),
+                "neither FASTEST_FIRST nor PCI_BUS_ID",
+            ),
         ];
         for (v, want) in cases {
             let e = pick(&alike(), &v).unwrap_err();

@@ -174,15 +174,24 @@ fn the_receipt_records_the_gpu_the_cases_choose() {
         text.contains("environment probe \\\"cuda-selected-device\\\" failed: the host has 2 GPUs of different models"),
         "{text:.3000}"
     );
-    assert!(text.contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"), "{text:.3000}");
+    assert!(
+        text.contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"),
+        "{text:.3000}"
+    );
     assert_eq!(v["environment"]["device"]["name"], "unavailable");
 
     // Two cases on different GPUs: one receipt cannot record both.
     let (code, v) = run(
         "disagree",
         &[
-            env(&[("CUDA_VISIBLE_DEVICES", "0"), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]),
-            env(&[("CUDA_VISIBLE_DEVICES", "1"), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")]),
+            env(&[
+                ("CUDA_VISIBLE_DEVICES", "0"),
+                ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+            ]),
+            env(&[
+                ("CUDA_VISIBLE_DEVICES", "1"),
+                ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
+            ]),
         ],
     );
     assert_eq!(code, Some(1), "{v:.3000}");
