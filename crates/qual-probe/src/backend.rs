@@ -2,10 +2,10 @@
 //! probe record per tool run.
 //!
 //! Backends: `cpu` (host CPU and memory; for machines without accelerators), `cuda`
-//! (`nvidia-smi --query-gpu=...` and the GPU the cases use: [`crate::cuda`]; `nvcc --version`), `rocm` (`rocminfo`, `hipcc --version`),
-//! `vulkan` (`vulkaninfo --summary` and `vulkaninfo`, `glslc`/`glslangValidator`: see
-//! [`crate::vulkan`]), `metal`
-//! (`system_profiler SPDisplaysDataType -json`, `sysctl -n hw.memsize`). Every backend also
+//! (`nvidia-smi --query-gpu=...` and the GPU the cases use: [`crate::cuda`]; `nvcc --version`),
+//! `rocm` (`rocminfo`, `hipcc --version`), `vulkan` (`vulkaninfo --summary` and `vulkaninfo`,
+//! `glslc`/`glslangValidator`: see [`crate::vulkan`]), `metal` (`system_profiler
+//! SPDisplaysDataType -json`, `sysctl -n hw.memsize`). Every backend also
 //! records `rustc-version` and `cargo-version` (not required).
 //!
 //! Invariant: a value that a tool did not report is `unavailable` (strings) or `null`
